@@ -1,0 +1,47 @@
+# markerstore: make demo | make test | make bench | make lint
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: help setup java test test-fast demo bench lint clean
+
+help:
+	@echo "make demo   - set up .venv and run the end-to-end demo"
+	@echo "make test   - set up .venv and run the whole test suite"
+	@echo "make test-fast - tests without Spark and without slow tests"
+	@echo "make bench  - run the benchmarks and write docs/BENCHMARKS.md"
+	@echo "make lint   - ruff and mypy"
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+setup: $(STAMP) java
+
+java:
+	@$(PY) -m markerstore.testing.javacheck
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(PY) -m pytest -m "not spark and not slow" $(PYTEST_ARGS)
+
+demo: setup
+	$(VENV)/bin/markerstore demo
+
+bench: setup
+	$(PY) -m benchmarks.run
+
+lint: setup
+	$(VENV)/bin/ruff check markerstore errortable tests benchmarks
+	$(VENV)/bin/mypy markerstore errortable
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,72 @@
+"""Every error markerstore raises, in one tree.
+
+    MarkerStoreError
+    ├── ConfigError (ValueError)             unknown option key, bad option value
+    ├── StorageError (OSError)               a storage request failed after its retries
+    ├── InvalidMarkerError (ValueError)      a marker name, partition, file name or IO type is bad
+    ├── MarkerTypeError                      MARKERS.type is missing, empty, unreadable or unexpected
+    ├── MarkerServerError                    the marker server failed a request or cannot be reached
+    ├── TimelineError                        a timeline operation is not allowed
+    │   ├── InstantNotFoundError (LookupError)
+    │   ├── CommitConflictError              another writer completed or rolled back this instant
+    │   ├── InstantCompletedError            rollback of a completed instant
+    │   └── HeartbeatAliveError              rollback of an inflight instant whose writer is alive
+    ├── ReconcileError                       deleting an invalid file failed: the commit must fail
+    └── WriteConflictError                   conflict mode `fail` found existing data
+
+Errors that fit a built-in also subclass it, so `except ValueError` keeps working.
+"""
+
+from __future__ import annotations
+
+
+class MarkerStoreError(Exception):
+    """Base of every markerstore error."""
+
+
+class ConfigError(MarkerStoreError, ValueError):
+    """An option key is unknown or its value cannot be parsed."""
+
+
+class StorageError(MarkerStoreError, OSError):
+    """A storage request failed (after retries, where the failure was transient)."""
+
+
+class InvalidMarkerError(MarkerStoreError, ValueError):
+    """A marker name, partition path, file name or IO type is not valid."""
+
+
+class MarkerTypeError(MarkerStoreError):
+    """The MARKERS.type file of a marker folder is missing, empty, unreadable or unexpected."""
+
+
+class MarkerServerError(MarkerStoreError):
+    """The marker server failed a request or cannot be reached."""
+
+
+class TimelineError(MarkerStoreError):
+    """A timeline operation is not allowed in the instant's current state."""
+
+
+class InstantNotFoundError(TimelineError, LookupError):
+    """No such instant on the table's timeline."""
+
+
+class CommitConflictError(TimelineError):
+    """Another writer completed or rolled back this instant first."""
+
+
+class InstantCompletedError(TimelineError):
+    """The instant is completed; completed instants are never rolled back."""
+
+
+class HeartbeatAliveError(TimelineError):
+    """The instant is inflight and its writer's heartbeat is still alive."""
+
+
+class ReconcileError(MarkerStoreError):
+    """An invalid data file could not be deleted, so the commit must not complete."""
+
+
+class WriteConflictError(MarkerStoreError):
+    """Conflict mode `fail` found data already present where this write would go."""

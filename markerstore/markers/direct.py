@@ -1,0 +1,98 @@
+"""Direct markers: one object per marker under the instant's marker folder.
+
+The object is empty unless details are given (the S3 staging path records the pending
+multipart upload in it). Creation is create-if-absent, so a retried task that asks for a
+marker again gets False, not an error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from markerstore.markers.base import (
+    DIRECT,
+    MARKER_TYPE_FILE,
+    IOType,
+    MarkerName,
+    WriteMarkers,
+    ensure_marker_type,
+    marker_folder,
+    markers_to_arrow,
+    read_marker_type,
+)
+from markerstore.storage import Storage
+
+
+class DirectWriteMarkers(WriteMarkers):
+    """Markers of one instant, one object each."""
+
+    mechanism = DIRECT
+
+    def __init__(self, storage: Storage, instant: str, *, initialize: bool = True) -> None:
+        """`initialize` writes (or checks) MARKERS.type; executors pass False, since the
+        driver has done it before any task started."""
+        super().__init__(instant)
+        self.storage = storage
+        self.folder = marker_folder(storage, instant)
+        if initialize:
+            ensure_marker_type(storage, instant, DIRECT)
+
+    def _path(self, marker: MarkerName) -> str:
+        return f"{self.folder}/{marker.name}"
+
+    def create(self, partition: str, file_name: str, io_type: IOType | str = IOType.CREATE,
+               **details: Any) -> bool:
+        marker = MarkerName.build(partition, file_name, io_type)
+        body = json.dumps(details, sort_keys=True, default=str).encode() if details else b""
+        return self.storage.create_if_absent(self._path(marker), body)
+
+    def update(self, partition: str, file_name: str, io_type: IOType | str = IOType.CREATE,
+               **details: Any) -> None:
+        """Record details (size, checksum, pending upload) in an existing marker."""
+        marker = MarkerName.build(partition, file_name, io_type)
+        self.storage.put(self._path(marker), json.dumps(details, sort_keys=True,
+                                                        default=str).encode())
+
+    def _files(self) -> list[str]:
+        return self.storage.find(self.folder)
+
+    def _markers(self, files: list[str]) -> list[tuple[MarkerName, str]]:
+        prefix = self.folder.rstrip("/") + "/"
+        result = []
+        for path in files:
+            name = path[len(prefix):]
+            if name == MARKER_TYPE_FILE or "/." in "/" + name:
+                continue  # the type file, or a temporary file of a local atomic write
+            result.append((MarkerName.parse(name), path))
+        return result
+
+    def all(self) -> list[str]:
+        files = self._files()
+        read_marker_type(self.storage, self.instant, files)
+        return sorted(marker.name for marker, _ in self._markers(files))
+
+    def exists(self) -> bool:
+        return bool(self.storage.ls(self.folder))
+
+    def has(self, partition: str, file_name: str, io_type: IOType | str) -> bool:
+        return self.storage.exists(self._path(MarkerName.build(partition, file_name, io_type)))
+
+    def delete_all(self) -> bool:
+        return self.storage.delete_dir(self.folder) > 0
+
+    def to_arrow(self, with_details: bool = False) -> pa.Table:
+        """All markers as rows; `with_details` also reads each non-empty marker's content
+        (one GET each: used by rollback to find pending uploads)."""
+        files = self._files()
+        read_marker_type(self.storage, self.instant, files)
+        pairs = self._markers(files)
+        details: list[dict[str, Any]] = [{} for _ in pairs]
+        if with_details:
+            for i, (_, path) in enumerate(pairs):
+                raw = self.storage.get(path)
+                if raw.strip():
+                    details[i] = json.loads(raw)
+        return markers_to_arrow([marker for marker, _ in pairs], details)

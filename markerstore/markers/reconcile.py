@@ -1,0 +1,204 @@
+"""Reading markers of any mechanism into DuckDB; reconcile and rollback from them.
+
+Reconcile (at commit): invalid files = CREATE/MERGE markers minus the files the winning
+tasks reported, minus any file a completed commit references; they are deleted in
+parallel, and a failed delete fails the commit.
+
+APPEND markers: an APPEND marker names a file that may already hold committed data (an
+append to an existing file). Reconcile never deletes such a file. Rollback deletes it
+only when no completed commit references it; otherwise it is left and reported in the
+rollback's ``kept_append_files``.
+
+Rollback (of a failed instant): fence the instant (no commit of it can complete after),
+delete every data file its markers name (with the APPEND rule above), run the cleanup
+hooks (the S3 staging path aborts pending uploads), delete the marker folder, record the
+rollback. Every step is idempotent, so an interrupted rollback is finished by the next.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from markerstore.errors import ReconcileError
+from markerstore.markers.base import (
+    DIRECT,
+    MARKER_COLUMNS,
+    marker_folder,
+    read_marker_type,
+)
+from markerstore.markers.direct import DirectWriteMarkers
+from markerstore.storage import Storage
+from markerstore.timeline import Timeline
+
+log = logging.getLogger(__name__)
+
+MarkerReader = Callable[[Storage, str, duckdb.DuckDBPyConnection], duckdb.DuckDBPyRelation]
+RollbackHook = Callable[[Storage, str, pa.Table], dict[str, Any]]
+
+_READERS: dict[str, MarkerReader] = {}
+_ROLLBACK_HOOKS: list[RollbackHook] = []
+
+
+def register_reader(mechanism: str, reader: MarkerReader) -> None:
+    """How to read the markers a mechanism wrote, as a DuckDB relation of MARKER_COLUMNS."""
+    _READERS[mechanism] = reader
+
+
+def register_rollback_hook(hook: RollbackHook) -> None:
+    """A cleanup step run by rollback with the instant's marker rows (e.g. abort uploads)."""
+    if hook not in _ROLLBACK_HOOKS:
+        _ROLLBACK_HOOKS.append(hook)
+
+
+def _read_direct(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
+                 ) -> duckdb.DuckDBPyRelation:
+    table = DirectWriteMarkers(storage, instant, initialize=False).to_arrow()
+    return con.from_arrow(table)
+
+
+register_reader(DIRECT, _read_direct)
+
+
+def _load_mechanisms() -> None:
+    # The batched reader lives with the marker server; import it if it is installed.
+    try:
+        import markerstore.markers.segments  # noqa: F401
+    except ImportError:
+        pass
+
+
+def read_markers(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
+                 ) -> duckdb.DuckDBPyRelation | None:
+    """The instant's markers as a DuckDB relation (columns MARKER_COLUMNS plus `path`, the
+    data file relative to the table), or None if the instant has no marker folder."""
+    mechanism = read_marker_type(storage, instant)
+    if mechanism is None:
+        return None
+    if mechanism not in _READERS:
+        _load_mechanisms()
+    if mechanism not in _READERS:
+        from markerstore.errors import MarkerTypeError
+
+        raise MarkerTypeError(f"no reader for {mechanism} markers is installed")
+    relation = _READERS[mechanism](storage, instant, con)
+    columns = ", ".join(f'"{f.name}"' for f in MARKER_COLUMNS)
+    return relation.query(
+        "m", f"SELECT {columns}, CASE WHEN partition = '' THEN file "
+             f"ELSE partition || '/' || file END AS path FROM m")
+
+
+def empty_markers(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
+    table = MARKER_COLUMNS.empty_table().append_column("path", pa.array([], pa.string()))
+    return con.from_arrow(table)
+
+
+def referenced_files(timeline: Timeline) -> set[str]:
+    """Every data file (relative path) a completed commit references."""
+    paths: set[str] = set()
+    for _, metadata in timeline.completed():
+        for entry in metadata.get("files", []):
+            paths.add(entry["path"])
+    return paths
+
+
+def _paths_table(paths: Iterable[str]) -> pa.Table:
+    return pa.table({"path": pa.array(sorted(set(paths)), pa.string())})
+
+
+@dataclass
+class ReconcileResult:
+    """What reconcile found and did."""
+
+    instant: str
+    markers: int = 0
+    invalid_files: list[str] = field(default_factory=list)
+
+    @property
+    def files_cleaned(self) -> int:
+        return len(self.invalid_files)
+
+
+def reconcile(storage: Storage, timeline: Timeline, instant: str, committed: Iterable[str],
+              *, parallelism: int = 100) -> ReconcileResult:
+    """Delete the data files of `instant` that have a CREATE/MERGE marker but were not
+    reported by a winning task. Raises ReconcileError (and deletes nothing) if a
+    reported file has no marker, or if a delete fails."""
+    committed_paths = sorted(set(committed))
+    con = duckdb.connect()
+    markers = read_markers(storage, instant, con)
+    if markers is None:
+        markers = empty_markers(con)
+    con.register("markers_rel", markers.to_arrow_table())
+    con.register("committed", _paths_table(committed_paths))
+    con.register("referenced", _paths_table(referenced_files(timeline)))
+    unmarked = [r[0] for r in con.sql(
+        "SELECT path FROM committed WHERE path NOT IN (SELECT path FROM markers_rel) "
+        "ORDER BY path").fetchall()]
+    if unmarked:
+        raise ReconcileError(
+            f"{len(unmarked)} reported file(s) of instant {instant} have no marker, so the "
+            f"write broke the marker-first rule: {', '.join(unmarked[:5])}")
+    invalid = [r[0] for r in con.sql(
+        "SELECT DISTINCT path FROM markers_rel WHERE io_type IN ('CREATE', 'MERGE') "
+        "AND path NOT IN (SELECT path FROM committed) "
+        "AND path NOT IN (SELECT path FROM referenced) ORDER BY path").fetchall()]
+    total = con.sql("SELECT count(*) FROM markers_rel").fetchall()[0][0]
+    result = ReconcileResult(instant, int(total), invalid)
+    if invalid:
+        try:
+            storage.delete_many([storage.path(p) for p in invalid], parallelism)
+        except Exception as exc:
+            raise ReconcileError(f"could not delete the invalid files of instant {instant}; "
+                                 f"the commit must not complete: {exc}") from exc
+        log.info("instant %s: deleted %d invalid file(s)", instant, len(invalid))
+    return result
+
+
+@dataclass
+class RollbackResult:
+    """What a rollback did; `noop` when the instant was already rolled back."""
+
+    instant: str
+    deleted_files: list[str] = field(default_factory=list)
+    kept_append_files: list[str] = field(default_factory=list)
+    hooks: dict[str, Any] = field(default_factory=dict)
+    noop: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"instant": self.instant, "deleted_files": self.deleted_files,
+                "kept_append_files": self.kept_append_files, "noop": self.noop,
+                **({"cleanup": self.hooks} if self.hooks else {})}
+
+
+def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
+                          parallelism: int = 100) -> RollbackResult:
+    """Steps 2-5 of a rollback, after the instant was fenced with claim_rollback."""
+    con = duckdb.connect()
+    markers = read_markers(storage, instant, con)
+    result = RollbackResult(instant)
+    if markers is not None:
+        rows = markers.to_arrow_table()
+        con.register("markers_rel", rows)
+        con.register("referenced", _paths_table(referenced_files(timeline)))
+        result.deleted_files = [r[0] for r in con.sql(
+            "SELECT DISTINCT path FROM markers_rel "
+            "WHERE path NOT IN (SELECT path FROM referenced) ORDER BY path").fetchall()]
+        result.kept_append_files = [r[0] for r in con.sql(
+            "SELECT DISTINCT path FROM markers_rel WHERE io_type = 'APPEND' "
+            "AND path IN (SELECT path FROM referenced) ORDER BY path").fetchall()]
+        storage.delete_many([storage.path(p) for p in result.deleted_files], parallelism)
+        for hook in _ROLLBACK_HOOKS:
+            outcome = hook(storage, instant, rows.drop_columns(["path"]))
+            if outcome:
+                result.hooks[getattr(hook, "__name__", "hook")] = outcome
+    storage.delete_dir(marker_folder(storage, instant), parallelism)
+    timeline.finish_rollback(instant, {"deleted_files": result.deleted_files,
+                                       "kept_append_files": result.kept_append_files,
+                                       "cleanup": result.hooks})
+    return result

@@ -1,0 +1,122 @@
+"""DuckDB views over a table's timeline and markers: `commits`, `files`, `markers`.
+
+Views are rebuilt for each query from the timeline (one LIST, plus one GET per completed
+commit not read before) and the marker folders. Other packages add views with
+:func:`register_view` (errortable adds `errors`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+
+from markerstore.markers.base import MARKERS_DIR
+from markerstore.markers.reconcile import empty_markers, read_markers
+from markerstore.timeline import COMPLETED, is_instant, parse_instant
+
+if TYPE_CHECKING:
+    from markerstore.table import Table
+
+ViewProvider = Callable[["Table", duckdb.DuckDBPyConnection], None]
+_EXTRA_VIEWS: dict[str, ViewProvider] = {}
+
+COMMITS_SCHEMA = pa.schema([
+    ("instant", pa.string()), ("state", pa.string()),
+    ("instant_time", pa.timestamp("ms", tz="UTC")), ("write_uuid", pa.string()),
+    ("operation", pa.string()), ("completed_at", pa.timestamp("ms", tz="UTC")),
+    ("num_files", pa.int64()), ("num_rows", pa.int64()), ("num_bytes", pa.int64()),
+    ("error_records", pa.int64()), ("files_cleaned", pa.int64()), ("metadata", pa.string()),
+])
+FILES_SCHEMA = pa.schema([
+    ("instant", pa.string()), ("partition", pa.string()), ("file", pa.string()),
+    ("path", pa.string()), ("url", pa.string()), ("size", pa.int64()), ("rows", pa.int64()),
+    ("checksum", pa.string()),
+])
+
+
+def register_view(name: str, provider: ViewProvider) -> None:
+    """Add a view to every table's SQL connection."""
+    _EXTRA_VIEWS[name] = provider
+
+
+def _ms(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value / 1000, tz=timezone.utc)
+    return None
+
+
+def commits_table(table: Table) -> pa.Table:
+    rows: dict[str, list[Any]] = {f.name: [] for f in COMMITS_SCHEMA}
+    for info in table.timeline():
+        meta: dict[str, Any] = {}
+        if info.state == COMPLETED:
+            meta = table._timeline.commit_metadata(info.instant)
+        counts = meta.get("counts", {})
+        rows["instant"].append(info.instant)
+        rows["state"].append(info.state)
+        rows["instant_time"].append(parse_instant(info.instant))
+        rows["write_uuid"].append(meta.get("write_uuid"))
+        rows["operation"].append(meta.get("operation"))
+        rows["completed_at"].append(_ms(meta.get("timestamp")))
+        rows["num_files"].append(counts.get("files"))
+        rows["num_rows"].append(counts.get("rows"))
+        rows["num_bytes"].append(counts.get("bytes"))
+        rows["error_records"].append(counts.get("error_records"))
+        rows["files_cleaned"].append(counts.get("files_cleaned"))
+        rows["metadata"].append(json.dumps(meta, sort_keys=True) if meta else None)
+    return pa.table(rows, schema=COMMITS_SCHEMA)
+
+
+def files_table(table: Table) -> pa.Table:
+    rows: dict[str, list[Any]] = {f.name: [] for f in FILES_SCHEMA}
+    storage = table.storage
+    for instant, meta in table._timeline.completed():
+        for entry in meta.get("files", []):
+            path = entry["path"]
+            partition, _, file_name = path.rpartition("/")
+            rows["instant"].append(instant)
+            rows["partition"].append(partition)
+            rows["file"].append(file_name)
+            rows["path"].append(path)
+            rows["url"].append(storage.url(storage.path(path)))
+            rows["size"].append(entry.get("size"))
+            rows["rows"].append(entry.get("rows"))
+            rows["checksum"].append(entry.get("checksum"))
+    return pa.table(rows, schema=FILES_SCHEMA)
+
+
+def markers_relation(table: Table, con: duckdb.DuckDBPyConnection) -> pa.Table:
+    storage = table.storage
+    parts = []
+    for name in storage.ls(storage.path(MARKERS_DIR)):
+        if not is_instant(name):
+            continue
+        relation = read_markers(storage, name, con)
+        if relation is None:
+            continue
+        parts.append(relation.query("m", f"SELECT '{name}' AS instant, * FROM m").to_arrow_table())
+    if not parts:
+        empty = empty_markers(con).to_arrow_table()
+        return empty.add_column(0, "instant", pa.array([], pa.string()))
+    return pa.concat_tables(parts)
+
+
+def connect(table: Table) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the table's views."""
+    con = duckdb.connect()
+    con.register("commits", commits_table(table))
+    con.register("files", files_table(table))
+    con.register("markers", markers_relation(table, con))
+    for name, provider in _EXTRA_VIEWS.items():
+        provider(table, con)
+        if name not in {r[0] for r in con.sql("SELECT view_name FROM duckdb_views()").fetchall()
+                        } | {r[0] for r in con.sql("SHOW TABLES").fetchall()}:
+            raise RuntimeError(f"view provider {name!r} did not create its view")
+    return con

@@ -1,0 +1,371 @@
+"""Storage access through fsspec: atomic create-if-absent, retries with backoff, request counts.
+
+One :class:`Storage` per table base URL. Every request markerstore makes goes through it,
+so it can be retried on throttling and timeouts, and counted by kind (PUT, GET, LIST,
+DELETE, HEAD). On S3 the count is of real HTTP requests, read from botocore's event
+hooks; on other filesystems it is one per operation.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any, TypeVar
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
+
+from markerstore.errors import StorageError
+
+T = TypeVar("T")
+
+KINDS = ("PUT", "GET", "LIST", "DELETE", "HEAD")
+
+# S3 API operations by request kind (POST counts as PUT, as S3's price list does).
+_S3_KIND = {
+    "PutObject": "PUT", "CreateMultipartUpload": "PUT", "UploadPart": "PUT",
+    "CompleteMultipartUpload": "PUT", "CopyObject": "PUT", "UploadPartCopy": "PUT",
+    "CreateBucket": "PUT",
+    "GetObject": "GET",
+    "ListObjectsV2": "LIST", "ListObjects": "LIST", "ListMultipartUploads": "LIST",
+    "ListParts": "LIST", "ListObjectVersions": "LIST", "ListBuckets": "LIST",
+    "DeleteObject": "DELETE", "DeleteObjects": "DELETE", "AbortMultipartUpload": "DELETE",
+    "HeadObject": "HEAD", "HeadBucket": "HEAD",
+}
+
+_TRANSIENT_NAMES = frozenset({
+    "ReadTimeoutError", "ConnectTimeoutError", "EndpointConnectionError",
+    "ConnectionClosedError", "ServerDisconnectedError", "ClientConnectorError",
+    "ClientOSError", "ServerTimeoutError", "ResponseStreamingError", "ClientPayloadError",
+})
+_TRANSIENT_ERRNOS = frozenset({errno.EBUSY, errno.EAGAIN, getattr(errno, "EREMOTEIO", 121)})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures worth retrying: throttling (503 SlowDown), 500s and timeouts."""
+    if isinstance(exc, (TimeoutError, ConnectionError)):
+        return True
+    if any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__):
+        return True
+    if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
+        return True
+    text = str(exc)
+    return "SlowDown" in text or "503" in text and "Service Unavailable" in text
+
+
+class Storage:
+    """Requests to one table's storage, retried and counted.
+
+    Paths taken and returned by the methods are fsspec paths (no protocol); use
+    :meth:`path` to build one under the base and :meth:`url` to show one to a user.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        storage_options: Mapping[str, Any] | None = None,
+        *,
+        retries: int = 5,
+        retry_base_delay: float = 0.1,
+    ) -> None:
+        if not isinstance(url, str) or not url.strip():
+            raise ValueError(f"table path must be a non-empty string, got {url!r}")
+        options = dict(storage_options or {})
+        protocol = fsspec.core.split_protocol(url)[0] or "file"
+        if protocol in ("s3", "s3a"):
+            # Listings must never come from a cache: another process may have written.
+            options.setdefault("use_listings_cache", False)
+            options.setdefault("skip_instance_cache", True)
+        self.fs, root = fsspec.core.url_to_fs(url, **options)
+        self.storage_options = dict(storage_options or {})
+        self.protocol = protocol
+        self.root = root.rstrip("/") if root not in ("/", "") else root
+        self.is_local = isinstance(self.fs, LocalFileSystem)
+        self.is_memory = isinstance(self.fs, MemoryFileSystem)
+        self.is_s3 = type(self.fs).__name__ == "S3FileSystem"
+        self.retries = retries
+        self.retry_base_delay = retry_base_delay
+        self._counts: Counter[str] = Counter()
+        self._count_lock = threading.Lock()
+        self._memory_lock = threading.Lock()
+        if self.is_s3:
+            self._hook_s3_counter()
+
+    # --- paths -----------------------------------------------------------------------
+    def path(self, *parts: str) -> str:
+        """An fsspec path under the base (parts joined with '/')."""
+        cleaned = [p.strip("/") for p in parts if p and p.strip("/")]
+        return "/".join([self.root.rstrip("/")] + cleaned) if cleaned else self.root
+
+    def url(self, path: str | None = None) -> str:
+        """A path as a URL a user can paste (with its protocol, except for local paths)."""
+        path = self.root if path is None else path
+        if self.is_local:
+            return path
+        return self.fs.unstrip_protocol(path)
+
+    def relative(self, path: str) -> str:
+        """`path` relative to the base; raises if it is outside the base."""
+        path = self._strip(path)
+        base = self.root.rstrip("/") + "/"
+        if not path.startswith(base):
+            raise ValueError(f"{path!r} is not under the table path {self.root!r}")
+        return path[len(base):]
+
+    def _strip(self, path: str) -> str:
+        stripped: str = self.fs._strip_protocol(path)
+        return stripped
+
+    # --- counting ----------------------------------------------------------------------
+    def _count(self, kind: str, n: int = 1) -> None:
+        if self.is_s3 or n <= 0:
+            return  # S3 requests are counted by the botocore hook
+        with self._count_lock:
+            self._counts[kind] += n
+
+    def _hook_s3_counter(self) -> None:
+        self.fs.connect()
+        events = self.fs.s3.meta.events
+
+        def on_send(event_name: str = "", **_: Any) -> None:
+            kind = _S3_KIND.get(event_name.rsplit(".", 1)[-1], "OTHER")
+            with self._count_lock:
+                self._counts[kind] += 1
+
+        events.register("before-send.s3", on_send)
+
+    def requests(self) -> dict[str, int]:
+        """Storage requests made so far, by kind, including retried attempts."""
+        with self._count_lock:
+            counts = {kind: self._counts.get(kind, 0) for kind in KINDS}
+            for kind, n in self._counts.items():
+                counts.setdefault(kind, n)
+        counts["total"] = sum(v for k, v in counts.items() if k != "total")
+        return counts
+
+    def reset_requests(self) -> None:
+        with self._count_lock:
+            self._counts.clear()
+
+    # --- retry -------------------------------------------------------------------------
+    def _retry(self, what: str, kind: str, fn: Callable[[], T]) -> T:
+        attempt = 0
+        while True:
+            self._count(kind)
+            try:
+                return fn()
+            except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError):
+                raise
+            except Exception as exc:
+                if not is_transient(exc) or attempt >= self.retries:
+                    if isinstance(exc, StorageError):
+                        raise
+                    tries = f" after {attempt + 1} attempts" if attempt else ""
+                    raise StorageError(f"{what} failed{tries}: {type(exc).__name__}: {exc}") \
+                        from exc
+                delay = self.retry_base_delay * (2 ** attempt) * (0.5 + random.random())
+                time.sleep(min(delay, 10.0))
+                attempt += 1
+
+    # --- reads -------------------------------------------------------------------------
+    def get(self, path: str) -> bytes:
+        """The content of a file; FileNotFoundError if it does not exist."""
+        data: bytes = self._retry(f"GET {self.url(path)}", "GET", lambda: self.fs.cat_file(path))
+        return data
+
+    def exists(self, path: str) -> bool:
+        return bool(self._retry(f"HEAD {self.url(path)}", "HEAD", lambda: self.fs.exists(path)))
+
+    def info(self, path: str) -> dict[str, Any]:
+        info: dict[str, Any] = self._retry(f"HEAD {self.url(path)}", "HEAD",
+                                           lambda: self.fs.info(path))
+        return info
+
+    def ls(self, path: str) -> list[str]:
+        """Names (not paths) directly under `path`; empty if it does not exist."""
+        def run() -> list[str]:
+            try:
+                entries = self.fs.ls(path, detail=False)
+            except FileNotFoundError:
+                return []
+            prefix = path.rstrip("/") + "/"
+            return sorted({e.rstrip("/")[len(prefix):] for e in entries
+                           if e.rstrip("/").startswith(prefix)})
+
+        return self._retry(f"LIST {self.url(path)}", "LIST", run)
+
+    def find(self, path: str) -> list[str]:
+        """Paths of every file under `path`, recursively; empty if it does not exist."""
+        def run() -> list[str]:
+            try:
+                return sorted(self.fs.find(path))
+            except FileNotFoundError:
+                return []
+
+        return self._retry(f"LIST {self.url(path)}", "LIST", run)
+
+    def open_read(self, path: str) -> IO[bytes]:
+        self._count("GET")
+        handle: IO[bytes] = self.fs.open(path, "rb")
+        return handle
+
+    # --- writes ------------------------------------------------------------------------
+    def put(self, path: str, data: bytes) -> None:
+        """Write a whole file, replacing any old one; readers never see a partial file."""
+        if self.is_local:
+            self._retry(f"PUT {path}", "PUT", lambda: _local_atomic_replace(path, data))
+        else:
+            self._retry(f"PUT {self.url(path)}", "PUT", lambda: self.fs.pipe_file(path, data))
+
+    def create_if_absent(self, path: str, data: bytes = b"") -> bool:
+        """Create a file only if none exists; True if this call created it.
+
+        S3: PutObject with If-None-Match: *. Local: link(2) of a complete temporary file,
+        so the file appears whole or not at all. If an attempt fails ambiguously and the
+        retry finds the file, its content is compared with `data` to tell ours from
+        another writer's.
+        """
+        ambiguous = False
+
+        def attempt() -> bool:
+            nonlocal ambiguous
+            try:
+                if self.is_local:
+                    _local_create_exclusive(path, data)
+                elif self.is_memory:
+                    with self._memory_lock:
+                        if self.fs.exists(path):
+                            raise FileExistsError(path)
+                        self.fs.pipe_file(path, data)
+                else:
+                    self.fs.pipe_file(path, data, mode="create")
+                return True
+            except FileExistsError:
+                if ambiguous and data:
+                    return self.get(path) == data
+                return False
+            except Exception as exc:
+                ambiguous = ambiguous or is_transient(exc)
+                raise
+
+        return self._retry(f"create {self.url(path)}", "PUT", attempt)
+
+    def open_write(self, path: str) -> IO[bytes]:
+        """A file handle for a large write (data files); the caller closes it."""
+        self._count("PUT")
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        handle: IO[bytes] = self.fs.open(path, "wb")
+        return handle
+
+    # --- deletes -----------------------------------------------------------------------
+    def delete(self, path: str) -> None:
+        """Delete one file; a missing file is not an error."""
+        def run() -> None:
+            try:
+                self.fs.rm_file(path)
+            except FileNotFoundError:
+                pass
+
+        self._retry(f"DELETE {self.url(path)}", "DELETE", run)
+
+    def delete_many(self, paths: Iterable[str], parallelism: int = 100) -> int:
+        """Delete files in parallel; missing files are fine, any other failure raises.
+
+        On S3 this is DeleteObjects, 1000 keys a request. Returns how many were asked for.
+        """
+        todo = sorted(set(paths))
+        if not todo:
+            return 0
+        if self.is_s3:
+            batches = [todo[i:i + 1000] for i in range(0, len(todo), 1000)]
+
+            def run_batch(batch: list[str]) -> None:
+                self._retry(f"DELETE {len(batch)} objects under {self.url()}", "DELETE",
+                            lambda: self.fs.rm(batch))
+
+            self._parallel(run_batch, batches, min(parallelism, 10))
+            return len(todo)
+        self._parallel(self.delete, todo, parallelism)
+        return len(todo)
+
+    def delete_dir(self, path: str, parallelism: int = 100) -> int:
+        """Delete a folder and everything under it; returns the number of files deleted."""
+        files = self.find(path)
+        count = self.delete_many(files, parallelism)
+        if self.is_local and os.path.isdir(path):
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)
+        elif self.is_memory:
+            try:
+                self.fs.rm(path, recursive=True)
+            except FileNotFoundError:
+                pass
+        return count
+
+    def _parallel(self, fn: Callable[[Any], None], items: list[Any], parallelism: int) -> None:
+        if len(items) == 1 or parallelism <= 1:
+            for item in items:
+                fn(item)
+            return
+        failures: list[str] = []
+        with ThreadPoolExecutor(max_workers=min(parallelism, len(items))) as pool:
+            for item, future in [(i, pool.submit(fn, i)) for i in items]:
+                exc = future.exception()
+                if exc is not None:
+                    failures.append(f"{item}: {exc}")
+        if failures:
+            more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
+            raise StorageError(f"{len(failures)} deletes failed: " + "; ".join(failures[:5]) + more)
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_temp(path: str, data: bytes) -> str:
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return tmp
+
+
+def _local_atomic_replace(path: str, data: bytes) -> None:
+    tmp = _write_temp(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    _fsync_dir(os.path.dirname(path))
+
+
+def _local_create_exclusive(path: str, data: bytes) -> None:
+    tmp = _write_temp(path, data)
+    try:
+        os.link(tmp, path)  # fails with FileExistsError if the name is taken
+    finally:
+        os.unlink(tmp)
+    _fsync_dir(os.path.dirname(path))

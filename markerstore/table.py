@@ -1,0 +1,365 @@
+"""`Table`: the Python API over one table's storage, timeline and markers."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import duckdb
+
+from markerstore import config
+from markerstore.errors import (
+    CommitConflictError,
+    HeartbeatAliveError,
+    InstantCompletedError,
+    TimelineError,
+)
+from markerstore.markers import (
+    DIRECT,
+    MARKERS_DIR,
+    DirectWriteMarkers,
+    ReconcileResult,
+    RollbackResult,
+    WriteMarkers,
+    reconcile,
+    rollback_from_markers,
+)
+from markerstore.storage import Storage
+from markerstore.timeline import (
+    COMPLETED,
+    INFLIGHT,
+    REQUESTED,
+    ROLLEDBACK,
+    Heartbeats,
+    HeartbeatThread,
+    InstantInfo,
+    Timeline,
+    is_instant,
+)
+
+log = logging.getLogger(__name__)
+
+# Keys of the commit metadata that markerstore writes; user metadata may not set them.
+RESERVED_METADATA = frozenset({
+    "instant", "state", "name", "committer", "timestamp", "date", "hostname", "jobId",
+    "write_uuid", "filenames", "files", "counts", "metrics", "diagnostics", "operation",
+    "partitions",
+})
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file a winning task wrote, relative to the table."""
+
+    path: str
+    size: int | None = None
+    rows: int | None = None
+    checksum: str | None = None
+
+    @property
+    def partition(self) -> str:
+        return self.path.rpartition("/")[0]
+
+
+class Table:
+    """One table: a base path (any fsspec URL) with its `.markerstore` folder.
+
+    >>> table = Table("memory://warehouse/events")
+    >>> instant = table.start_commit()
+    >>> markers = table.markers(instant)
+    >>> markers.create("day=1", "f1.parquet", "CREATE")
+    True
+    """
+
+    def __init__(self, path: str, storage_options: Mapping[str, Any] | None = None,
+                 options: Mapping[str, Any] | config.Settings | None = None) -> None:
+        self.settings = config.resolve(options)
+        self.storage = Storage(
+            path, storage_options,
+            retries=self.settings[config.STORAGE_RETRIES],
+            retry_base_delay=self.settings[config.STORAGE_RETRY_BASE_DELAY_MS] / 1000)
+        self.path = path
+        self._timeline = Timeline(self.storage)
+        self.heartbeats = Heartbeats(self.storage,
+                                     self.settings[config.HEARTBEAT_INTERVAL_MS],
+                                     self.settings[config.HEARTBEAT_TOLERABLE_MISSES])
+        self._beating: dict[str, HeartbeatThread] = {}
+
+    def __repr__(self) -> str:
+        return f"Table({self.storage.url()!r})"
+
+    @property
+    def parallelism(self) -> int:
+        return int(self.settings[config.MARKERS_DELETE_PARALLELISM])
+
+    # --- instants ------------------------------------------------------------------------
+    def start_commit(self, write_uuid: str | None = None, operation: str = "write",
+                     *, rollback_failed: bool = True, heartbeat: bool = True) -> str:
+        """Start a write: roll back failed writes (per the failed-writes policy), create a
+        new inflight instant and start its heartbeat. Returns the instant id."""
+        if rollback_failed:
+            self.rollback_failed()
+        write_uuid = write_uuid or self.settings[config.WRITE_UUID] or str(uuid.uuid4())
+        instant = self._timeline.create(write_uuid, operation)
+        if heartbeat:
+            self._beating[instant] = self.heartbeats.start(instant)
+        log.info("%s: started instant %s (write %s)", self, instant, write_uuid)
+        return instant
+
+    def timeline(self) -> list[InstantInfo]:
+        """Every instant with its state, oldest first."""
+        return self._timeline.instants()
+
+    def state(self, instant: str) -> str:
+        return self._timeline.state(instant)
+
+    def write_uuid(self, instant: str) -> str | None:
+        value = self._timeline.requested_info(instant).get("write_uuid")
+        return str(value) if value else None
+
+    def commit_metadata(self, instant: str) -> dict[str, Any]:
+        return self._timeline.commit_metadata(instant)
+
+    # --- markers -------------------------------------------------------------------------
+    def markers(self, instant: str, type: str = "direct", **kwargs: Any) -> WriteMarkers:
+        """The markers of an inflight instant. `type` is "direct" or "batched" (then pass
+        `url=` of the marker server)."""
+        mechanism = config.OPTIONS[config.MARKERS_TYPE].parse(type)
+        state = self._timeline.state(instant)
+        if state not in (REQUESTED, INFLIGHT):
+            raise TimelineError(f"instant {instant} is {state}; markers are only created for "
+                                "an inflight instant")
+        if mechanism == "direct":
+            if kwargs:
+                raise TypeError(f"direct markers take no options, got {sorted(kwargs)}")
+            return DirectWriteMarkers(self.storage, instant)
+        from markerstore.server.client import MarkerClient
+
+        return MarkerClient(instant=instant, table=self, **kwargs)
+
+    def reconcile(self, instant: str, committed_files: Iterable[str | DataFile | Mapping[str, Any]]
+                  ) -> ReconcileResult:
+        """Delete data files of `instant` that have a CREATE/MERGE marker but are not among
+        `committed_files` (the winning tasks' files)."""
+        paths = [self._data_file(f).path for f in committed_files]
+        return reconcile(self.storage, self._timeline, instant, paths,
+                         parallelism=self.parallelism)
+
+    # --- commit ---------------------------------------------------------------------------
+    def _data_file(self, item: str | DataFile | Mapping[str, Any]) -> DataFile:
+        if isinstance(item, DataFile):
+            entry = item
+        elif isinstance(item, str):
+            entry = DataFile(item)
+        elif isinstance(item, Mapping):
+            unknown = set(item) - {"path", "size", "rows", "checksum"}
+            if unknown or "path" not in item:
+                raise ValueError(f"a file entry has keys path, size, rows, checksum; got "
+                                 f"{sorted(item)}")
+            entry = DataFile(**dict(item))
+        else:
+            raise TypeError(f"a committed file is a path, a dict or a DataFile, got {item!r}")
+        path = entry.path
+        if "://" in path or path.startswith("/"):
+            path = self.storage.relative(path)
+        if not path or path.startswith("..") or "/../" in f"/{path}/":
+            raise ValueError(f"file path {entry.path!r} is not inside the table")
+        return DataFile(path, entry.size, entry.rows, entry.checksum)
+
+    def commit(self, instant: str, files: Iterable[str | DataFile | Mapping[str, Any]],
+               metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Complete `instant` with exactly `files`: reconcile, then write the completed
+        instant atomically, then delete the markers. Returns the commit metadata."""
+        started = time.time()
+        state = self._timeline.state(instant)
+        if state not in (REQUESTED, INFLIGHT):
+            raise CommitConflictError(f"instant {instant} is {state}; only an inflight instant "
+                                      "can be committed")
+        extra = dict(metadata or {})
+        clash = RESERVED_METADATA & set(extra)
+        if clash:
+            raise ValueError(f"metadata keys {sorted(clash)} are written by markerstore")
+        entries = [self._data_file(f) for f in files]
+        recon = self.reconcile(instant, [e.path for e in entries])
+        entries = self._fill_sizes(entries)
+        write_uuid = self.write_uuid(instant)
+        now = datetime.now(timezone.utc)
+        rows = [e.rows for e in entries]
+        payload: dict[str, Any] = {
+            # Names shared with Hadoop's _SUCCESS JSON:
+            "name": "markerstore.commit", "committer": "markerstore",
+            "timestamp": int(now.timestamp() * 1000), "date": now.isoformat(),
+            "hostname": socket.gethostname(), "jobId": write_uuid,
+            "filenames": [e.path for e in entries[:100]],
+            "metrics": {"markers": recon.markers, "files_cleaned": recon.files_cleaned,
+                        "commit_seconds": None},
+            "diagnostics": {"pid": os.getpid()},
+            # markerstore's own:
+            "write_uuid": write_uuid,
+            "operation": self._timeline.requested_info(instant).get("operation", "write"),
+            "files": [{k: v for k, v in asdict(e).items() if v is not None} for e in entries],
+            "partitions": sorted({e.partition for e in entries}),
+            "counts": {"files": len(entries), "bytes": sum(e.size or 0 for e in entries),
+                       "rows": sum(rows) if all(r is not None for r in rows) else None,
+                       "files_cleaned": recon.files_cleaned},
+            **extra,
+        }
+        payload["metrics"]["commit_seconds"] = round(time.time() - started, 3)
+        self._timeline.complete(instant, payload)
+        self._finish(instant)
+        return self._timeline.commit_metadata(instant)
+
+    def _fill_sizes(self, entries: list[DataFile]) -> list[DataFile]:
+        missing = [e for e in entries if e.size is None]
+        if not missing:
+            return entries
+        with ThreadPoolExecutor(max_workers=min(16, len(missing))) as pool:
+            sizes = dict(zip([e.path for e in missing], pool.map(
+                lambda e: int(self.storage.info(self.storage.path(e.path))["size"]), missing)))
+        return [DataFile(e.path, sizes.get(e.path, e.size), e.rows, e.checksum)
+                for e in entries]
+
+    def _finish(self, instant: str) -> None:
+        """After the terminal state is written: markers and heartbeat go. Failures here are
+        logged, not raised: the commit stands, and the next write cleans up."""
+        thread = self._beating.pop(instant, None)
+        try:
+            self.storage.delete_dir(self.storage.path(MARKERS_DIR, instant), self.parallelism)
+        except Exception as exc:
+            log.warning("instant %s: could not delete its markers (%s); the next write will",
+                        instant, exc)
+        try:
+            if thread is not None:
+                thread.stop(delete=True)
+            else:
+                self.heartbeats.delete(instant)
+        except Exception as exc:
+            log.warning("instant %s: could not delete its heartbeat: %s", instant, exc)
+
+    # --- rollback -------------------------------------------------------------------------
+    def writer_alive(self, instant: str) -> bool:
+        """Whether the writer of an inflight instant looks alive: its heartbeat is fresh
+        and, when it runs on this host, its process exists."""
+        if instant in self._beating:
+            return True
+        beat = self.heartbeats.read(instant)
+        if beat is None or self.heartbeats.expired(beat):
+            return False
+        if beat.get("host") == socket.gethostname() and isinstance(beat.get("pid"), int):
+            return _pid_alive(beat["pid"])
+        return True
+
+    def rollback(self, instant: str | None = None, *, force: bool = False
+                 ) -> RollbackResult | list[RollbackResult]:
+        """Roll back one failed instant from its markers and the timeline alone, or, with
+        no instant, every failed one (see :meth:`rollback_failed`). Idempotent: a second
+        rollback is a no-op. Refuses a completed instant, and an inflight one whose writer
+        is alive unless `force`."""
+        if instant is None:
+            return self.rollback_failed("eager" if force else "lazy")
+        state = self._timeline.state(instant)
+        if state == ROLLEDBACK:
+            return RollbackResult(instant, noop=True)
+        if state == COMPLETED:
+            raise InstantCompletedError(
+                f"instant {instant} is completed; completed commits are never rolled back")
+        if not force and self.writer_alive(instant):
+            raise HeartbeatAliveError(
+                f"instant {instant} is inflight and its writer is alive (heartbeat within "
+                f"{self.heartbeats.expiry_ms} ms); stop it first, or force the rollback")
+        self._timeline.claim_rollback(instant)
+        result = rollback_from_markers(self.storage, self._timeline, instant,
+                                       parallelism=self.parallelism)
+        self._finish(instant)
+        log.info("%s: rolled back %s, %d file(s) deleted", self, instant,
+                 len(result.deleted_files))
+        return result
+
+    def abort(self, instant: str) -> RollbackResult:
+        """Abort this process's own write: roll it back now. Idempotent."""
+        result = self.rollback(instant, force=True)
+        assert isinstance(result, RollbackResult)
+        return result
+
+    def failed_instants(self, policy: str | None = None) -> list[str]:
+        """Inflight instants whose writer failed, per the failed-writes policy: eager (the
+        writer is not alive: no fresh heartbeat, or its process on this host is gone),
+        lazy (the heartbeat expired), never (none)."""
+        policy = policy or self.settings[config.FAILED_WRITES_POLICY]
+        if policy == "never":
+            return []
+        result = []
+        for info in self._timeline.instants():
+            if info.state not in (REQUESTED, INFLIGHT) or info.instant in self._beating:
+                continue
+            if policy == "lazy":
+                if self.heartbeats.is_expired(info.instant):
+                    result.append(info.instant)
+            elif policy == "eager":
+                if not self.writer_alive(info.instant):
+                    result.append(info.instant)
+            else:
+                raise ValueError(f"unknown failed-writes policy {policy!r}")
+        return result
+
+    def rollback_failed(self, policy: str | None = None) -> list[RollbackResult]:
+        """Roll back every failed inflight instant (see :meth:`failed_instants`), and delete
+        the leftover marker folders of completed instants."""
+        results = []
+        for instant in self.failed_instants(policy):
+            result = self.rollback(instant, force=True)
+            assert isinstance(result, RollbackResult)
+            results.append(result)
+        self.clean_markers()
+        return results
+
+    def clean_markers(self) -> list[str]:
+        """Delete marker folders of instants that are no longer inflight (a writer that
+        died after completing leaves them). Never touches an inflight instant's markers."""
+        folder = self.storage.path(MARKERS_DIR)
+        names = [n for n in self.storage.ls(folder) if is_instant(n)]
+        if not names:
+            return []
+        states = {i.instant: i.state for i in self._timeline.instants()}
+        done = [n for n in names if states.get(n) in (COMPLETED, ROLLEDBACK)]
+        for name in done:
+            self.storage.delete_dir(self.storage.path(MARKERS_DIR, name), self.parallelism)
+        return done
+
+    # --- queries ---------------------------------------------------------------------------
+    def sql(self, query: str) -> duckdb.DuckDBPyRelation:
+        """Run SQL over the views `commits`, `files` (of completed commits) and `markers`."""
+        from markerstore.sql import connect
+
+        return connect(self).sql(query)
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with this table's views, for several queries."""
+        from markerstore.sql import connect
+
+        return connect(self)
+
+    def storage_requests(self) -> dict[str, int]:
+        """Storage requests made through this table so far, by kind, with a total."""
+        return self.storage.requests()
+
+    def reset_storage_requests(self) -> None:
+        self.storage.reset_requests()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,22 @@
+"""Instants, their states, and heartbeats."""
+
+from markerstore.timeline.heartbeat import Heartbeats, HeartbeatThread
+from markerstore.timeline.timeline import (
+    COMPLETED,
+    INFLIGHT,
+    META_DIR,
+    REQUESTED,
+    ROLLEDBACK,
+    STATES,
+    InstantInfo,
+    Timeline,
+    format_instant,
+    is_instant,
+    parse_instant,
+)
+
+__all__ = [
+    "COMPLETED", "INFLIGHT", "META_DIR", "REQUESTED", "ROLLEDBACK", "STATES",
+    "Heartbeats", "HeartbeatThread", "InstantInfo", "Timeline",
+    "format_instant", "is_instant", "parse_instant",
+]

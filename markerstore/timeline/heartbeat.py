@@ -1,0 +1,98 @@
+"""Heartbeats of inflight instants: ``<base>/.markerstore/heartbeats/<instant>``.
+
+A writer renews its heartbeat every interval while its instant is inflight. An instant
+whose last beat is older than ``interval * (tolerable_misses + 1)`` belongs to a writer
+that died; recovery may roll it back. The beat time is written in the file (not read from
+the file's modification time, which object stores do not all keep).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from markerstore.storage import Storage
+from markerstore.timeline.timeline import META_DIR
+
+HEARTBEAT_DIR = f"{META_DIR}/heartbeats"
+log = logging.getLogger(__name__)
+
+
+class Heartbeats:
+    """Heartbeat files of one table."""
+
+    def __init__(self, storage: Storage, interval_ms: int = 60000, tolerable_misses: int = 2):
+        self.storage = storage
+        self.folder = storage.path(HEARTBEAT_DIR)
+        self.interval_ms = interval_ms
+        self.tolerable_misses = tolerable_misses
+
+    def _file(self, instant: str) -> str:
+        return f"{self.folder}/{instant}"
+
+    def beat(self, instant: str) -> None:
+        payload = {"instant": instant, "ts_ms": int(time.time() * 1000),
+                   "host": socket.gethostname(), "pid": os.getpid()}
+        self.storage.put(self._file(instant), json.dumps(payload).encode())
+
+    def read(self, instant: str) -> dict[str, Any] | None:
+        """The last beat (ts_ms, host, pid), or None if there is none or it is corrupt."""
+        try:
+            payload = json.loads(self.storage.get(self._file(instant)))
+            payload["ts_ms"] = int(payload["ts_ms"])
+            return dict(payload)
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError):
+            log.warning("heartbeat of %s is unreadable; treating it as expired", instant)
+            return None
+
+    @property
+    def expiry_ms(self) -> int:
+        return self.interval_ms * (self.tolerable_misses + 1)
+
+    def expired(self, beat: dict[str, Any]) -> bool:
+        return time.time() * 1000 - int(beat["ts_ms"]) > self.expiry_ms
+
+    def is_expired(self, instant: str) -> bool:
+        beat = self.read(instant)
+        return beat is None or self.expired(beat)
+
+    def delete(self, instant: str) -> None:
+        self.storage.delete(self._file(instant))
+
+    def start(self, instant: str) -> HeartbeatThread:
+        thread = HeartbeatThread(self, instant)
+        thread.start()
+        return thread
+
+
+class HeartbeatThread(threading.Thread):
+    """Renews one instant's heartbeat until stopped."""
+
+    def __init__(self, heartbeats: Heartbeats, instant: str) -> None:
+        super().__init__(name=f"markerstore-heartbeat-{instant}", daemon=True)
+        self.heartbeats = heartbeats
+        self.instant = instant
+        self._stop_event = threading.Event()
+        self.heartbeats.beat(instant)  # the first beat is synchronous
+
+    def run(self) -> None:
+        interval = self.heartbeats.interval_ms / 1000
+        while not self._stop_event.wait(interval):
+            try:
+                self.heartbeats.beat(self.instant)
+            except Exception as exc:  # a missed beat is logged; the writer goes on
+                log.warning("heartbeat of %s failed: %s", self.instant, exc)
+
+    def stop(self, delete: bool = True) -> None:
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout=30)
+        if delete:
+            self.heartbeats.delete(self.instant)

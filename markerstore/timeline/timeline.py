@@ -1,0 +1,251 @@
+"""The timeline: instants and their states, as files under ``<base>/.markerstore/timeline/``.
+
+    <instant>.commit.requested   JSON: write UUID, operation, when           (state requested)
+    <instant>.inflight           JSON: host, pid, when                       (state inflight)
+    <instant>.commit             JSON: the commit metadata                   (state completed)
+    <instant>.rollback           JSON: what the rollback deleted             (state rolledback)
+
+Both terminal states go through one arbiter: ``<instant>.commit`` is created with
+create-if-absent. A commit writes its metadata there; a rollback first writes a tombstone
+there (``{"state": "rolledback"}``) and only then deletes anything. So of a commit and a
+rollback of the same instant, or of two commits, exactly one wins, on every storage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from markerstore.errors import (
+    CommitConflictError,
+    InstantCompletedError,
+    InstantNotFoundError,
+    TimelineError,
+)
+from markerstore.storage import Storage
+
+META_DIR = ".markerstore"
+TIMELINE_DIR = f"{META_DIR}/timeline"
+
+REQUESTED = "requested"
+INFLIGHT = "inflight"
+COMPLETED = "completed"
+ROLLEDBACK = "rolledback"
+STATES = (REQUESTED, INFLIGHT, COMPLETED, ROLLEDBACK)
+
+_SUFFIX_STATE = {
+    ".commit.requested": REQUESTED,
+    ".inflight": INFLIGHT,
+    ".commit": COMPLETED,
+    ".rollback": ROLLEDBACK,
+}
+_ORDER = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2, ROLLEDBACK: 3}
+TOMBSTONE_STATE = "rolledback"
+INSTANT_LENGTH = 17
+
+_instant_lock = threading.Lock()
+_last_instant = ""
+
+
+def format_instant(when: datetime) -> str:
+    """`yyyyMMddHHmmssSSS` in UTC."""
+    when = when.astimezone(timezone.utc)
+    return when.strftime("%Y%m%d%H%M%S") + f"{when.microsecond // 1000:03d}"
+
+
+def parse_instant(instant: str) -> datetime:
+    """The UTC time of an instant id; ValueError if it is not one."""
+    if not is_instant(instant):
+        raise ValueError(f"not an instant id (yyyyMMddHHmmssSSS): {instant!r}")
+    base = datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+    return base.replace(microsecond=int(instant[14:]) * 1000)
+
+
+def is_instant(text: str) -> bool:
+    return len(text) == INSTANT_LENGTH and text.isdigit()
+
+
+def _bump(instant: str) -> str:
+    return format_instant(parse_instant(instant) + timedelta(milliseconds=1))
+
+
+def next_instant_candidate() -> str:
+    """A new instant id, strictly greater than any this process handed out before."""
+    global _last_instant
+    with _instant_lock:
+        candidate = format_instant(datetime.now(timezone.utc))
+        if candidate <= _last_instant:
+            candidate = _bump(_last_instant)
+        _last_instant = candidate
+        return candidate
+
+
+@dataclass(frozen=True)
+class InstantInfo:
+    """One instant on the timeline and its current state."""
+
+    instant: str
+    state: str
+    files: tuple[str, ...] = field(default=(), compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"instant": self.instant, "state": self.state,
+                "time": parse_instant(self.instant).isoformat()}
+
+
+def _dumps(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, indent=1, sort_keys=True, default=str).encode()
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Timeline:
+    """The instants of one table."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.folder = storage.path(TIMELINE_DIR)
+        self._metadata_cache: dict[str, dict[str, Any]] = {}
+
+    def _file(self, instant: str, suffix: str) -> str:
+        return f"{self.folder}/{instant}{suffix}"
+
+    # --- reading -----------------------------------------------------------------------
+    def instants(self) -> list[InstantInfo]:
+        """Every instant and its state, oldest first (one LIST, plus one GET per completed
+        instant not seen before)."""
+        names = self.storage.ls(self.folder)
+        by_instant: dict[str, list[str]] = {}
+        for name in names:
+            instant, _, rest = name.partition(".")
+            suffix = "." + rest
+            if is_instant(instant) and suffix in _SUFFIX_STATE:
+                by_instant.setdefault(instant, []).append(suffix)
+        result = []
+        for instant in sorted(by_instant):
+            suffixes = by_instant[instant]
+            state = max((_SUFFIX_STATE[s] for s in suffixes), key=_ORDER.__getitem__)
+            if state == COMPLETED and self._is_tombstone(instant):
+                state = ROLLEDBACK
+            result.append(InstantInfo(instant, state, tuple(sorted(suffixes))))
+        return result
+
+    def state(self, instant: str) -> str:
+        """The state of one instant; InstantNotFoundError if the timeline has no such one."""
+        if not is_instant(instant):
+            raise InstantNotFoundError(
+                f"{instant!r} is not an instant id (17 digits, yyyyMMddHHmmssSSS)")
+        for info in self.instants():
+            if info.instant == instant:
+                return info.state
+        raise InstantNotFoundError(f"no instant {instant} on the timeline of {self.storage.url()}")
+
+    def _read_commit_file(self, instant: str) -> dict[str, Any] | None:
+        cached = self._metadata_cache.get(instant)
+        if cached is not None:
+            return cached
+        try:
+            raw = self.storage.get(self._file(instant, ".commit"))
+        except FileNotFoundError:
+            return None
+        try:
+            payload: dict[str, Any] = json.loads(raw)
+        except ValueError as exc:
+            raise TimelineError(
+                f"completed instant {instant} has unreadable metadata "
+                f"({self.storage.url(self._file(instant, '.commit'))}): {exc}") from None
+        self._metadata_cache[instant] = payload  # completed files never change
+        return payload
+
+    def _is_tombstone(self, instant: str) -> bool:
+        payload = self._read_commit_file(instant)
+        return payload is not None and payload.get("state") == TOMBSTONE_STATE
+
+    def commit_metadata(self, instant: str) -> dict[str, Any]:
+        """The metadata of a completed instant."""
+        payload = self._read_commit_file(instant)
+        if payload is None or payload.get("state") == TOMBSTONE_STATE:
+            raise InstantNotFoundError(f"instant {instant} is not a completed commit")
+        return payload
+
+    def completed(self) -> list[tuple[str, dict[str, Any]]]:
+        """(instant, metadata) of every completed commit, oldest first."""
+        return [(i.instant, self.commit_metadata(i.instant))
+                for i in self.instants() if i.state == COMPLETED]
+
+    def requested_info(self, instant: str) -> dict[str, Any]:
+        """What start_commit recorded (write UUID, operation, ...); {} if unreadable."""
+        try:
+            payload: dict[str, Any] = json.loads(
+                self.storage.get(self._file(instant, ".commit.requested")))
+            return payload
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    # --- transitions -------------------------------------------------------------------
+    def create(self, write_uuid: str, operation: str = "write",
+               extra: dict[str, Any] | None = None) -> str:
+        """A new instant, requested then inflight. Unique: the requested file is created
+        with create-if-absent, and a taken id moves on by a millisecond."""
+        candidate = next_instant_candidate()
+        for _ in range(1000):
+            requested = {"instant": candidate, "write_uuid": write_uuid,
+                         "operation": operation, "requested_at": _now_iso(), **(extra or {})}
+            if self.storage.create_if_absent(self._file(candidate, ".commit.requested"),
+                                             _dumps(requested)):
+                inflight = {"instant": candidate, "write_uuid": write_uuid,
+                            "host": socket.gethostname(), "pid": os.getpid(),
+                            "started_at": _now_iso()}
+                self.storage.put(self._file(candidate, ".inflight"), _dumps(inflight))
+                return candidate
+            candidate = next_instant_candidate()
+        raise TimelineError("could not allocate a unique instant id after 1000 tries")
+
+    def complete(self, instant: str, metadata: dict[str, Any]) -> None:
+        """Write the completed instant atomically; CommitConflictError if another writer
+        completed or rolled it back first."""
+        payload = {**metadata, "instant": instant, "state": COMPLETED}
+        body = _dumps(payload)
+        if self.storage.create_if_absent(self._file(instant, ".commit"), body):
+            self._metadata_cache[instant] = json.loads(body)
+            return
+        self._metadata_cache.pop(instant, None)
+        existing = self._read_commit_file(instant) or {}
+        if existing.get("state") == TOMBSTONE_STATE:
+            raise CommitConflictError(f"instant {instant} was rolled back; it cannot complete")
+        raise CommitConflictError(f"instant {instant} was already completed by another writer "
+                                  f"(write {existing.get('write_uuid', '?')})")
+
+    def claim_rollback(self, instant: str) -> None:
+        """Fence the instant before a rollback deletes anything: after this, no commit of
+        it can complete. InstantCompletedError if it completed first."""
+        tombstone = {"instant": instant, "state": TOMBSTONE_STATE, "claimed_at": _now_iso(),
+                     "host": socket.gethostname(), "pid": os.getpid()}
+        if self.storage.create_if_absent(self._file(instant, ".commit"), _dumps(tombstone)):
+            self._metadata_cache[instant] = tombstone
+            return
+        self._metadata_cache.pop(instant, None)
+        existing = self._read_commit_file(instant) or {}
+        if existing.get("state") != TOMBSTONE_STATE:
+            raise InstantCompletedError(
+                f"instant {instant} is completed; completed commits are never rolled back")
+
+    def finish_rollback(self, instant: str, info: dict[str, Any]) -> None:
+        payload = {**info, "instant": instant, "state": ROLLEDBACK, "rolled_back_at": _now_iso()}
+        self.storage.put(self._file(instant, ".rollback"), _dumps(payload))
+
+    def rollback_info(self, instant: str) -> dict[str, Any] | None:
+        try:
+            payload: dict[str, Any] = json.loads(self.storage.get(self._file(instant,
+                                                                             ".rollback")))
+            return payload
+        except FileNotFoundError:
+            return None
+
