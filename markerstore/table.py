@@ -190,7 +190,8 @@ class Table:
         entries = [self._data_file(f) for f in files]
         recon = self.reconcile(instant, [e.path for e in entries])
         entries = self._fill_sizes(entries)
-        write_uuid = self.write_uuid(instant)
+        requested = self._timeline.requested_info(instant)
+        write_uuid = requested.get("write_uuid")
         now = datetime.now(timezone.utc)
         rows = [e.rows for e in entries]
         payload: dict[str, Any] = {
@@ -204,7 +205,7 @@ class Table:
             "diagnostics": {"pid": os.getpid()},
             # markerstore's own:
             "write_uuid": write_uuid,
-            "operation": self._timeline.requested_info(instant).get("operation", "write"),
+            "operation": requested.get("operation", "write"),
             "files": [{k: v for k, v in asdict(e).items() if v is not None} for e in entries],
             "partitions": sorted({e.partition for e in entries}),
             "counts": {"files": len(entries), "bytes": sum(e.size or 0 for e in entries),

@@ -178,7 +178,10 @@ class Storage:
     # --- reads -------------------------------------------------------------------------
     def get(self, path: str) -> bytes:
         """The content of a file; FileNotFoundError if it does not exist."""
-        data: bytes = self._retry(f"GET {self.url(path)}", "GET", lambda: self.fs.cat_file(path))
+        # One GetObject on S3 (s3fs would HEAD first to split large reads).
+        kwargs = {"max_concurrency": 1} if self.is_s3 else {}
+        data: bytes = self._retry(f"GET {self.url(path)}", "GET",
+                                  lambda: self.fs.cat_file(path, **kwargs))
         return data
 
     def exists(self, path: str) -> bool:
@@ -229,14 +232,13 @@ class Storage:
         """Create a file only if none exists; True if this call created it.
 
         S3: PutObject with If-None-Match: *. Local: link(2) of a complete temporary file,
-        so the file appears whole or not at all. If an attempt fails ambiguously and the
-        retry finds the file, its content is compared with `data` to tell ours from
-        another writer's.
+        so the file appears whole or not at all. When the file exists and `data` is not
+        empty, its content is compared with `data`: a request whose answer was lost and
+        that a retry then found applied is ours (callers put unique content in files whose
+        creator matters, such as completed instants).
         """
-        ambiguous = False
 
         def attempt() -> bool:
-            nonlocal ambiguous
             try:
                 if self.is_local:
                     _local_create_exclusive(path, data)
@@ -249,12 +251,12 @@ class Storage:
                     self.fs.pipe_file(path, data, mode="create")
                 return True
             except FileExistsError:
-                if ambiguous and data:
-                    return self.get(path) == data
+                if data:
+                    try:
+                        return self.get(path) == data
+                    except FileNotFoundError:
+                        return False
                 return False
-            except Exception as exc:
-                ambiguous = ambiguous or is_transient(exc)
-                raise
 
         return self._retry(f"create {self.url(path)}", "PUT", attempt)
 

@@ -1,0 +1,3 @@
+from markerstore.cli.main import main
+
+main()

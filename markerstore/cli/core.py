@@ -1,0 +1,108 @@
+"""Core commands: timeline, markers, rollback, sql, options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from markerstore.cli.main import emit, json_flag, parse_storage_options, storage_option_flag
+from markerstore.markers import MarkerName, RollbackResult, read_markers
+from markerstore.table import Table
+
+
+def open_table(path: str, storage_options: tuple[str, ...]) -> Table:
+    return Table(path, parse_storage_options(storage_options))
+
+
+@click.command()
+@click.argument("table")
+@storage_option_flag
+@json_flag
+def timeline(table: str, storage_options: tuple[str, ...], as_json: bool) -> None:
+    """List the instants of TABLE with their states."""
+    t = open_table(table, storage_options)
+    rows = []
+    for info in t.timeline():
+        row = info.to_dict()
+        if info.state == "completed":
+            counts = t.commit_metadata(info.instant).get("counts", {})
+            row.update(files=counts.get("files"), rows=counts.get("rows"),
+                       bytes=counts.get("bytes"))
+        rows.append(row)
+    emit(rows, as_json, ["instant", "state", "time", "files", "rows", "bytes"])
+
+
+@click.command()
+@click.argument("table")
+@click.argument("instant")
+@storage_option_flag
+@json_flag
+def markers(table: str, instant: str, storage_options: tuple[str, ...], as_json: bool) -> None:
+    """List the markers of INSTANT in TABLE (either mechanism)."""
+    import duckdb
+
+    t = open_table(table, storage_options)
+    t.state(instant)  # a clear error for an unknown instant
+    relation = read_markers(t.storage, instant, duckdb.connect())
+    rows: list[dict[str, Any]] = []
+    if relation is not None:
+        for partition, file_name, io_type in relation.query(
+                "m", "SELECT partition, file, io_type FROM m ORDER BY partition, file").fetchall():
+            rows.append({"marker": MarkerName.build(partition, file_name, io_type).name,
+                         "partition": partition, "file": file_name, "io_type": io_type})
+    emit(rows, as_json, ["marker", "io_type"])
+
+
+@click.command()
+@click.argument("table")
+@click.argument("instant", required=False)
+@click.option("--force", is_flag=True,
+              help="Also roll back an inflight instant whose writer looks alive.")
+@storage_option_flag
+@json_flag
+def rollback(table: str, instant: str | None, force: bool, storage_options: tuple[str, ...],
+             as_json: bool) -> None:
+    """Roll back INSTANT of TABLE from its markers, or every failed instant (whose
+    heartbeat expired) when INSTANT is not given. Rolling back twice is a no-op."""
+    t = open_table(table, storage_options)
+    result = t.rollback(instant, force=force)
+    results = result if isinstance(result, list) else [result]
+    emit([_rollback_row(r) for r in results], as_json,
+         ["instant", "status", "deleted_files"])
+
+
+def _rollback_row(result: RollbackResult) -> dict[str, Any]:
+    return {"instant": result.instant,
+            "status": "already rolled back" if result.noop else "rolled back",
+            "deleted_files": len(result.deleted_files), "files": result.deleted_files,
+            "kept_append_files": result.kept_append_files}
+
+
+@click.command()
+@click.argument("table")
+@click.argument("query")
+@storage_option_flag
+@json_flag
+def sql(table: str, query: str, storage_options: tuple[str, ...], as_json: bool) -> None:
+    """Run QUERY with DuckDB over the views of TABLE: commits, files (of completed
+    commits), markers, and errors when an error table is attached."""
+    t = open_table(table, storage_options)
+    relation = t.sql(query)
+    columns = list(relation.columns)
+    rows = [dict(zip(columns, values)) for values in relation.fetchall()]
+    emit(rows, as_json, columns)
+
+
+@click.command()
+@json_flag
+def options(as_json: bool) -> None:
+    """List every option key with its default and its Hudi / s3committer aliases."""
+    from markerstore import config
+
+    emit(config.describe(), as_json, ["key", "default", "aliases"])
+
+
+def register(group: click.Group) -> None:
+    for command in (timeline, markers, rollback, sql, options):
+        group.add_command(command)
