@@ -102,13 +102,15 @@ class Table:
 
     # --- instants ------------------------------------------------------------------------
     def start_commit(self, write_uuid: str | None = None, operation: str = "write",
-                     *, rollback_failed: bool = True, heartbeat: bool = True) -> str:
+                     *, rollback_failed: bool = True, heartbeat: bool = True,
+                     extra: Mapping[str, Any] | None = None) -> str:
         """Start a write: roll back failed writes (per the failed-writes policy), create a
-        new inflight instant and start its heartbeat. Returns the instant id."""
+        new inflight instant and start its heartbeat. Returns the instant id. `extra` is
+        recorded with the requested instant (see :meth:`requested_info`)."""
         if rollback_failed:
             self.rollback_failed()
         write_uuid = write_uuid or self.settings[config.WRITE_UUID] or str(uuid.uuid4())
-        instant = self._timeline.create(write_uuid, operation)
+        instant = self._timeline.create(write_uuid, operation, dict(extra or {}))
         if heartbeat:
             self._beating[instant] = self.heartbeats.start(instant)
         log.info("%s: started instant %s (write %s)", self, instant, write_uuid)
@@ -120,6 +122,10 @@ class Table:
 
     def state(self, instant: str) -> str:
         return self._timeline.state(instant)
+
+    def requested_info(self, instant: str) -> dict[str, Any]:
+        """What start_commit recorded: write_uuid, operation, requested_at and `extra`."""
+        return self._timeline.requested_info(instant)
 
     def write_uuid(self, instant: str) -> str | None:
         value = self._timeline.requested_info(instant).get("write_uuid")

@@ -39,7 +39,7 @@ from markerstore.timeline import Timeline
 log = logging.getLogger(__name__)
 
 MarkerReader = Callable[[Storage, str, duckdb.DuckDBPyConnection], duckdb.DuckDBPyRelation]
-RollbackHook = Callable[[Storage, str, pa.Table], dict[str, Any]]
+RollbackHook = Callable[[Storage, str, "pa.Table | None"], "dict[str, Any] | None"]
 
 _READERS: dict[str, MarkerReader] = {}
 _ROLLBACK_HOOKS: list[RollbackHook] = []
@@ -51,7 +51,9 @@ def register_reader(mechanism: str, reader: MarkerReader) -> None:
 
 
 def register_rollback_hook(hook: RollbackHook) -> None:
-    """A cleanup step run by rollback with the instant's marker rows (e.g. abort uploads)."""
+    """A cleanup step run by every rollback, with the instant's marker rows (None when it
+    had no marker folder), after its data files are deleted and before its marker folder
+    is. It must be idempotent. What it returns is kept in the rollback record."""
     if hook not in _ROLLBACK_HOOKS:
         _ROLLBACK_HOOKS.append(hook)
 
@@ -193,10 +195,10 @@ def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
             "SELECT DISTINCT path FROM markers_rel WHERE io_type = 'APPEND' "
             "AND path IN (SELECT path FROM referenced) ORDER BY path").fetchall()]
         storage.delete_many([storage.path(p) for p in result.deleted_files], parallelism)
-        for hook in _ROLLBACK_HOOKS:
-            outcome = hook(storage, instant, rows.drop_columns(["path"]))
-            if outcome:
-                result.hooks[getattr(hook, "__name__", "hook")] = outcome
+    for hook in _ROLLBACK_HOOKS:
+        outcome = hook(storage, instant, None if markers is None else rows.drop_columns(["path"]))
+        if outcome:
+            result.hooks[getattr(hook, "__name__", "hook")] = outcome
     storage.delete_dir(marker_folder(storage, instant), parallelism)
     timeline.finish_rollback(instant, {"deleted_files": result.deleted_files,
                                        "kept_append_files": result.kept_append_files,

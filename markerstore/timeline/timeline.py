@@ -193,7 +193,8 @@ class Timeline:
     def create(self, write_uuid: str, operation: str = "write",
                extra: dict[str, Any] | None = None) -> str:
         """A new instant, requested then inflight. Unique: the requested file is created
-        with create-if-absent, and a taken id moves on by a millisecond."""
+        with create-if-absent, and a taken id moves on by a millisecond. `extra` is kept
+        in the requested file (see :meth:`requested_info`)."""
         candidate = next_instant_candidate()
         for _ in range(1000):
             requested = {"instant": candidate, "write_uuid": write_uuid,
