@@ -172,12 +172,12 @@ def canonical_key(key: str) -> str:
 class Settings(Mapping[str, Any]):
     """Parsed options: every registered key, user value or default."""
 
-    values: Mapping[str, Any] = field(default_factory=dict)
+    given: Mapping[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         key = canonical_key(key)
-        if key in self.values:
-            return self.values[key]
+        if key in self.given:
+            return self.given[key]
         return OPTIONS[key].default
 
     def __iter__(self) -> Iterator[str]:
@@ -188,11 +188,11 @@ class Settings(Mapping[str, Any]):
 
     def explicit(self) -> dict[str, Any]:
         """The options the user set, by canonical key."""
-        return dict(self.values)
+        return dict(self.given)
 
     def with_options(self, options: Mapping[str, Any] | None) -> Settings:
-        merged = dict(self.values)
-        merged.update(resolve(options).values)
+        merged = dict(self.given)
+        merged.update(resolve(options).given)
         return Settings(merged)
 
 

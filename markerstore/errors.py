@@ -3,7 +3,7 @@
     MarkerStoreError
     ├── ConfigError (ValueError)             unknown option key, bad option value
     ├── StorageError (OSError)               a storage request failed after its retries
-    ├── InvalidMarkerError (ValueError)      a marker name, partition, file name or IO type is bad
+    ├── InvalidMarkerError (ValueError)      a marker name, partition, file or IO type is bad
     ├── MarkerTypeError                      MARKERS.type is missing, empty, unreadable or unexpected
     ├── MarkerServerError                    the marker server failed a request or cannot be reached
     ├── TimelineError                        a timeline operation is not allowed

@@ -20,10 +20,11 @@ from markerstore.errors import (
     CommitConflictError,
     HeartbeatAliveError,
     InstantCompletedError,
+    MarkerStoreError,
+    ReconcileError,
     TimelineError,
 )
 from markerstore.markers import (
-    DIRECT,
     MARKERS_DIR,
     DirectWriteMarkers,
     ReconcileResult,
@@ -194,8 +195,17 @@ class Table:
         if clash:
             raise ValueError(f"metadata keys {sorted(clash)} are written by markerstore")
         entries = [self._data_file(f) for f in files]
-        recon = self.reconcile(instant, [e.path for e in entries])
-        entries = self._fill_sizes(entries)
+        try:
+            recon = self.reconcile(instant, [e.path for e in entries])
+            entries = self._fill_sizes(entries)
+        except (MarkerStoreError, FileNotFoundError) as exc:
+            if self._timeline.is_fenced(instant):
+                raise CommitConflictError(
+                    f"instant {instant} was rolled back while committing") from exc
+            if isinstance(exc, FileNotFoundError):
+                raise ReconcileError(f"a committed file of instant {instant} does not exist: "
+                                     f"{exc}") from exc
+            raise
         requested = self._timeline.requested_info(instant)
         write_uuid = requested.get("write_uuid")
         now = datetime.now(timezone.utc)

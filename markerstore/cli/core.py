@@ -47,8 +47,10 @@ def markers(table: str, instant: str, storage_options: tuple[str, ...], as_json:
     relation = read_markers(t.storage, instant, duckdb.connect())
     rows: list[dict[str, Any]] = []
     if relation is not None:
-        for partition, file_name, io_type in relation.query(
-                "m", "SELECT partition, file, io_type FROM m ORDER BY partition, file").fetchall():
+        ordered = relation.query("m", "SELECT partition, file, io_type FROM m "
+                                      "ORDER BY partition, file")
+        assert ordered is not None
+        for partition, file_name, io_type in ordered.fetchall():
             rows.append({"marker": MarkerName.build(partition, file_name, io_type).name,
                          "partition": partition, "file": file_name, "io_type": io_type})
     emit(rows, as_json, ["marker", "io_type"])

@@ -13,7 +13,12 @@ from typing import Any
 
 import click
 
-from markerstore.errors import ConfigError, InstantNotFoundError, InvalidMarkerError, MarkerStoreError
+from markerstore.errors import (
+    ConfigError,
+    InstantNotFoundError,
+    InvalidMarkerError,
+    MarkerStoreError,
+)
 
 # Command modules, loaded when present; each defines `register(group)`.
 COMMAND_MODULES = (
@@ -36,8 +41,8 @@ def _duckdb_usage_errors() -> tuple[type[BaseException], ...]:
 class OneLineGroup(click.Group):
     """A group whose errors are one line on stderr: exit 2 for bad input, 1 otherwise."""
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             **extra: Any) -> Any:
+    def main(self, args: Sequence[str] | None = None,  # type: ignore[override]
+             prog_name: str | None = None, **extra: Any) -> Any:
         prog = prog_name or "markerstore"
         try:
             return super().main(args=args, prog_name=prog, standalone_mode=False, **extra)

@@ -101,7 +101,9 @@ def markers_relation(table: Table, con: duckdb.DuckDBPyConnection) -> pa.Table:
         relation = read_markers(storage, name, con)
         if relation is None:
             continue
-        parts.append(relation.query("m", f"SELECT '{name}' AS instant, * FROM m").to_arrow_table())
+        rows = relation.query("m", f"SELECT '{name}' AS instant, * FROM m")
+        assert rows is not None
+        parts.append(rows.to_arrow_table())
     if not parts:
         empty = empty_markers(con).to_arrow_table()
         return empty.add_column(0, "instant", pa.array([], pa.string()))

@@ -8,6 +8,7 @@ hooks; on other filesystems it is one per operation.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
@@ -26,6 +27,10 @@ from fsspec.implementations.memory import MemoryFileSystem
 from markerstore.errors import StorageError
 
 T = TypeVar("T")
+
+# fsspec's memory filesystem is one process-wide dict and not thread-safe: every request
+# to it is serialised (it exists for fast unit tests).
+_MEMORY_LOCK = threading.RLock()
 
 KINDS = ("PUT", "GET", "LIST", "DELETE", "HEAD")
 
@@ -95,7 +100,6 @@ class Storage:
         self.retry_base_delay = retry_base_delay
         self._counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
-        self._memory_lock = threading.Lock()
         if self.is_s3:
             self._hook_s3_counter()
 
@@ -161,6 +165,9 @@ class Storage:
         while True:
             self._count(kind)
             try:
+                if self.is_memory:
+                    with _MEMORY_LOCK:
+                        return fn()
                 return fn()
             except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError):
                 raise
@@ -243,10 +250,9 @@ class Storage:
                 if self.is_local:
                     _local_create_exclusive(path, data)
                 elif self.is_memory:
-                    with self._memory_lock:
-                        if self.fs.exists(path):
-                            raise FileExistsError(path)
-                        self.fs.pipe_file(path, data)
+                    if self.fs.exists(path):  # under _MEMORY_LOCK (see _retry)
+                        raise FileExistsError(path)
+                    self.fs.pipe_file(path, data)
                 else:
                     self.fs.pipe_file(path, data, mode="create")
                 return True
@@ -272,10 +278,8 @@ class Storage:
     def delete(self, path: str) -> None:
         """Delete one file; a missing file is not an error."""
         def run() -> None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self.fs.rm_file(path)
-            except FileNotFoundError:
-                pass
 
         self._retry(f"DELETE {self.url(path)}", "DELETE", run)
 
@@ -308,10 +312,8 @@ class Storage:
 
             shutil.rmtree(path, ignore_errors=True)
         elif self.is_memory:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self.fs.rm(path, recursive=True)
-            except FileNotFoundError:
-                pass
         return count
 
     def _parallel(self, fn: Callable[[Any], None], items: list[Any], parallelism: int) -> None:

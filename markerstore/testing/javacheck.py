@@ -1,4 +1,4 @@
-"""Check that Java 17+ is on the PATH (PySpark 4 needs it); exit 1 with the install command if not."""
+"""Check that Java 17+ is on the PATH (PySpark 4 needs it); if not, exit 1 naming the fix."""
 
 from __future__ import annotations
 

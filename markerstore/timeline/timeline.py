@@ -8,7 +8,9 @@
 Both terminal states go through one arbiter: ``<instant>.commit`` is created with
 create-if-absent. A commit writes its metadata there; a rollback first writes a tombstone
 there (``{"state": "rolledback"}``) and only then deletes anything. So of a commit and a
-rollback of the same instant, or of two commits, exactly one wins, on every storage.
+rollback of the same instant, or of two commits, exactly one wins, on every storage. An
+instant fenced by a tombstone whose rollback has not written ``.rollback`` yet is still
+reported inflight, so recovery finishes its rollback.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ class Timeline:
             suffixes = by_instant[instant]
             state = max((_SUFFIX_STATE[s] for s in suffixes), key=_ORDER.__getitem__)
             if state == COMPLETED and self._is_tombstone(instant):
-                state = ROLLEDBACK
+                state = INFLIGHT  # fenced by a rollback that has not finished yet
             result.append(InstantInfo(instant, state, tuple(sorted(suffixes))))
         return result
 
@@ -167,6 +169,14 @@ class Timeline:
     def _is_tombstone(self, instant: str) -> bool:
         payload = self._read_commit_file(instant)
         return payload is not None and payload.get("state") == TOMBSTONE_STATE
+
+    def is_fenced(self, instant: str) -> bool:
+        """Whether a rollback has fenced the instant (read fresh from storage)."""
+        cached = self._metadata_cache.get(instant)
+        if cached is not None and cached.get("state") != TOMBSTONE_STATE:
+            return False
+        self._metadata_cache.pop(instant, None)
+        return self._is_tombstone(instant)
 
     def commit_metadata(self, instant: str) -> dict[str, Any]:
         """The metadata of a completed instant."""

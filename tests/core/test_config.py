@@ -1,0 +1,71 @@
+"""Option keys: defaults, Hudi aliases, unknown keys, bad values."""
+
+from __future__ import annotations
+
+import pytest
+
+from markerstore import Table, config
+from markerstore.errors import ConfigError
+
+
+def test_defaults_match_hudi() -> None:
+    settings = config.resolve(None)
+    assert settings[config.MARKERS_TYPE] == "direct"
+    assert settings[config.BATCH_INTERVAL_MS] == 50
+    assert settings[config.BATCH_NUM_THREADS] == 20
+    assert settings["hoodie.markers.delete.parallelism"] == 100
+    assert settings[config.HEARTBEAT_INTERVAL_MS] == 60000
+    assert settings[config.HEARTBEAT_TOLERABLE_MISSES] == 2
+    assert settings[config.CONFLICT_MODE] == "fail"
+    assert settings[config.UPLOAD_PART_SIZE] == 10 * 1024 * 1024
+    assert settings[config.COMMIT_THREADS] == 8
+
+
+def test_aliases_map_to_canonical_keys() -> None:
+    settings = config.resolve({
+        "hoodie.write.markers.type": "timeline_server_based",
+        "hoodie.markers.timeline_server_based.batch.interval_ms": "25",
+        "s3.multipart.committer.conflict-mode": "REPLACE",
+    })
+    assert settings.explicit() == {config.MARKERS_TYPE: "batched",
+                                   config.BATCH_INTERVAL_MS: 25,
+                                   config.CONFLICT_MODE: "replace"}
+
+
+def test_unknown_key_lists_close_matches() -> None:
+    with pytest.raises(ConfigError) as info:
+        config.resolve({"markerstore.write.marker.type": "direct"})
+    assert "unknown option 'markerstore.write.marker.type'" in str(info.value)
+    assert "markerstore.write.markers.type" in str(info.value)
+    with pytest.raises(ConfigError, match="unknown option 'nothing.like.it'$"):
+        config.resolve({"nothing.like.it": 1})
+
+
+@pytest.mark.parametrize(("key", "value", "fragment"), [
+    ("markerstore.markers.batch.interval_ms", "fast", "invalid literal"),
+    ("markerstore.markers.batch.interval_ms", 0, ">= 1"),
+    ("markerstore.write.markers.type", "carrier-pigeon", "expected one of direct, batched"),
+    ("markerstore.write.early.conflict.detection.enable", "maybe", "true or false"),
+])
+def test_bad_values_name_the_key(key: str, value: object, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        config.resolve({key: value})
+    assert key in str(info.value) and fragment in str(info.value)
+
+
+def test_same_option_twice_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="given twice"):
+        config.resolve({"markerstore.write.markers.type": "direct",
+                        "hoodie.write.markers.type": "direct"})
+
+
+def test_table_rejects_unknown_options() -> None:
+    with pytest.raises(ConfigError, match="did you mean"):
+        Table("memory://cfg/t", options={"hoodie.write.markers.typ": "direct"})
+
+
+def test_describe_lists_every_key() -> None:
+    keys = {row["key"] for row in config.describe()}
+    assert keys == set(config.OPTIONS)
+    row = next(r for r in config.describe() if r["key"] == config.MARKERS_TYPE)
+    assert row["aliases"] == ["hoodie.write.markers.type"] and row["default"] == "direct"
