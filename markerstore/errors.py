@@ -4,8 +4,8 @@
     ├── ConfigError (ValueError)             unknown option key, bad option value
     ├── StorageError (OSError)               a storage request failed after its retries
     ├── InvalidMarkerError (ValueError)      a marker name, partition, file or IO type is bad
-    ├── MarkerTypeError                      MARKERS.type is missing, empty, unreadable or unexpected
-    ├── MarkerServerError                    the marker server failed a request or cannot be reached
+    ├── MarkerTypeError                      MARKERS.type is missing, empty or unexpected
+    ├── MarkerServerError                    the marker server failed a request or is unreachable
     ├── TimelineError                        a timeline operation is not allowed
     │   ├── InstantNotFoundError (LookupError)
     │   ├── CommitConflictError              another writer completed or rolled back this instant

@@ -17,6 +17,7 @@ rollback. Every step is idempotent, so an interrupted rollback is finished by th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -69,10 +70,8 @@ register_reader(DIRECT, _read_direct)
 
 def _load_mechanisms() -> None:
     # The batched reader lives with the marker server; import it if it is installed.
-    try:
+    with contextlib.suppress(ImportError):
         import markerstore.markers.segments  # noqa: F401
-    except ImportError:
-        pass
 
 
 def read_markers(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
