@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "markerstore.cli.serve",
     "markerstore.cli.sweep",
     "markerstore.cli.ingest",
+    "markerstore.cli.demo",
 )
 
 USAGE_ERRORS: tuple[type[BaseException], ...] = (
