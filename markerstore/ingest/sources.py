@@ -1,0 +1,117 @@
+"""Source files for ingest: list them through fsspec, cut them into tasks, read a task.
+
+Spark cannot reach every fsspec URL (s3:// needs hadoop-aws), so executors read sources
+through fsspec themselves. A task is a whole file, or for a large line-oriented file a
+byte range; a range starts after the first newline at or after its start (unless it is
+0) and ends with the line that crosses its end, so every line is read exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+
+from markerstore.errors import ConfigError
+
+FORMATS = ("json", "csv", "parquet")
+_EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv",
+               ".parquet": "parquet", ".pq": "parquet"}
+DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+
+
+class SourceError(ConfigError):
+    """The ingest source is missing, empty of data files, or of an unknown format."""
+
+
+@dataclass(frozen=True)
+class SourceTask:
+    """One unit of reading: a file, or a byte range of a line-oriented file."""
+
+    url: str
+    format: str
+    start: int = 0
+    end: int | None = None  # None: to the end of the file
+
+    @property
+    def whole_file(self) -> bool:
+        return self.start == 0 and self.end is None
+
+
+def detect_format(path: str) -> str | None:
+    lower = path.lower()
+    for suffix in (".gz", ".bz2", ".zst"):
+        if lower.endswith(suffix):
+            lower = lower[: -len(suffix)]
+    for extension, fmt in _EXTENSIONS.items():
+        if lower.endswith(extension):
+            return fmt
+    return None
+
+
+def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
+               fmt: str | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES
+               ) -> list[SourceTask]:
+    """The read tasks of a source: a file, a folder (recursively), or a glob."""
+    if fmt is not None and fmt not in FORMATS:
+        raise SourceError(f"unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    fs, root = fsspec.core.url_to_fs(source, **(storage_options or {}))
+    if any(ch in root for ch in "*?["):
+        paths = sorted(fs.glob(root))
+        infos = [fs.info(p) for p in paths]
+    elif not fs.exists(root):
+        raise SourceError(f"source {source} does not exist")
+    elif fs.isdir(root):
+        infos = [fs.info(p) for p in sorted(fs.find(root))]
+    else:
+        infos = [fs.info(root)]
+    tasks = []
+    for info in infos:
+        path = info["name"]
+        name = path.rsplit("/", 1)[-1]
+        if name.startswith((".", "_")) or info.get("type") == "directory":
+            continue  # hidden files, _SUCCESS, folders
+        file_format = fmt or detect_format(path)
+        if file_format is None:
+            continue
+        url = fs.unstrip_protocol(path)
+        size = int(info.get("size") or 0)
+        compressed = path.lower().endswith((".gz", ".bz2", ".zst"))
+        if file_format == "parquet" or compressed or size <= split_bytes:
+            tasks.append(SourceTask(url, file_format))
+        else:
+            for start in range(0, size, split_bytes):
+                end = min(start + split_bytes, size)
+                tasks.append(SourceTask(url, file_format, start, None if end == size else end))
+    if not tasks:
+        raise SourceError(f"source {source} holds no JSON, CSV or Parquet file"
+                          + ("" if fmt else " (pass the format if the names have no extension)"))
+    return tasks
+
+
+def read_lines(task: SourceTask, storage_options: dict[str, Any] | None = None
+               ) -> Iterator[tuple[int, int | None, str]]:
+    """(byte offset, line number or None, text) of each line of a line-oriented task.
+
+    Line numbers (1-based) are known for whole files; a byte range gives offsets only."""
+    compression = "infer" if task.whole_file else None
+    with fsspec.open(task.url, "rb", compression=compression,
+                     **(storage_options or {})) as handle:
+        offset = task.start
+        if task.start:
+            handle.seek(task.start - 1)
+            previous = handle.read(1)
+            if previous != b"\n":
+                skipped = handle.readline()  # the line that began in the previous range
+                offset += len(skipped)
+        line_number = 0
+        while task.end is None or offset < task.end:
+            raw = handle.readline()
+            if not raw:
+                break
+            line_number += 1
+            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            yield offset, (line_number if task.start == 0 else None), text
+            offset += len(raw)
