@@ -3,11 +3,13 @@
     <instant>.commit.requested   JSON: write UUID, operation, when           (state requested)
     <instant>.inflight           JSON: host, pid, when                       (state inflight)
     <instant>.commit             JSON: the commit metadata                   (state completed)
+    <instant>.rollback.requested JSON: a rollback is about to fence the instant
     <instant>.rollback           JSON: what the rollback deleted             (state rolledback)
 
 Both terminal states go through one arbiter: ``<instant>.commit`` is created with
 create-if-absent. A commit writes its metadata there; a rollback first writes a tombstone
-there (``{"state": "rolledback"}``) and only then deletes anything. So of a commit and a
+there (``{"state": "rolledback"}``), announced beforehand by ``.rollback.requested`` so
+that listing alone classifies every other instant, and only then deletes anything. So of a commit and a
 rollback of the same instant, or of two commits, exactly one wins, on every storage. An
 instant fenced by a tombstone whose rollback has not written ``.rollback`` yet is still
 reported inflight, so recovery finishes its rollback.
@@ -46,6 +48,7 @@ _SUFFIX_STATE = {
     ".commit": COMPLETED,
     ".rollback": ROLLEDBACK,
 }
+_FENCE = ".rollback.requested"
 _ORDER = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2, ROLLEDBACK: 3}
 TOMBSTONE_STATE = "rolledback"
 INSTANT_LENGTH = 17
@@ -128,13 +131,18 @@ class Timeline:
         for name in names:
             instant, _, rest = name.partition(".")
             suffix = "." + rest
-            if is_instant(instant) and suffix in _SUFFIX_STATE:
+            if is_instant(instant) and (suffix in _SUFFIX_STATE or suffix == _FENCE):
                 by_instant.setdefault(instant, []).append(suffix)
         result = []
         for instant in sorted(by_instant):
             suffixes = by_instant[instant]
-            state = max((_SUFFIX_STATE[s] for s in suffixes), key=_ORDER.__getitem__)
-            if state == COMPLETED and self._is_tombstone(instant):
+            states = [_SUFFIX_STATE[s] for s in suffixes if s in _SUFFIX_STATE]
+            if not states:
+                continue
+            state = max(states, key=_ORDER.__getitem__)
+            # Only a rollback that announced itself can have left a tombstone, so a plain
+            # completed instant is classified from the listing alone.
+            if state == COMPLETED and _FENCE in suffixes and self._is_tombstone(instant):
                 state = INFLIGHT  # fenced by a rollback that has not finished yet
             result.append(InstantInfo(instant, state, tuple(sorted(suffixes))))
         return result
@@ -239,6 +247,7 @@ class Timeline:
         it can complete. InstantCompletedError if it completed first."""
         tombstone = {"instant": instant, "state": TOMBSTONE_STATE, "claimed_at": _now_iso(),
                      "host": socket.gethostname(), "pid": os.getpid()}
+        self.storage.put(self._file(instant, _FENCE), _dumps(tombstone))
         if self.storage.create_if_absent(self._file(instant, ".commit"), _dumps(tombstone)):
             self._metadata_cache[instant] = tombstone
             return
