@@ -87,6 +87,13 @@ WRITE_UUID = "markerstore.write.uuid"
 UPLOAD_PART_SIZE = "markerstore.write.upload.part_size"
 COMMIT_THREADS = "markerstore.write.commit.threads"
 EARLY_CONFLICT_DETECTION = "markerstore.write.early.conflict.detection.enable"
+BATCH_FORMAT = "markerstore.markers.batch.format"
+BATCH_MAX_SEGMENTS = "markerstore.markers.batch.max_segments"
+BATCHED_FALLBACK_DIRECT = "markerstore.markers.batched.fallback.direct"
+SERVER_MAX_BODY_BYTES = "markerstore.markers.server.max_body_bytes"
+SERVER_INSTANT_CHECK_MS = "markerstore.markers.server.instant_check_ms"
+CLIENT_TIMEOUT_MS = "markerstore.markers.client.timeout_ms"
+CLIENT_RETRIES = "markerstore.markers.client.retries"
 
 OPTIONS: dict[str, Option] = {}
 
@@ -152,6 +159,31 @@ for _opt in (
            "Batched markers: refuse at once a marker for a file id that another inflight "
            "instant is writing in the same partition.",
            ("hoodie.write.concurrency.early.conflict.detection.enable",)),
+    Option(BATCH_FORMAT, "parquet", _choice("parquet", "avro"),
+           "Batched markers: file format of the segment files (parquet or avro).",
+           ()),
+    Option(BATCH_MAX_SEGMENTS, 20, _int_min(4),
+           "Batched markers: most segment files one marker folder may hold; compaction "
+           "merges segments to stay under it.",
+           ()),
+    Option(BATCHED_FALLBACK_DIRECT, False, _bool,
+           "Batched markers: when the marker server cannot be reached, write direct markers "
+           "instead (with one warning) rather than fail. Off: an unreachable server fails.",
+           ()),
+    Option(SERVER_MAX_BODY_BYTES, 1024 * 1024, _int_min(1024),
+           "Marker server: largest request body accepted; larger ones get 413.",
+           ()),
+    Option(SERVER_INSTANT_CHECK_MS, 2000, _int_min(0),
+           "Marker server: how stale its view of the timeline may get before a flush re-reads "
+           "it (refuses markers of instants no longer inflight; feeds early conflict "
+           "detection). 0 checks only when a marker folder is first loaded.",
+           ()),
+    Option(CLIENT_TIMEOUT_MS, 30000, _int_min(1),
+           "Marker client: timeout of one request to the marker server.",
+           ()),
+    Option(CLIENT_RETRIES, 3, _int_min(0),
+           "Marker client: retries of a request that could not reach the server or got 503.",
+           ()),
 ):
     register(_opt)
 

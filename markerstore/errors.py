@@ -6,6 +6,8 @@
     ├── InvalidMarkerError (ValueError)      a marker name, partition, file or IO type is bad
     ├── MarkerTypeError                      MARKERS.type is missing, empty or unexpected
     ├── MarkerServerError                    the marker server failed a request or is unreachable
+    │   └── MarkerConflictError              early conflict detection: another inflight
+    │                                        instant writes the same file id and partition
     ├── TimelineError                        a timeline operation is not allowed
     │   ├── InstantNotFoundError (LookupError)
     │   ├── CommitConflictError              another writer completed or rolled back this instant
@@ -42,6 +44,11 @@ class MarkerTypeError(MarkerStoreError):
 
 class MarkerServerError(MarkerStoreError):
     """The marker server failed a request or cannot be reached."""
+
+
+class MarkerConflictError(MarkerServerError):
+    """Early conflict detection refused a marker: another inflight instant is writing a file
+    with the same file id in the same partition."""
 
 
 class TimelineError(MarkerStoreError):

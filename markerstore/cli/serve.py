@@ -1,0 +1,68 @@
+"""`markerstore serve`: run the marker server of one table until interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from markerstore.cli.main import emit, json_flag, parse_storage_options, storage_option_flag
+
+if TYPE_CHECKING:
+    from markerstore.server.app import MarkerServer
+
+
+def _options(pairs: tuple[str, ...]) -> dict[str, str]:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.UsageError(f"--option expects key=value, got {pair!r}")
+        options[key.strip()] = value
+    return options
+
+
+@click.command()
+@click.option("--table", "table_path", required=True, help="Table path or URL to serve.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; anything but loopback requires a token.")
+@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to bind; 0 picks a free one.")
+@click.option("--token", envvar="MARKERSTORE_SERVER_TOKEN", default=None,
+              help="Bearer token clients must send (or $MARKERSTORE_SERVER_TOKEN).")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="markerstore option (repeatable), e.g. "
+                   "markerstore.markers.batch.interval_ms=20")
+@storage_option_flag
+@json_flag
+def serve(table_path: str, host: str, port: int, token: str | None, options: tuple[str, ...],
+          storage_options: tuple[str, ...], as_json: bool) -> None:
+    """Serve the batched markers of TABLE over HTTP; prints the URL, then runs until
+    interrupted (SIGINT or SIGTERM), answering the requests in progress before it exits."""
+    from markerstore.server.app import MarkerServer
+    from markerstore.table import Table
+
+    table = Table(table_path, parse_storage_options(storage_options), _options(options))
+    server = MarkerServer(table, host=host, port=port, token=token)
+    asyncio.run(_run(server, as_json))
+
+
+async def _run(server: MarkerServer, as_json: bool) -> None:
+    url = await server.start_async()
+    emit({"url": url, "table": server.table_url}, as_json)
+    sys.stdout.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop_async()
+
+
+def register(group: click.Group) -> None:
+    group.add_command(serve)

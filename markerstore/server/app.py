@@ -1,0 +1,348 @@
+"""The marker server over HTTP (aiohttp): routes, auth, limits, and the embedded mode.
+
+Routes are documented in docs/HTTP_API.md. The server serves ONE table: every route
+names an instant, which must be an instant id, and maps to
+``<base>/.markerstore/markers/<instant>/`` and nowhere else; partitions and file names are
+validated like direct markers' (no absolute path, no ``..``, no separator in a file name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from markerstore import config
+from markerstore.errors import ConfigError, InvalidMarkerError, MarkerServerError
+from markerstore.markers.base import MarkerName
+from markerstore.markers.segments import marker_row, now_ms
+from markerstore.server import metrics
+from markerstore.server.service import MarkerService, ServiceError
+
+if TYPE_CHECKING:
+    from markerstore.table import Table
+
+log = logging.getLogger(__name__)
+
+TOKEN_ENV = "MARKERSTORE_SERVER_TOKEN"
+API = "/v1/markers"
+MAX_MARKERS_PER_REQUEST = 10_000
+MAX_NAME_BYTES = 1024
+MAX_FIELD_CHARS = 256
+MAX_REQUEST_ID_CHARS = 128
+_FIELDS = frozenset({"partition", "file", "io_type", "task_attempt", "size", "checksum",
+                     "pending_upload"})
+_PUBLIC = frozenset({"/health"})
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (or `localhost`)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve anywhere
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": code, "message": message}, status=status)
+
+
+def parse_marker(obj: Any) -> tuple[MarkerName, dict[str, Any]]:
+    """A create request's marker and its segment row; InvalidMarkerError on bad input."""
+    if not isinstance(obj, dict):
+        raise InvalidMarkerError(f"a marker is a JSON object, got {type(obj).__name__}")
+    unknown = set(obj) - _FIELDS
+    if unknown:
+        raise InvalidMarkerError(f"unknown field(s) {sorted(unknown)}; a marker has "
+                                 f"{sorted(_FIELDS)}")
+    if "file" not in obj:
+        raise InvalidMarkerError("a marker needs a 'file'")
+    marker = MarkerName.build(obj.get("partition", ""), obj["file"],
+                              obj.get("io_type", "CREATE"))
+    if len(marker.name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InvalidMarkerError(f"marker name longer than {MAX_NAME_BYTES} bytes")
+    size = obj.get("size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        raise InvalidMarkerError(f"size must be a non-negative integer, got {size!r}")
+    for key in ("task_attempt", "checksum"):
+        value = obj.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_FIELD_CHARS):
+            raise InvalidMarkerError(f"{key} must be a string of at most {MAX_FIELD_CHARS} "
+                                     "characters")
+    pending = obj.get("pending_upload")
+    if pending is not None and not isinstance(pending, (dict, str)):
+        raise InvalidMarkerError("pending_upload must be a JSON object (or its JSON text)")
+    return marker, marker_row(marker, obj, now_ms())
+
+
+class _Routes:
+    """Request handlers of one server."""
+
+    def __init__(self, server: MarkerServer) -> None:
+        self.server = server
+        self.service = server.service
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "table": self.server.table_url,
+                                  "markers_held": sum(len(s.names) for s in
+                                                      self.service.states.values())})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        text = self.server.registry.render() + metrics.REGISTRY.render()
+        return web.Response(body=text.encode("utf-8"), headers={
+            "Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    async def create(self, request: web.Request) -> web.Response:
+        instant = request.match_info["instant"]
+        try:
+            body = await request.json(loads=json.loads)
+        except web.HTTPException:
+            raise
+        except ValueError as exc:
+            raise ServiceError(400, "bad_json", f"the body is not JSON: {exc}") from None
+        batch = isinstance(body, dict) and "markers" in body
+        raw = body["markers"] if batch else [body]
+        if not isinstance(raw, list) or not raw:
+            raise ServiceError(400, "bad_request", "'markers' must be a non-empty list")
+        if len(raw) > MAX_MARKERS_PER_REQUEST:
+            raise ServiceError(413, "too_many_markers",
+                               f"at most {MAX_MARKERS_PER_REQUEST} markers per request")
+        items = [parse_marker(obj) for obj in raw]
+        request_id = request.headers.get("X-Request-Id")
+        if request_id is not None and len(request_id) > MAX_REQUEST_ID_CHARS:
+            raise ServiceError(400, "bad_request", "X-Request-Id is too long")
+        created = await self.service.create(instant, items, request_id)
+        names = [marker.name for marker, _ in items]
+        if batch:
+            return web.json_response({"created": created, "markers": names})
+        return web.json_response({"created": created[0], "marker": names[0]})
+
+    async def all(self, request: web.Request) -> web.Response:
+        instant = request.match_info["instant"]
+        if request.query.get("details", "").lower() in ("1", "true", "yes"):
+            rows = (await self.service.rows(instant)).to_pylist()
+            for row in rows:
+                row["created_at"] = int(row["created_at"].timestamp() * 1000) \
+                    if row["created_at"] is not None else None
+            return web.json_response({"instant": instant, "rows": rows})
+        return web.json_response({"instant": instant,
+                                  "markers": await self.service.names(instant)})
+
+    async def exists(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"exists": await self.service.exists(request.match_info["instant"])})
+
+    async def has(self, request: web.Request) -> web.Response:
+        query = request.query
+        if "file" not in query:
+            raise InvalidMarkerError("query parameter 'file' is required")
+        marker = MarkerName.build(query.get("partition", ""), query["file"],
+                                  query.get("io_type", "CREATE"))
+        return web.json_response(
+            {"exists": await self.service.has(request.match_info["instant"], marker)})
+
+    async def created_and_merged(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"paths": await self.service.created_and_merged(request.match_info["instant"])})
+
+    async def seal(self, request: web.Request) -> web.Response:
+        held = await self.service.seal(request.match_info["instant"])
+        return web.json_response({"sealed": True, "markers": held})
+
+    async def delete(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"deleted": await self.service.delete_all(request.match_info["instant"])})
+
+
+def _endpoint(request: web.Request) -> str:
+    route = request.match_info.route
+    resource = route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+class MarkerServer:
+    """The marker server of one table.
+
+    Embedded (the Spark driver)::
+
+        with MarkerServer(table) as server:      # or server.start() ... server.stop()
+            client = MarkerClient(server.url, instant)
+
+    `options` override the table's (batch interval, threads, format, ...). Binding to an
+    address that is not loopback requires a `token` (or ``$MARKERSTORE_SERVER_TOKEN``);
+    clients send it as ``Authorization: Bearer <token>``.
+    """
+
+    def __init__(self, table: Table, host: str = "127.0.0.1", port: int = 0,
+                 options: Mapping[str, Any] | None = None, token: str | None = None) -> None:
+        self.table = table
+        self.settings = table.settings.with_options(options)
+        self.host = host
+        self.port = port
+        token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        if token is not None and not token.strip():
+            raise ConfigError("the marker server token is empty")
+        if not is_loopback(host) and not token:
+            raise ConfigError(
+                f"binding the marker server to {host} (not loopback) requires a token: pass "
+                f"token= / --token, or set ${TOKEN_ENV}")
+        self.token = token
+        self.max_body = int(self.settings[config.SERVER_MAX_BODY_BYTES])
+        self.registry = metrics.Registry()
+        self.service = MarkerService(table.storage, self.settings, self.registry)
+        self.table_url = table.storage.url()
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        return f"MarkerServer({self.table_url!r}, url={self.url!r})"
+
+    # --- the aiohttp application -----------------------------------------------------------
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=self.max_body,
+                              middlewares=[self._errors, self._auth])
+        routes = _Routes(self)
+        app.router.add_get("/health", routes.health)
+        app.router.add_get("/metrics", routes.metrics)
+        app.router.add_post(API + "/{instant}/create", routes.create)
+        app.router.add_get(API + "/{instant}", routes.all)
+        app.router.add_get(API + "/{instant}/exists", routes.exists)
+        app.router.add_get(API + "/{instant}/has", routes.has)
+        app.router.add_get(API + "/{instant}/created-and-merged", routes.created_and_merged)
+        app.router.add_post(API + "/{instant}/seal", routes.seal)
+        app.router.add_delete(API + "/{instant}", routes.delete)
+        return app
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self.token is not None and request.path not in _PUBLIC:
+            header = request.headers.get("Authorization", "")
+            scheme, _, given = header.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    given.strip().encode(), self.token.encode()):
+                response = _error(401, "unauthorized",
+                                  "missing or wrong bearer token (Authorization: Bearer ...)")
+                response.headers["WWW-Authenticate"] = 'Bearer realm="markerstore"'
+                return response
+        length = request.content_length
+        if length is not None and length > self.max_body:
+            return _error(413, "body_too_large",
+                          f"request body of {length} bytes exceeds the limit of "
+                          f"{self.max_body} bytes")
+        return await handler(request)
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            response = await handler(request)
+        except ServiceError as exc:
+            response = _error(exc.status, exc.code, exc.message)
+        except InvalidMarkerError as exc:
+            response = _error(400, "invalid_marker", str(exc))
+        except web.HTTPRequestEntityTooLarge:
+            response = _error(413, "body_too_large",
+                              f"request body exceeds the limit of {self.max_body} bytes")
+        except web.HTTPException as exc:
+            response = _error(exc.status, exc.reason.lower().replace(" ", "_"),
+                              exc.text or exc.reason)
+        except Exception as exc:
+            log.exception("marker server: %s %s failed", request.method, request.path)
+            response = _error(500, "internal", f"{type(exc).__name__}: {exc}")
+        self.registry.counter("markerstore_marker_requests_total",
+                              {"endpoint": _endpoint(request), "method": request.method,
+                               "status": response.status},
+                              "HTTP requests served, by endpoint and status.").inc()
+        return response
+
+    # --- running in an existing event loop (the CLI) -------------------------------------------
+    async def start_async(self) -> str:
+        """Start serving on the running event loop; returns the URL."""
+        await self.service.start()
+        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=30)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            await self.service.stop()
+            raise MarkerServerError(f"cannot bind the marker server to "
+                                    f"{self.host}:{self.port}: {exc}") from exc
+        self._runner = runner
+        host, port = runner.addresses[0][:2]
+        host = f"[{host}]" if ":" in host else host
+        self.url = f"http://{host}:{port}"
+        log.info("marker server for %s at %s", self.table_url, self.url)
+        return self.url
+
+    async def stop_async(self) -> None:
+        """Stop taking requests, answer those in progress (flushing what is queued), stop."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.service.stop()
+
+    # --- embedded: its own event loop in a thread ----------------------------------------------
+    def start(self) -> str:
+        """Serve from a background thread; returns the URL once it accepts connections."""
+        if self._thread is not None:
+            return self.url
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="markerstore-server",
+                                  daemon=True)
+        thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self.start_async(), loop).result(timeout=60)
+        except BaseException:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+            loop.close()
+            raise
+        self._loop, self._thread = loop, thread
+        return self.url
+
+    def stop(self) -> None:
+        """Stop the background server (idempotent)."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.stop_async(), loop).result(timeout=120)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=30)
+            loop.close()
+            self._loop = self._thread = None
+
+    def seal(self, instant: str) -> int:
+        """Refuse every later marker of `instant` and wait for its running flush; call it
+        before committing or rolling back the instant (see MarkerService.seal)."""
+        loop = self._loop
+        if loop is None:
+            raise MarkerServerError("the marker server is not running in the background")
+        future = asyncio.run_coroutine_threadsafe(self.service.seal(instant), loop)
+        try:
+            return future.result(timeout=120)
+        except ServiceError as exc:
+            raise MarkerServerError(exc.message) from exc
+
+    def __enter__(self) -> MarkerServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

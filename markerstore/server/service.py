@@ -1,0 +1,596 @@
+"""The marker server's engine: queue, dispatcher, flushes, dedupe, lazy load, compaction.
+
+It runs on one asyncio event loop; storage work runs in thread pools. Every
+``batch.interval_ms`` the dispatcher takes the pending creates of each marker folder that
+is not already flushing, drops those already held, and writes the rest as ONE new segment
+(up to ``batch.num_threads`` folders flush in parallel). A create is answered only after
+its segment is durable; a failed write fails every create of the batch (503), and none of
+them is held, so a retry writes them again. A folder's state is loaded from its segments
+on its first request, so a restarted server knows every marker it acknowledged before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import duckdb
+import pyarrow as pa
+
+from markerstore import config
+from markerstore.errors import MarkerTypeError, StorageError
+from markerstore.markers.base import (
+    BATCHED,
+    DIRECT,
+    IOType,
+    MarkerName,
+    ensure_marker_type,
+    marker_folder,
+    read_marker_type,
+)
+from markerstore.markers.reconcile import read_markers
+from markerstore.markers.segments import (
+    dedupe,
+    delete_segments,
+    load_segments,
+    rows_to_table,
+    write_segment,
+)
+from markerstore.server.metrics import Registry
+from markerstore.server.state import DirState, Pending, Segment, file_id, plan_compaction
+from markerstore.storage import Storage
+from markerstore.timeline import is_instant
+from markerstore.timeline.timeline import TIMELINE_DIR
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ServiceError(Exception):
+    """A request the service refuses or cannot serve; `status` is the HTTP status."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class TimelineView:
+    """Which instants were inflight when the timeline was listed, and (for early conflict
+    detection) the file ids that inflight instants not written here have markers for."""
+
+    started: float
+    inflight: frozenset[str]
+    foreign: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    # A client that went away leaves its future unawaited; mark the outcome as seen.
+    if not future.cancelled():
+        future.exception()
+
+
+class MarkerService:
+    """Batched markers of one table, served from memory and flushed as segments."""
+
+    def __init__(self, storage: Storage, settings: config.Settings,
+                 registry: Registry) -> None:
+        self.storage = storage
+        self.interval = settings[config.BATCH_INTERVAL_MS] / 1000
+        self.num_threads = int(settings[config.BATCH_NUM_THREADS])
+        self.fmt = str(settings[config.BATCH_FORMAT])
+        self.max_segments = int(settings[config.BATCH_MAX_SEGMENTS])
+        self.compact_target = self.max_segments - max(1, self.max_segments // 4)
+        self.conflict_detection = bool(settings[config.EARLY_CONFLICT_DETECTION])
+        self.instant_check = settings[config.SERVER_INSTANT_CHECK_MS] / 1000
+        self.states: dict[str, DirState] = {}
+        self._loading: dict[str, asyncio.Task[DirState]] = {}
+        self._view: TimelineView | None = None
+        self._refresh: tuple[float, asyncio.Task[TimelineView]] | None = None
+        self._waiting = 0
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._flush_pool = ThreadPoolExecutor(self.num_threads, "markerstore-flush")
+        self._io_pool = ThreadPoolExecutor(4, "markerstore-io")
+        self._setup_metrics(registry)
+
+    # --- metrics ---------------------------------------------------------------------------
+    def _setup_metrics(self, registry: Registry) -> None:
+        self.registry = registry
+        self._flush_seconds = registry.histogram(
+            "markerstore_marker_flush_seconds", help="Time to write one segment (one batch).")
+        self._ack_seconds = registry.histogram(
+            "markerstore_marker_ack_seconds",
+            help="Time from receiving a create to answering it.")
+        self._batch_size = registry.histogram(
+            "markerstore_marker_batch_markers", help="New markers written per batch.",
+            buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000))
+        gauges: dict[str, tuple[str, Callable[[], float]]] = {
+            "markerstore_marker_queue_depth": (
+                "Creates waiting for their batch to be flushed.", lambda: self._waiting),
+            "markerstore_markers_held": (
+                "Markers held in memory (all folders).",
+                lambda: sum(len(s.names) for s in self.states.values())),
+            "markerstore_marker_segments": (
+                "Segment files of the folders held.",
+                lambda: sum(s.segment_count for s in self.states.values())),
+            "markerstore_marker_dirs": ("Marker folders held.", lambda: len(self.states)),
+        }
+        for name, (help_text, fn) in gauges.items():
+            registry.gauge(name, help=help_text).set_function(fn)
+
+    def _count(self, name: str, help_text: str, amount: float = 1, **labels: str) -> None:
+        if amount:
+            self.registry.counter(name, labels, help_text).inc(amount)
+
+    def _creates(self, result: str, amount: int = 1) -> None:
+        self._count("markerstore_marker_creates_total", "Marker creates answered, by result.",
+                    amount, result=result)
+
+    # --- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
+
+    async def stop(self) -> None:
+        """Flush what is queued (and answer it), then stop."""
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dispatcher
+            self._dispatcher = None
+        for _ in range(3):
+            self._tick(final=True)
+            tasks = [t for s in self.states.values() for t in s.tasks]
+            if not tasks:
+                break
+            await asyncio.wait(tasks)
+        self._flush_pool.shutdown(wait=True)
+        self._io_pool.shutdown(wait=True)
+
+    async def _dispatch(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_tick = loop.time()
+        while True:
+            next_tick += self.interval
+            delay = next_tick - loop.time()
+            if delay < 0:  # behind: tick now, and do not try to catch up
+                next_tick, delay = loop.time(), 0
+            await asyncio.sleep(delay)
+            try:
+                self._tick()
+            except Exception:  # never let the dispatcher die: requests would hang
+                log.exception("marker server: dispatcher tick failed")
+
+    def _tick(self, final: bool = False) -> None:
+        active = False
+        now = time.monotonic()
+        for state in list(self.states.values()):
+            if (not final and not state.compacting and state.initialized
+                    and now >= state.compact_retry_at):
+                self._maybe_compact(state)
+            if state.pending:
+                active = True
+                # The bound on segment files: while a compaction runs, a flush that would
+                # go past it waits for the compaction.
+                blocked = state.compacting and state.segment_count >= self.max_segments
+                if not state.flushing and (not blocked or final):
+                    self._start_flush(state)
+        view = self._view
+        if (active and not final and self.instant_check > 0 and self._refresh is None
+                and (view is None or now - view.started > self.instant_check)):
+            self._start_refresh()
+
+    async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    # --- loading -----------------------------------------------------------------------------
+    async def state(self, instant: str, *, write: bool = False) -> DirState:
+        """The state of an instant's marker folder, loaded from storage on first use.
+        `write`: the instant must be inflight (creates of a finished instant are refused),
+        which is checked before anything is read from its folder."""
+        if not is_instant(instant):
+            raise ServiceError(400, "bad_instant",
+                               f"{instant[:40]!r} is not an instant id (17 digits)")
+        state = self.states.get(instant)
+        checked_at = None
+        if write:
+            if state is not None and state.gone:
+                raise ServiceError(409, "instant_not_inflight", state.gone)
+            if state is None or not state.inflight_checked:
+                checked_at = await self._require_inflight(instant)
+        if state is None:
+            task = self._loading.get(instant)
+            if task is None:
+                task = asyncio.get_running_loop().create_task(self._load(instant))
+                self._loading[instant] = task
+            state = await asyncio.shield(task)
+        if write:
+            if state.gone:
+                raise ServiceError(409, "instant_not_inflight", state.gone)
+            if checked_at is not None and not state.inflight_checked:
+                state.inflight_checked = True
+                state.checked_at = checked_at
+        return state
+
+    async def _load(self, instant: str) -> DirState:
+        try:
+            state = await self._run(self._io_pool, self._load_sync, instant)
+        finally:
+            self._loading.pop(instant, None)
+        return self.states.setdefault(instant, state)
+
+    def _load_sync(self, instant: str) -> DirState:
+        try:
+            mechanism = read_marker_type(self.storage, instant)
+        except MarkerTypeError as exc:
+            raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
+        except StorageError as exc:
+            raise ServiceError(503, "storage_error", f"loading the markers of instant "
+                               f"{instant} failed: {exc}") from exc
+        if mechanism == DIRECT:
+            raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
+                               "DIRECT; one instant uses one marker mechanism")
+        if mechanism is None:
+            return DirState(instant)
+        try:
+            loaded, max_seq = load_segments(self.storage, instant)
+        except StorageError as exc:
+            raise ServiceError(503, "storage_error", f"loading the markers of instant "
+                               f"{instant} failed: {exc}") from exc
+        segments = [Segment(f, rows) for f, rows in loaded]
+        log.info("marker server: loaded %d segment(s) of instant %s", len(segments), instant)
+        return DirState.from_segments(instant, segments, max_seq, initialized=True)
+
+    # --- the timeline ------------------------------------------------------------------------
+    async def _require_inflight(self, instant: str) -> float:
+        """Raise 409 unless the timeline says `instant` is inflight; returns when the
+        listing that said so started."""
+        view = self._view
+        if view is None or instant not in view.inflight:
+            view = await self._fresh_view(time.monotonic())
+        if instant not in view.inflight:
+            raise ServiceError(409, "instant_not_inflight",
+                               f"instant {instant} is not inflight on the timeline (never "
+                               "started, completed or rolled back)")
+        return view.started
+
+    async def _fresh_view(self, not_before: float) -> TimelineView:
+        running = self._refresh
+        if running is None or running[0] < not_before:
+            running = self._start_refresh()
+        return await asyncio.shield(running[1])
+
+    def _start_refresh(self) -> tuple[float, asyncio.Task[TimelineView]]:
+        started = time.monotonic()
+        written = {i for i, s in self.states.items() if s.written_here or s.pending}
+        task = asyncio.get_running_loop().create_task(
+            self._run_refresh(started, frozenset(written)))
+        self._refresh = (started, task)
+        return self._refresh
+
+    async def _run_refresh(self, started: float, written: frozenset[str]) -> TimelineView:
+        try:
+            view = await self._run(self._io_pool, self._read_view, started, written)
+        except Exception as exc:
+            log.warning("marker server: reading the timeline failed: %s", exc)
+            raise ServiceError(503, "storage_error",
+                               f"reading the timeline failed: {exc}") from exc
+        finally:
+            if self._refresh is not None and self._refresh[0] == started:
+                self._refresh = None
+        if self._view is None or view.started >= self._view.started:
+            self._view = view
+            self._mark_gone(view)
+        return view
+
+    def _read_view(self, started: float, written: frozenset[str]) -> TimelineView:
+        suffixes: dict[str, set[str]] = {}
+        for name in self.storage.ls(self.storage.path(TIMELINE_DIR)):
+            instant, _, rest = name.partition(".")
+            if is_instant(instant):
+                suffixes.setdefault(instant, set()).add(rest)
+        inflight = frozenset(i for i, s in suffixes.items()
+                             if s & {"commit.requested", "inflight"}
+                             and not s & {"commit", "rollback"})
+        foreign: dict[tuple[str, str], set[str]] = {}
+        if self.conflict_detection:
+            con = duckdb.connect()
+            for instant in sorted(inflight - written):
+                try:
+                    relation = read_markers(self.storage, instant, con)
+                except (MarkerTypeError, StorageError) as exc:
+                    log.warning("early conflict detection cannot read the markers of %s: %s",
+                                instant, exc)
+                    continue
+                if relation is None:
+                    continue
+                pairs = relation.query("m", "SELECT DISTINCT partition, file FROM m")
+                assert pairs is not None
+                for partition, file_name in pairs.fetchall():
+                    foreign.setdefault((partition, file_id(file_name)), set()).add(instant)
+        return TimelineView(started, inflight,
+                            {k: frozenset(v) for k, v in foreign.items()})
+
+    def _mark_gone(self, view: TimelineView) -> None:
+        for instant, state in list(self.states.items()):
+            if (state.inflight_checked and not state.gone and instant not in view.inflight
+                    and view.started > state.checked_at):
+                state.gone = (f"instant {instant} is no longer inflight (completed or rolled "
+                              "back); its markers are closed")
+                self._fail(state, state.pending, ServiceError(409, "instant_not_inflight",
+                                                             state.gone))
+                state.pending = []
+            if (state.gone and not state.busy and not state.pending
+                    and (not state.sealed or instant not in view.inflight)):
+                del self.states[instant]  # a later request loads it again from storage
+
+    # --- creates -----------------------------------------------------------------------------
+    async def create(self, instant: str, items: list[tuple[MarkerName, dict[str, Any]]],
+                     request_id: str | None = None) -> list[bool]:
+        """Queue markers and wait until they are durable; True for each one this request
+        created (or an earlier try of it, same `request_id`), False if it already existed."""
+        started = time.perf_counter()
+        state = await self.state(instant, write=True)
+        self._check_conflicts(state, [m for m, _ in items])
+        loop = asyncio.get_running_loop()
+        answers: list[bool | asyncio.Future[bool]] = []
+        for marker, row in items:
+            name = marker.name
+            if name in state.names:
+                answers.append(request_id is not None and state.creators.get(name) == request_id)
+                continue
+            future: asyncio.Future[bool] = loop.create_future()
+            future.add_done_callback(_consume)
+            state.pending.append(Pending(marker, row, request_id, future, started))
+            state.pending_ids[(marker.partition, file_id(marker.file_name))] += 1
+            self._waiting += 1
+            answers.append(future)
+        futures = [a for a in answers if isinstance(a, asyncio.Future)]
+        if futures:
+            await asyncio.wait(futures)
+        results = [a.result() if isinstance(a, asyncio.Future) else a for a in answers]
+        self._ack_seconds.observe(time.perf_counter() - started)
+        self._creates("created", sum(results))
+        self._creates("existed", len(results) - sum(results))
+        return results
+
+    def _check_conflicts(self, state: DirState, markers: Iterable[MarkerName]) -> None:
+        if not self.conflict_detection:
+            return
+        view = self._view
+        for marker in markers:
+            key = (marker.partition, file_id(marker.file_name))
+            holders = {o.instant for o in self.states.values()
+                       if o is not state and not o.gone
+                       and (o.file_ids.get(key) or o.pending_ids.get(key))}
+            if view is not None:
+                holders |= set(view.foreign.get(key, ())) - {state.instant}
+            if holders:
+                self._creates("conflict")
+                raise ServiceError(
+                    409, "conflict",
+                    f"early conflict detection: inflight instant(s) {', '.join(sorted(holders))}"
+                    f" also write file id {key[1]!r} in partition {key[0]!r}; refusing the "
+                    f"marker of {marker.file_name!r} for instant {state.instant}")
+
+    def _settle(self, pending: Pending, result: bool | None = None,
+                error: BaseException | None = None) -> None:
+        self._waiting -= 1
+        if pending.future.done():
+            return
+        if error is not None:
+            pending.future.set_exception(error)
+        else:
+            pending.future.set_result(bool(result))
+
+    def _fail(self, state: DirState, batch: list[Pending], error: ServiceError) -> None:
+        for pending in batch:
+            state.pending_ids[(pending.marker.partition, file_id(pending.marker.file_name))] -= 1
+            self._settle(pending, error=error)
+        self._creates("failed", len(batch))
+        state.pending_ids = +state.pending_ids
+
+    def _start_flush(self, state: DirState) -> None:
+        batch, state.pending = state.pending, []
+        fresh: dict[str, Pending] = {}
+        for pending in batch:
+            name = pending.marker.name
+            if name not in state.names and name not in fresh:
+                fresh[name] = pending
+        if not fresh:
+            self._answer(state, batch, fresh)
+            return
+        if state.gone:
+            self._fail(state, batch, ServiceError(409, "instant_not_inflight", state.gone))
+            return
+        state.flushing = True
+        task = asyncio.get_running_loop().create_task(self._flush(state, batch, fresh))
+        state.tasks.add(task)
+        task.add_done_callback(state.tasks.discard)
+
+    async def _flush(self, state: DirState, batch: list[Pending], fresh: dict[str, Pending]
+                     ) -> None:
+        started = time.perf_counter()
+        rows = [p.row for p in fresh.values()]
+        try:
+            segment = await self._run(self._flush_pool, self._flush_sync, state.instant,
+                                      state.initialized, rows, state.next_seq)
+        except Exception as exc:
+            state.flushing = False
+            self._count("markerstore_marker_batches_total", "Batches flushed, by result.",
+                        result="failed")
+            log.warning("marker server: flush of %d marker(s) of instant %s failed: %s",
+                        len(fresh), state.instant, exc)
+            self._fail(state, batch, ServiceError(
+                503, "flush_failed",
+                f"writing the segment of {len(fresh)} marker(s) of instant {state.instant} "
+                f"failed, so none of them is acknowledged: {type(exc).__name__}: {exc}"))
+            return
+        elapsed = time.perf_counter() - started
+        state.initialized = state.written_here = True
+        state.add_segment(segment, fresh.keys())
+        for name, pending in fresh.items():
+            if pending.request_id is not None:
+                state.creators[name] = pending.request_id
+        state.flushing = False
+        self._flush_seconds.observe(elapsed)
+        self._batch_size.observe(len(fresh))
+        self._count("markerstore_marker_batches_total", "Batches flushed, by result.",
+                    result="ok")
+        self._answer(state, batch, fresh)
+
+    def _flush_sync(self, instant: str, initialized: bool, rows: list[dict[str, Any]],
+                    next_seq: Callable[[], int]) -> Segment:
+        if not initialized:
+            ensure_marker_type(self.storage, instant, BATCHED)
+        table = rows_to_table(rows)
+        return Segment(write_segment(self.storage, instant, table, self.fmt, next_seq), table)
+
+    def _answer(self, state: DirState, batch: list[Pending], fresh: dict[str, Pending]) -> None:
+        for pending in batch:
+            name = pending.marker.name
+            created = fresh.get(name) is pending or (
+                pending.request_id is not None and state.creators.get(name) == pending.request_id)
+            state.pending_ids[(pending.marker.partition, file_id(pending.marker.file_name))] -= 1
+            self._settle(pending, created)
+        state.pending_ids = +state.pending_ids
+
+    # --- compaction --------------------------------------------------------------------------
+    def _maybe_compact(self, state: DirState) -> None:
+        if len(state.segments) <= self.compact_target and not state.garbage:
+            return
+        chosen_idx = plan_compaction([s.num_rows for s in state.segments], self.compact_target)
+        if not chosen_idx and not state.garbage:
+            return
+        chosen = [state.segments[i] for i in chosen_idx]
+        state.compacting = True
+        task = asyncio.get_running_loop().create_task(
+            self._compact(state, chosen, list(state.garbage)))
+        state.tasks.add(task)
+        task.add_done_callback(state.tasks.discard)
+
+    async def _compact(self, state: DirState, chosen: list[Segment], garbage: list[Any]
+                       ) -> None:
+        try:
+            merged, undeleted = await self._run(self._io_pool, self._compact_sync,
+                                                state.instant, chosen, garbage, state.next_seq)
+        except Exception as exc:
+            state.compacting = False
+            state.compact_retry_at = time.monotonic() + 1.0
+            self._count("markerstore_marker_compactions_total", "Compactions, by result.",
+                        result="failed")
+            log.warning("marker server: compaction of instant %s failed (nothing lost): %s",
+                        state.instant, exc)
+            return
+        ids = {id(s) for s in chosen}
+        state.segments = [s for s in state.segments if id(s) not in ids]
+        if merged is not None:
+            state.segments.append(merged)
+        state.garbage = [g for g in state.garbage if g not in garbage] + undeleted
+        state.compacting = False
+        self._count("markerstore_marker_compactions_total", "Compactions, by result.",
+                    result="ok")
+
+    def _compact_sync(self, instant: str, chosen: list[Segment], garbage: list[Any],
+                      next_seq: Callable[[], int]) -> tuple[Segment | None, list[Any]]:
+        merged = None
+        if len(chosen) >= 2:
+            rows = dedupe(pa.concat_tables([s.rows for s in chosen]))
+            merged = Segment(write_segment(self.storage, instant, rows, self.fmt, next_seq),
+                             rows)
+        # The merged segment is durable: only now may the ones it replaces go.
+        obsolete = [s.file for s in chosen] if merged is not None else []
+        obsolete += garbage
+        try:
+            delete_segments(self.storage, obsolete)
+        except Exception as exc:
+            log.warning("marker server: could not delete %d merged segment(s) of %s (will "
+                        "retry): %s", len(obsolete), instant, exc)
+            return merged, obsolete
+        return merged, []
+
+    # --- queries -------------------------------------------------------------------------------
+    async def names(self, instant: str) -> list[str]:
+        return sorted((await self.state(instant)).names)
+
+    async def has(self, instant: str, marker: MarkerName) -> bool:
+        return marker.name in (await self.state(instant)).names
+
+    async def exists(self, instant: str) -> bool:
+        state = await self.state(instant)
+        return state.initialized or bool(state.names)
+
+    async def created_and_merged(self, instant: str) -> list[str]:
+        paths = set()
+        for name in (await self.state(instant)).names:
+            marker = MarkerName.parse(name)
+            if marker.io_type in (IOType.CREATE, IOType.MERGE):
+                paths.add(marker.data_path)
+        return sorted(paths)
+
+    async def rows(self, instant: str) -> pa.Table:
+        state = await self.state(instant)
+        tables = [s.rows for s in state.segments]
+        if not tables:
+            return rows_to_table([])
+        return dedupe(pa.concat_tables(tables))
+
+    async def seal(self, instant: str) -> int:
+        """Refuse every later create of the instant (409), and return once no flush of it
+        is running. Its writer seals it before it commits or rolls back, so that no
+        straggling task can add a segment to a folder that is about to be deleted.
+        Returns the number of markers held."""
+        state = await self.state(instant)
+        if not state.sealed:
+            state.sealed = True
+            state.gone = (f"the markers of instant {instant} are sealed (its writer is "
+                          "committing or rolling back); no marker can be added")
+            self._fail(state, state.pending, ServiceError(409, "instant_not_inflight",
+                                                         state.gone))
+            state.pending = []
+        while state.tasks:
+            await asyncio.wait(list(state.tasks))
+        return len(state.names)
+
+    async def delete_all(self, instant: str) -> bool:
+        """Delete the instant's marker folder; creates still queued are refused (409), and
+        a flush already writing finishes (and is answered) first."""
+        if not is_instant(instant):
+            raise ServiceError(400, "bad_instant",
+                               f"{instant[:40]!r} is not an instant id (17 digits)")
+        loading = self._loading.get(instant)
+        if loading is not None:
+            await asyncio.wait([loading])
+        state = self.states.get(instant)
+        if state is not None:
+            if not state.sealed:
+                state.gone = f"the markers of instant {instant} were deleted"
+            self._fail(state, state.pending, ServiceError(409, "instant_not_inflight",
+                                                         state.gone or "deleted"))
+            state.pending = []
+            while state.tasks:
+                await asyncio.wait(list(state.tasks))
+        folder = marker_folder(self.storage, instant)
+        try:
+            count = await self._run(self._io_pool, self.storage.delete_dir, folder)
+        except StorageError as exc:
+            raise ServiceError(503, "storage_error", f"deleting the markers of instant "
+                               f"{instant} failed: {exc}") from exc
+        if state is not None and state.sealed:
+            # stays sealed (and empty): a straggler must not recreate the folder
+            state.names.clear()
+            state.creators.clear()
+            state.file_ids.clear()
+            state.segments.clear()
+            state.garbage.clear()
+            state.initialized = False
+        elif self.states.get(instant) is state:
+            self.states.pop(instant, None)
+        return bool(count)

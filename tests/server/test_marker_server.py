@@ -1,0 +1,220 @@
+"""The marker server over HTTP: creates, dedupe, lazy load, restart, queries, metrics."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from markerstore import MarkerClient, MarkerServerError, Table
+from markerstore.markers import BATCHED, read_marker_type
+from markerstore.markers.segments import list_segments, read_batched_table
+from markerstore.server import metrics
+from markerstore.server.app import MarkerServer
+
+Serve = Callable[..., MarkerServer]
+
+
+def test_create_dedupe_and_queries(mem_table: Table, serve: Serve) -> None:
+    instant = mem_table.start_commit(heartbeat=False)
+    server = serve(mem_table)
+    client = MarkerClient(server.url, instant)
+    assert not client.exists()
+    assert client.create("day=1", "f1_w_1.parquet", "CREATE", task_attempt="a0", size=10)
+    assert not client.create("day=1", "f1_w_1.parquet", "CREATE")  # already there
+    assert client.create("day=1", "f1_w_1.parquet", "MERGE")  # another IO type
+    assert client.create("", "top_w_1.parquet", "APPEND")
+    assert client.exists()
+    assert client.all() == ["day=1/f1_w_1.parquet.marker.CREATE",
+                            "day=1/f1_w_1.parquet.marker.MERGE",
+                            "top_w_1.parquet.marker.APPEND"]
+    assert client.has("day=1", "f1_w_1.parquet", "CREATE")
+    assert not client.has("day=1", "f2_w_1.parquet", "CREATE")
+    assert client.created_and_merged_paths() == {"day=1/f1_w_1.parquet"}
+    rows = client.to_arrow().to_pylist()
+    assert [r["task_attempt"] for r in rows if r["io_type"] == "CREATE"] == ["a0"]
+    # on storage: MARKERS.type says BATCHED, DuckDB reads the same markers
+    assert read_marker_type(mem_table.storage, instant) == BATCHED
+    assert read_batched_table(mem_table.storage, instant).num_rows == 3
+    assert client.delete_all()
+    assert not client.exists()
+    assert client.all() == []
+    assert read_marker_type(mem_table.storage, instant) is None
+
+
+def test_concurrent_creates_of_one_marker_create_it_once(mem_table: Table, serve: Serve) -> None:
+    instant = mem_table.start_commit(heartbeat=False)
+    server = serve(mem_table)
+    client = MarkerClient(server.url, instant)
+    answers: list[bool] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        result = client.create("p", "same_w.parquet")
+        with lock:
+            answers.append(result)
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(answers) == [False] * 15 + [True]
+    assert read_batched_table(mem_table.storage, instant).num_rows == 1
+
+
+def test_create_many_and_batching(mem_table: Table, serve: Serve) -> None:
+    instant = mem_table.start_commit(heartbeat=False)
+    server = serve(mem_table, options={"markerstore.markers.batch.interval_ms": 200})
+    client = MarkerClient(server.url, instant)
+    items: list[Any] = [("p=1", f"f{i}_w.parquet", "CREATE") for i in range(300)]
+    assert client.create_many(items) == [True] * 300
+    assert client.create_many(items[:5] + [{"partition": "p=2", "file": "x_w.parquet",
+                                            "size": 5}]) == [False] * 5 + [True]
+    # one request of 300 markers was one flush: one segment
+    assert len(list_segments(mem_table.storage, instant)) == 2
+
+
+def test_retried_request_id_still_answers_created(mem_table: Table, serve: Serve,
+                                                  http: Any) -> None:
+    instant = mem_table.start_commit(heartbeat=False)
+    server = serve(mem_table)
+    url = f"{server.url}/v1/markers/{instant}/create"
+    body = {"partition": "p", "file": "f_w.parquet", "io_type": "CREATE"}
+    first = http("POST", url, body, headers={"X-Request-Id": "r1"})
+    again = http("POST", url, body, headers={"X-Request-Id": "r1"})
+    other = http("POST", url, body, headers={"X-Request-Id": "r2"})
+    assert first == (200, {"created": True, "marker": "p/f_w.parquet.marker.CREATE"})
+    assert again[1]["created"] is True  # the retry of the request that created it
+    assert other[1]["created"] is False
+
+
+def test_lazy_load_after_restart(tmp_path: Any, serve: Serve) -> None:
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    first = MarkerServer(table, options={"markerstore.markers.batch.interval_ms": 5})
+    first.start()
+    client = MarkerClient(first.url, instant)
+    for i in range(20):
+        assert client.create("d=1", f"f{i}_w.parquet", "CREATE", size=i)
+    first.stop()
+    # a new server (a new process would be the same: it holds nothing) reads the segments
+    # on the first request for the instant, and only then
+    second = serve(Table(str(tmp_path / "t")))
+    assert second.service.states == {}
+    client = MarkerClient(second.url, instant)
+    assert not client.create("d=1", "f3_w.parquet", "CREATE")
+    assert len(client.all()) == 20
+    assert client.create("d=1", "f20_w.parquet", "CREATE")
+    assert len(read_batched_table(table.storage, instant)) == 21
+    assert second.service.states[instant].names >= {"d=1/f3_w.parquet.marker.CREATE"}
+
+
+def test_refuses_instants_that_are_not_inflight(mem_table: Table, serve: Serve,
+                                               http: Any) -> None:
+    done = mem_table.start_commit(heartbeat=False)
+    mem_table.commit(done, [])
+    server = serve(mem_table)
+    status, body = http("POST", f"{server.url}/v1/markers/{done}/create",
+                        {"file": "f_w.parquet"})
+    assert status == 409 and body["error"] == "instant_not_inflight"
+    status, body = http("POST", f"{server.url}/v1/markers/20200101000000000/create",
+                        {"file": "f_w.parquet"})
+    assert status == 409
+    # an instant that commits while the server holds it is closed at the next refresh
+    live = mem_table.start_commit(heartbeat=False)
+    client = MarkerClient(server.url, live)
+    assert client.create("p", "a_w.parquet")
+    mem_table.commit(live, [])
+    server.service.instant_check = 0.001
+    with pytest.raises(MarkerServerError, match="no longer inflight|not inflight"):
+        for i in range(100):  # the refresh runs on the dispatcher's next ticks
+            client.create("p", f"b{i}_w.parquet")
+    # a create that raced the commit may have left a stray segment; cleanup removes it
+    mem_table.clean_markers()
+    assert read_marker_type(mem_table.storage, live) is None
+
+
+def test_seal_refuses_stragglers_before_commit(mem_table: Table, serve: Serve) -> None:
+    instant = mem_table.start_commit(heartbeat=False)
+    server = serve(mem_table)
+    client = MarkerClient(server.url, instant)
+    assert client.create("p", "a_w.parquet")
+    assert server.seal(instant) == 1
+    with pytest.raises(MarkerServerError, match="sealed"):
+        client.create("p", "late_w.parquet")
+    assert client.all() == ["p/a_w.parquet.marker.CREATE"]
+    assert client.delete_all()
+    with pytest.raises(MarkerServerError, match="sealed"):
+        client.create("p", "later_w.parquet")
+    assert read_marker_type(mem_table.storage, instant) is None
+
+
+def test_direct_instant_is_refused(mem_table: Table, serve: Serve) -> None:
+    instant = mem_table.start_commit(heartbeat=False)
+    mem_table.markers(instant).create("p", "d_w.parquet")
+    server = serve(mem_table)
+    with pytest.raises(Exception, match="DIRECT"):
+        MarkerClient(server.url, instant).create("p", "e_w.parquet")
+
+
+def test_metrics(mem_table: Table, serve: Serve, http: Any) -> None:
+    instant = mem_table.start_commit(heartbeat=False)
+    server = serve(mem_table)
+    client = MarkerClient(server.url, instant)
+    for i in range(5):
+        client.create("p", f"f{i}_w.parquet")
+    client.create("p", "f0_w.parquet")
+    metrics.failed_records("events", "cast", 3)
+    status, text = http("GET", f"{server.url}/metrics")
+    assert status == 200
+    lines = text.splitlines()
+    assert 'markerstore_marker_creates_total{result="created"} 5' in lines
+    assert 'markerstore_marker_creates_total{result="existed"} 1' in lines
+    assert "markerstore_markers_held 5" in lines
+    assert "markerstore_marker_queue_depth 0" in lines
+    assert any(line.startswith('markerstore_marker_batches_total{result="ok"}')
+               for line in lines)
+    assert "# TYPE markerstore_marker_flush_seconds histogram" in lines
+    assert any(line.startswith("markerstore_marker_flush_seconds_count ") for line in lines)
+    assert any(line.startswith('markerstore_marker_requests_total{endpoint="/v1/markers/'
+                               '{instant}/create",method="POST",status="200"} 6')
+               for line in lines)
+    assert 'markerstore_failed_records_total{reason="cast",table="events"} 3' in "\n".join(
+        lines) or any("markerstore_failed_records_total" in line and " 3" in line
+                      for line in lines)
+    status, health = http("GET", f"{server.url}/health")
+    assert status == 200 and health["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_segment_count_stays_bounded_at_100k_markers(serve: Serve) -> None:
+    table = Table("memory://bound-test/table")
+    instant = table.start_commit(heartbeat=False)
+    bound = 8
+    server = serve(table, options={"markerstore.markers.batch.max_segments": bound,
+                                   "markerstore.markers.batch.interval_ms": 1})
+    client = MarkerClient(server.url, instant)
+    peak = 0
+    stop = threading.Event()
+
+    def watch() -> None:  # the files on storage, whatever the server thinks
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, len(list_segments(table.storage, instant)))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for start in range(0, 100_000, 250):
+            client.create_many([("d=1", f"f{i}_w.parquet", "CREATE")
+                                for i in range(start, start + 250)])
+    finally:
+        stop.set()
+        watcher.join()
+    assert peak <= bound
+    assert len(list_segments(table.storage, instant)) <= bound
+    assert read_batched_table(table.storage, instant).num_rows == 100_000
+    assert len(client.all()) == 100_000
