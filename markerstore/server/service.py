@@ -125,6 +125,13 @@ class MarkerService:
         }
         for name, (help_text, fn) in gauges.items():
             registry.gauge(name, help=help_text).set_function(fn)
+        for kind in ("PUT", "GET", "LIST", "DELETE", "HEAD", "total"):
+            registry.gauge("markerstore_storage_requests", {"kind": kind},
+                           "Storage requests this server made so far, by kind (retries "
+                           "included).").set_function(self._requests_of(kind))
+
+    def _requests_of(self, kind: str) -> Callable[[], float]:
+        return lambda: self.storage.requests().get(kind, 0)
 
     def _count(self, name: str, help_text: str, amount: float = 1, **labels: str) -> None:
         if amount:
