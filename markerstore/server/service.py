@@ -305,7 +305,7 @@ class MarkerService:
                 suffixes.setdefault(instant, set()).add(rest)
         inflight = frozenset(i for i, s in suffixes.items()
                              if s & {"commit.requested", "inflight"}
-                             and not s & {"commit", "rollback"})
+                             and not s & {"commit", "rollback", "rollback.requested"})
         foreign: dict[tuple[str, str], set[str]] = {}
         if self.conflict_detection:
             con = duckdb.connect()
