@@ -201,6 +201,7 @@ class MarkerServer:
         self.token = token
         self.max_body = int(self.settings[config.SERVER_MAX_BODY_BYTES])
         self.registry = metrics.Registry()
+        self._request_counters: dict[tuple[str, str, int], metrics.Counter] = {}
         self.service = MarkerService(table.storage, self.settings, self.registry)
         self.table_url = table.storage.url()
         self.url = ""
@@ -214,7 +215,7 @@ class MarkerServer:
     # --- the aiohttp application -----------------------------------------------------------
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body,
-                              middlewares=[self._errors, self._auth])
+                              middlewares=[self._guard])
         routes = _Routes(self)
         app.router.add_get("/health", routes.health)
         app.router.add_get("/metrics", routes.metrics)
@@ -227,8 +228,8 @@ class MarkerServer:
         app.router.add_delete(API + "/{instant}", routes.delete)
         return app
 
-    @web.middleware
-    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    def _refuse(self, request: web.Request) -> web.Response | None:
+        """401 without the right bearer token, 413 for a declared body over the limit."""
         if self.token is not None and request.path not in _PUBLIC:
             header = request.headers.get("Authorization", "")
             scheme, _, given = header.partition(" ")
@@ -243,12 +244,13 @@ class MarkerServer:
             return _error(413, "body_too_large",
                           f"request body of {length} bytes exceeds the limit of "
                           f"{self.max_body} bytes")
-        return await handler(request)
+        return None
 
     @web.middleware
-    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Auth and limits first; every error as a JSON answer; every request counted."""
         try:
-            response = await handler(request)
+            response = self._refuse(request) or await handler(request)
         except ServiceError as exc:
             response = _error(exc.status, exc.code, exc.message)
         except InvalidMarkerError as exc:
@@ -262,10 +264,14 @@ class MarkerServer:
         except Exception as exc:
             log.exception("marker server: %s %s failed", request.method, request.path)
             response = _error(500, "internal", f"{type(exc).__name__}: {exc}")
-        self.registry.counter("markerstore_marker_requests_total",
-                              {"endpoint": _endpoint(request), "method": request.method,
-                               "status": response.status},
-                              "HTTP requests served, by endpoint and status.").inc()
+        key = (_endpoint(request), request.method, response.status)
+        counter = self._request_counters.get(key)
+        if counter is None:
+            counter = self._request_counters[key] = self.registry.counter(
+                "markerstore_marker_requests_total",
+                {"endpoint": key[0], "method": key[1], "status": key[2]},
+                "HTTP requests served, by endpoint and status.")
+        counter.inc()
         return response
 
     # --- running in an existing event loop (the CLI) -------------------------------------------
@@ -274,7 +280,7 @@ class MarkerServer:
         await self.service.start()
         runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=30)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
+        site = web.TCPSite(runner, self.host, self.port, backlog=1024)
         try:
             await site.start()
         except OSError as exc:

@@ -360,8 +360,10 @@ class MarkerService:
             self._waiting += 1
             answers.append(future)
         futures = [a for a in answers if isinstance(a, asyncio.Future)]
-        if futures:
-            await asyncio.wait(futures)
+        if len(futures) == 1:
+            await futures[0]
+        elif futures:
+            await asyncio.gather(*futures)
         results = [a.result() if isinstance(a, asyncio.Future) else a for a in answers]
         self._ack_seconds.observe(time.perf_counter() - started)
         self._creates("created", sum(results))
@@ -452,6 +454,16 @@ class MarkerService:
         self._count("markerstore_marker_batches_total", "Batches flushed, by result.",
                     result="ok")
         self._answer(state, batch, fresh)
+        self._flush_overdue(state)
+
+    def _flush_overdue(self, state: DirState) -> None:
+        """When a flush took longer than the interval, creates that came meanwhile have
+        already waited a whole interval: flush them now rather than at the next tick."""
+        if state.pending and not state.flushing and not (
+                state.compacting and state.segment_count >= self.max_segments):
+            waited = time.perf_counter() - state.pending[0].enqueued
+            if waited >= self.interval:
+                self._start_flush(state)
 
     def _flush_sync(self, instant: str, initialized: bool, rows: list[dict[str, Any]],
                     next_seq: Callable[[], int]) -> Segment:

@@ -1,0 +1,442 @@
+"""Direct vs batched markers on S3: creates by 64 concurrent clients, reconcile, delete.
+
+S3 is moto's server in its own process behind :class:`S3Proxy`, which adds 20 ms to every
+request as real S3's latency would. The marker server also runs as its own process (as
+it would in a Spark driver, apart from the executors); the 64 clients are threads of this
+process, each with its own connection pool. Storage requests are counted by
+:class:`Storage` (botocore's hooks): in this process for direct markers and for
+reconcile, and by the server (its ``/metrics``) for batched creates and deletes.
+
+Direct markers at 100,000 would take several minutes through a 20 ms proxy on a moto
+that serves ~300 requests/s; that row is not run but scaled from the measured 10,000 row
+(creates are one PUT each; listing and bulk delete are one request per 1,000 keys) and
+marked "est.".
+
+Run alone: ``python -m benchmarks.bench_markers [--quick]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import urllib3
+
+from markerstore import MarkerClient, Table
+from markerstore.markers import DirectWriteMarkers, marker_folder
+from markerstore.markers.segments import list_segments
+from markerstore.testing.s3 import MotoS3, storage_options
+
+CLIENTS = 64
+DELAY_MS = 20
+INTERVAL_MS = 50
+DIRECT_MEASURED_MAX = 10_000
+BUCKET = "bench-markers"
+PHASES = ("create", "reconcile", "delete")
+
+
+@dataclass
+class Run:
+    """One mechanism at one size."""
+
+    mechanism: str
+    markers: int
+    seconds: dict[str, float] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+    segments: int | None = None
+    estimated: bool = False
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+    @property
+    def total_requests(self) -> int:
+        return sum(self.requests.values())
+
+    def percentile(self, q: float) -> float | None:
+        if not self.latencies_ms:
+            return None
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def _names(n: int, instant: str) -> list[tuple[str, str]]:
+    write = uuid.uuid4().hex[:8]
+    return [(f"part={i % 100:03d}", f"{write}-{i:07d}_{i % CLIENTS}-1-0_{instant}.parquet")
+            for i in range(n)]
+
+
+def _paths(names: list[tuple[str, str]]) -> list[str]:
+    return [f"{p}/{f}" for p, f in names]
+
+
+def _run_clients(create: Callable[[int, str, str], Any], names: list[tuple[str, str]],
+                 clients: int = CLIENTS) -> tuple[float, list[float]]:
+    """`clients` threads create the markers, each one after another; (wall s, latencies)."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(clients + 1)
+
+    def worker(k: int) -> None:
+        mine = names[k::clients]
+        barrier.wait()
+        try:
+            for partition, file_name in mine:
+                started = time.perf_counter()
+                create(k, partition, file_name)
+                latencies[k].append((time.perf_counter() - started) * 1000)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(clients)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    if errors:
+        raise RuntimeError(f"{len(errors)} client(s) failed: {errors[0]!r}") from errors[0]
+    return wall, [x for per in latencies for x in per]
+
+
+def _delta(before: dict[str, int], after: dict[str, int]) -> int:
+    return after.get("total", 0) - before.get("total", 0)
+
+
+# --- direct ------------------------------------------------------------------------------------
+def _direct(options: dict[str, Any], n: int) -> Run:
+    table = Table(f"s3://{BUCKET}/direct-{n}-{uuid.uuid4().hex[:6]}", options,
+                  {"markerstore.markers.delete.parallelism": CLIENTS})
+    instant = table.start_commit(heartbeat=False)
+    names = _names(n, instant)
+    run = Run("direct", n)
+    before = table.storage_requests()
+    markers = DirectWriteMarkers(table.storage, instant)
+    wall, run.latencies_ms = _run_clients(
+        lambda _k, p, f: markers.create(p, f, "CREATE"), names)
+    run.seconds["create"] = wall
+    run.requests["create"] = _delta(before, table.storage_requests())
+    _reconcile(table, instant, names, run)
+    before = table.storage_requests()
+    started = time.perf_counter()
+    table.storage.delete_dir(marker_folder(table.storage, instant), CLIENTS)
+    run.seconds["delete"] = time.perf_counter() - started
+    run.requests["delete"] = _delta(before, table.storage_requests())
+    return run
+
+
+def _reconcile(table: Table, instant: str, names: list[tuple[str, str]], run: Run) -> None:
+    """Reconcile with every marked file reported: the cost is reading the markers."""
+    before = table.storage_requests()
+    started = time.perf_counter()
+    result = table.reconcile(instant, _paths(names))
+    run.seconds["reconcile"] = time.perf_counter() - started
+    run.requests["reconcile"] = _delta(before, table.storage_requests())
+    if result.markers != len(names):
+        raise RuntimeError(f"reconcile read {result.markers} markers, expected {len(names)}")
+
+
+def _scaled(measured: Run, n: int) -> Run:
+    """The direct row at `n`, scaled linearly from a measured smaller row."""
+    factor = n / measured.markers
+    run = Run("direct", n, estimated=True)
+    run.seconds = {k: v * factor for k, v in measured.seconds.items()}
+    run.requests = {k: round(v * factor) for k, v in measured.requests.items()}
+    run.latencies_ms = list(measured.latencies_ms)  # one PUT each, whatever the size
+    return run
+
+
+class ProxyProcess:
+    """:class:`S3Proxy` in its own process, so that its latency does not depend on how
+    busy the clients of this process keep the interpreter."""
+
+    CODE = ("import sys; from markerstore.testing.s3 import S3Proxy; "
+            "p = S3Proxy(sys.argv[1], delay_ms=float(sys.argv[2])).start(); "
+            "print(p.endpoint, flush=True); sys.stdin.read(); p.stop()")
+
+    def __init__(self, upstream: str, delay_ms: float) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", self.CODE, upstream, str(delay_ms)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.endpoint = self.proc.stdout.readline().strip()
+        if not self.endpoint.startswith("http://"):
+            self.stop()
+            raise RuntimeError("the S3 proxy process did not start")
+
+    def stop(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> ProxyProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# --- batched -----------------------------------------------------------------------------------
+class ServerProcess:
+    """`markerstore serve` in its own process."""
+
+    def __init__(self, table_url: str, options: dict[str, Any], endpoint: str) -> None:
+        command = [sys.executable, "-m", "markerstore.cli", "serve", "--table", table_url,
+                   "--option", f"markerstore.markers.batch.interval_ms={INTERVAL_MS}"]
+        flat = {"endpoint_url": endpoint, "key": options["key"], "secret": options["secret"],
+                "client_kwargs.region_name": options["client_kwargs"]["region_name"],
+                "config_kwargs.max_pool_connections": CLIENTS}
+        for key, value in flat.items():
+            command += ["--storage-option", f"{key}={value}"]
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        assert self.proc.stdout is not None
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            match = re.search(r"(http://\S+)", line)
+            if match:
+                self.url = match.group(1)
+                break
+            if not line and self.proc.poll() is not None:
+                raise RuntimeError("the marker server process exited")
+        else:
+            self.proc.kill()
+            raise RuntimeError("the marker server process did not start")
+        self.http = urllib3.PoolManager()
+
+    def metric(self, name: str, labels: str = "") -> float:
+        text = self.http.request("GET", f"{self.url}/metrics").data.decode()
+        prefix = f"{name}{labels} "
+        for line in text.splitlines():
+            if line.startswith(prefix):
+                return float(line[len(prefix):])
+        return 0.0
+
+    def requests(self) -> dict[str, int]:
+        return {"total": int(self.metric("markerstore_storage_requests", '{kind="total"}'))}
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _batched(options: dict[str, Any], endpoint: str, n: int) -> Run:
+    table_url = f"s3://{BUCKET}/batched-{n}-{uuid.uuid4().hex[:6]}"
+    table = Table(table_url, options)
+    instant = table.start_commit(heartbeat=False)
+    names = _names(n, instant)
+    run = Run("batched", n)
+    server = ServerProcess(table_url, options, endpoint)
+    try:
+        clients = [MarkerClient(server.url, instant) for _ in range(CLIENTS)]
+        before = server.requests()
+        wall, run.latencies_ms = _run_clients(
+            lambda k, p, f: clients[k].create(p, f, "CREATE"), names)
+        run.seconds["create"] = wall
+        run.requests["create"] = _delta(before, server.requests())
+        run.segments = len(list_segments(table.storage, instant))
+        _reconcile(table, instant, names, run)
+        before = server.requests()
+        started = time.perf_counter()
+        clients[0].delete_all()
+        run.seconds["delete"] = time.perf_counter() - started
+        run.requests["delete"] = _delta(before, server.requests())
+    finally:
+        server.stop()
+    return run
+
+
+def _throughput(options: dict[str, Any], endpoint: str, n: int) -> list[tuple[str, float]]:
+    """Acknowledged creates per second with more than one create in flight per client."""
+    table_url = f"s3://{BUCKET}/throughput-{uuid.uuid4().hex[:6]}"
+    table = Table(table_url, options)
+    server = ServerProcess(table_url, options, endpoint)
+    results = []
+    try:
+        instant = table.start_commit(heartbeat=False, rollback_failed=False)
+        names = _names(n, instant)
+        clients = [MarkerClient(server.url, instant) for _ in range(CLIENTS)]
+        per_request = 100
+        chunks = [names[i:i + per_request] for i in range(0, len(names), per_request)]
+        started = time.perf_counter()
+        _run_chunks(clients, chunks)
+        wall = time.perf_counter() - started
+        results.append((f"{CLIENTS} clients, {per_request} markers per request "
+                        "(`create_many`)", n / wall))
+        instant = table.start_commit(heartbeat=False, rollback_failed=False)
+        names = _names(n, instant)
+        in_flight = 512
+        wall = asyncio.run(_open_loop(server.url, instant, names, in_flight))
+        results.append((f"{in_flight} single-marker requests in flight (aiohttp client)",
+                        n / wall))
+    finally:
+        server.stop()
+    return results
+
+
+def _run_chunks(clients: list[MarkerClient], chunks: list[list[tuple[str, str]]]) -> None:
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        try:
+            for chunk in chunks[k::len(clients)]:
+                clients[k].create_many([(p, f, "CREATE") for p, f in chunk])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"create_many failed: {errors[0]!r}") from errors[0]
+
+
+async def _open_loop(url: str, instant: str, names: list[tuple[str, str]], in_flight: int
+                     ) -> float:
+    import aiohttp
+
+    limit = asyncio.Semaphore(in_flight)
+    connector = aiohttp.TCPConnector(limit=in_flight)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async def one(partition: str, file_name: str) -> None:
+            async with limit, session.post(
+                    f"{url}/v1/markers/{instant}/create",
+                    json={"partition": partition, "file": file_name}) as response:
+                if response.status != 200:
+                    raise RuntimeError(f"create failed: {response.status} "
+                                       f"{await response.text()}")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(p, f) for p, f in names))
+        return time.perf_counter() - started
+
+
+# --- report ------------------------------------------------------------------------------------
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.0f}"
+
+
+def _section(pairs: list[tuple[Run, Run]], throughput: list[tuple[str, float]],
+             quick: bool) -> str:
+    lines = ["## Markers: direct vs batched (marker server), on S3 with 20 ms per request", ""]
+    lines.append(
+        f"{CLIENTS} concurrent clients create the markers (each client one after another, "
+        f"as a Spark task does), then reconcile reads them, then they are deleted. S3 is "
+        f"moto in its own process behind a proxy adding {DELAY_MS} ms per request; the "
+        f"marker server runs in its own process with `batch.interval_ms={INTERVAL_MS}`. "
+        "Requests are storage requests counted by `Storage` (botocore hooks), retries "
+        "included. Each batched figure has its ratio to the direct baseline of the same "
+        "size in parentheses.")
+    lines.append("")
+    lines.append("| markers | mechanism | create s | reconcile s | delete s | total s "
+                 "| storage requests (create / reconcile / delete) | ack p50 ms | ack p99 ms "
+                 "| creates/s | segments |")
+    lines.append("|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    for direct, batched in pairs:
+        for run in (direct, batched):
+            est = " (est.)" if run.estimated else ""
+            parts = " / ".join(str(run.requests.get(p, 0)) for p in PHASES)
+            rate = run.markers / run.seconds["create"]
+            ratio_t = ratio_r = ""
+            if run is batched:
+                ratio_t = f" ({direct.total_seconds / run.total_seconds:.0f}x faster)"
+                ratio_r = f" ({100 * run.total_requests / direct.total_requests:.2f}%)"
+            p50 = _ms(run.percentile(0.5)) if not run.estimated else ""
+            p99 = _ms(run.percentile(0.99)) if not run.estimated else ""
+            lines.append(
+                f"| {run.markers:,} | {run.mechanism}{est} | {run.seconds['create']:.1f} "
+                f"| {run.seconds['reconcile']:.2f} | {run.seconds['delete']:.2f} "
+                f"| {run.total_seconds:.1f}{ratio_t} "
+                f"| {run.total_requests:,}{ratio_r}: {parts} | {p50} | {p99} "
+                f"| {rate:,.0f} | {'' if run.segments is None else run.segments} |")
+    lines.append("")
+    if throughput:
+        lines.append("Server throughput with more than one create in flight per client "
+                     "(acknowledged creates per second, each acknowledged only after its "
+                     "segment is on S3):")
+        lines.append("")
+        for label, rate in throughput:
+            lines.append(f"- {label}: {rate:,.0f} creates/s")
+        lines.append("")
+    lines.append("Against the targets of issue 3:")
+    lines.append("")
+    first_direct, first_batched = pairs[0]
+    share = 100 * first_batched.total_requests / first_direct.total_requests
+    speed = first_direct.total_seconds / first_batched.total_seconds
+    p99 = first_batched.percentile(0.99) or 0.0
+    best = max([first_batched.markers / first_batched.seconds["create"]]
+               + [rate for _, rate in throughput])
+    n = f"{first_batched.markers:,}"
+    lines += [
+        f"- storage requests at {n} markers: batched uses {share:.2f}% of direct's "
+        f"(target <= 1%): {'met' if share <= 1 else 'not met'}. With one create in flight "
+        f"per client, a flush holds at most {CLIENTS} markers, so creates alone cost at "
+        f"least 1/{CLIENTS} = {100 / CLIENTS:.2f}% of direct's PUTs; fewer requests need "
+        "more markers per flush (a longer interval, or `create_many`).",
+        f"- end to end at {n} markers: batched is {speed:.0f}x faster (target >= 20x): "
+        f"{'met' if speed >= 20 else 'not met'}.",
+        f"- ack latency p99 at {CLIENTS} clients: {p99:.0f} ms (target <= 3 x "
+        f"{INTERVAL_MS} = {3 * INTERVAL_MS} ms): {'met' if p99 <= 3 * INTERVAL_MS else 'not met'}.",
+        f"- acknowledged creates per second: best {best:,.0f} (target >= 10,000): "
+        f"{'met' if best >= 10_000 else 'not met'}. One create in flight per client caps "
+        f"it at {CLIENTS} per flush interval ({CLIENTS * 1000 // INTERVAL_MS:,}/s).",
+    ]
+    if any(d.estimated for d, _ in pairs):
+        lines += ["", "Direct at 100,000 was not run (minutes through the 20 ms proxy); its "
+                  "row is the measured 10,000 row scaled by 10 and marked est."]
+    if quick:
+        lines += ["", "Quick sizes: a smoke run, not the figures of the issue."]
+    return "\n".join(lines) + "\n"
+
+
+def run(quick: bool = False) -> str:
+    """Run the benchmark; returns its Markdown section for docs/BENCHMARKS.md."""
+    sizes = (2_000,) if quick else (10_000, 100_000)
+    with MotoS3(process=True) as moto, ProxyProcess(moto.endpoint, DELAY_MS) as proxy:
+        moto.create_bucket(BUCKET)
+        options = storage_options(proxy.endpoint,
+                                  config_kwargs={"max_pool_connections": CLIENTS})
+        pairs: list[tuple[Run, Run]] = []
+        measured_direct: Run | None = None
+        for n in sizes:
+            if n <= DIRECT_MEASURED_MAX or measured_direct is None:
+                direct = _direct(options, n)
+                measured_direct = direct
+            else:
+                direct = _scaled(measured_direct, n)
+            batched = _batched(options, proxy.endpoint, n)
+            pairs.append((direct, batched))
+            print(f"   {n:,} markers: direct {direct.total_seconds:.1f} s "
+                  f"{direct.total_requests} req; batched {batched.total_seconds:.1f} s "
+                  f"{batched.total_requests} req", flush=True)
+        throughput = _throughput(options, proxy.endpoint, 2_000 if quick else 20_000)
+    return _section(pairs, throughput, quick)
+
+
+if __name__ == "__main__":
+    print(run(quick="--quick" in sys.argv[1:]))
+
