@@ -286,11 +286,11 @@ def _throughput(options: dict[str, Any], endpoint: str, n: int) -> list[tuple[st
         results.append((f"{CLIENTS} clients, {per_request} markers per request "
                         "(`create_many`)", n / wall))
         instant = table.start_commit(heartbeat=False, rollback_failed=False)
-        names = _names(n, instant)
-        in_flight = 512
+        names = _names(n // 4, instant)
+        in_flight = 256
         wall = asyncio.run(_open_loop(server.url, instant, names, in_flight))
         results.append((f"{in_flight} single-marker requests in flight (aiohttp client)",
-                        n / wall))
+                        len(names) / wall))
     finally:
         server.stop()
     return results

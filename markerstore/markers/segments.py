@@ -34,6 +34,7 @@ from typing import Any
 import duckdb
 import fastavro
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from markerstore.errors import MarkerTypeError, StorageError
@@ -167,16 +168,17 @@ def marker_names(table: pa.Table) -> list[str]:
 
 def dedupe(table: pa.Table) -> pa.Table:
     """One row per marker (the first in table order): a crash between the write and the
-    delete of a compaction, or a flush whose answer was lost, leaves a marker twice."""
-    seen: set[str] = set()
-    keep = []
-    for i, name in enumerate(marker_names(table)):
-        if name not in seen:
-            seen.add(name)
-            keep.append(i)
-    if len(keep) == table.num_rows:
+    delete of a compaction, or a flush whose answer was lost, leaves a marker twice.
+    Vectorized, so that compacting 100,000 rows does not stall the server."""
+    if table.num_rows < 2:
         return table
-    return table.take(pa.array(keep, pa.int64()))
+    keys = table.select(list(KEY_COLUMNS)).append_column(
+        "_row", pa.array(range(table.num_rows), pa.int64()))
+    first = keys.group_by(list(KEY_COLUMNS), use_threads=False).aggregate([("_row", "min")])
+    if first.num_rows == table.num_rows:
+        return table
+    rows = first.column("_row_min")
+    return table.take(pc.take(rows, pc.sort_indices(rows)))
 
 
 # --- encoding -------------------------------------------------------------------------------

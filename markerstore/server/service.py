@@ -334,8 +334,10 @@ class MarkerService:
                 self._fail(state, state.pending, ServiceError(409, "instant_not_inflight",
                                                              state.gone))
                 state.pending = []
-            if (state.gone and not state.busy and not state.pending
-                    and (not state.sealed or instant not in view.inflight)):
+            idle = not state.busy and not state.pending
+            finished = instant not in view.inflight
+            if idle and ((state.gone and (not state.sealed or finished))
+                         or (not state.inflight_checked and finished)):
                 del self.states[instant]  # a later request loads it again from storage
 
     # --- creates -----------------------------------------------------------------------------
@@ -360,6 +362,8 @@ class MarkerService:
             self._waiting += 1
             answers.append(future)
         futures = [a for a in answers if isinstance(a, asyncio.Future)]
+        if futures and len(state.pending) >= state.last_batch:
+            self._flush_if_free(state)  # the clients of the last batch are all back
         if len(futures) == 1:
             await futures[0]
         elif futures:
@@ -408,6 +412,7 @@ class MarkerService:
 
     def _start_flush(self, state: DirState) -> None:
         batch, state.pending = state.pending, []
+        state.last_batch = max(len(batch), 1)
         fresh: dict[str, Pending] = {}
         for pending in batch:
             name = pending.marker.name
@@ -457,13 +462,18 @@ class MarkerService:
         self._flush_overdue(state)
 
     def _flush_overdue(self, state: DirState) -> None:
-        """When a flush took longer than the interval, creates that came meanwhile have
-        already waited a whole interval: flush them now rather than at the next tick."""
-        if state.pending and not state.flushing and not (
+        """After a flush: creates that already waited a whole interval, or as many as the
+        last batch held (its clients are all back), are flushed now, not at the next
+        tick. Waiting longer could not make the batch larger, only later."""
+        if state.pending and (
+                len(state.pending) >= state.last_batch
+                or time.perf_counter() - state.pending[0].enqueued >= self.interval):
+            self._flush_if_free(state)
+
+    def _flush_if_free(self, state: DirState) -> None:
+        if not state.flushing and not (
                 state.compacting and state.segment_count >= self.max_segments):
-            waited = time.perf_counter() - state.pending[0].enqueued
-            if waited >= self.interval:
-                self._start_flush(state)
+            self._start_flush(state)
 
     def _flush_sync(self, instant: str, initialized: bool, rows: list[dict[str, Any]],
                     next_seq: Callable[[], int]) -> Segment:
@@ -499,7 +509,8 @@ class MarkerService:
                        ) -> None:
         try:
             merged, undeleted = await self._run(self._io_pool, self._compact_sync,
-                                                state.instant, chosen, garbage, state.next_seq)
+                                                state.instant, chosen, garbage, state.next_seq,
+                                                state.overlapping)
         except Exception as exc:
             state.compacting = False
             state.compact_retry_at = time.monotonic() + 1.0
@@ -518,10 +529,13 @@ class MarkerService:
                     result="ok")
 
     def _compact_sync(self, instant: str, chosen: list[Segment], garbage: list[Any],
-                      next_seq: Callable[[], int]) -> tuple[Segment | None, list[Any]]:
+                      next_seq: Callable[[], int], overlapping: bool
+                      ) -> tuple[Segment | None, list[Any]]:
         merged = None
         if len(chosen) >= 2:
-            rows = dedupe(pa.concat_tables([s.rows for s in chosen]))
+            rows = pa.concat_tables([s.rows for s in chosen])
+            if overlapping:
+                rows = dedupe(rows)
             merged = Segment(write_segment(self.storage, instant, rows, self.fmt, next_seq),
                              rows)
         # The merged segment is durable: only now may the ones it replaces go.

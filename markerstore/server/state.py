@@ -66,7 +66,9 @@ class DirState:
     sealed: bool = False  # its writer sealed it: creates are refused until it is forgotten
     written_here: bool = False
     flushing: bool = False
+    last_batch: int = 1 << 30  # creates in the last batch taken (none yet: only ticks flush)
     compacting: bool = False
+    overlapping: bool = False  # some marker is in more than one held segment
     compact_retry_at: float = 0.0  # after a failed compaction, when to try again
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _seq: int = 0
@@ -98,6 +100,9 @@ class DirState:
         state._seq = max_seq
         for segment in segments:
             state.add_segment(segment)
+        # Left by a crash mid-compaction or a flush whose answer was lost; the segments
+        # this server writes itself never overlap, so only then does compaction dedupe.
+        state.overlapping = sum(s.num_rows for s in segments) != len(state.names)
         return state
 
     @property

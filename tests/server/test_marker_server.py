@@ -218,3 +218,33 @@ def test_segment_count_stays_bounded_at_100k_markers(serve: Serve) -> None:
     assert len(list_segments(table.storage, instant)) <= bound
     assert read_batched_table(table.storage, instant).num_rows == 100_000
     assert len(client.all()) == 100_000
+
+
+def test_overlapping_segments_left_by_a_crash_are_merged_once(tmp_path: Any,
+                                                              serve: Serve) -> None:
+    from markerstore.markers import ensure_marker_type
+    from markerstore.markers.base import MarkerName
+    from markerstore.markers.segments import marker_row, read_segment, rows_to_table, \
+        write_segment
+
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    ensure_marker_type(table.storage, instant, BATCHED)
+    rows = [marker_row(MarkerName.build("p", f"f{i}_w.parquet", "CREATE"), {}, i)
+            for i in range(10)]
+    seq = iter(range(1, 10))
+    # a compaction wrote the merged segment 3 and died before deleting 1 and 2
+    write_segment(table.storage, instant, rows_to_table(rows[:5]), "parquet", lambda: next(seq))
+    write_segment(table.storage, instant, rows_to_table(rows[5:]), "parquet", lambda: next(seq))
+    write_segment(table.storage, instant, rows_to_table(rows), "parquet", lambda: next(seq))
+    server = serve(table, options={"markerstore.markers.batch.max_segments": 4})
+    client = MarkerClient(server.url, instant)
+    assert not client.create("p", "f3_w.parquet")
+    assert server.service.states[instant].overlapping
+    for i in range(10, 20):
+        assert client.create("p", f"f{i}_w.parquet")
+    server.stop()  # lets a running compaction finish
+    segments = list_segments(table.storage, instant)
+    assert len(segments) <= 4
+    total = sum(read_segment(table.storage, s).num_rows for s in segments)
+    assert total == len(read_batched_table(table.storage, instant)) == 20
