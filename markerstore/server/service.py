@@ -1,9 +1,11 @@
-"""The marker server's engine: queue, dispatcher, flushes, dedupe, lazy load, compaction.
+"""The marker server's engine: queue, dispatcher, dedupe, lazy load, the timeline.
 
 It runs on one asyncio event loop; storage work runs in thread pools. Every
-``batch.interval_ms`` the dispatcher takes the pending creates of each marker folder that
-is not already flushing, drops those already held, and writes the rest as ONE new segment
-(up to ``batch.num_threads`` folders flush in parallel). A create is answered only after
+``batch.interval_ms`` the dispatcher takes the pending creates of each marker folder,
+drops those already held, and writes the rest as ONE new segment (up to
+``batch.num_threads`` flushes run in parallel; see writer.py). Between ticks, a folder
+with no flush in flight is flushed at once when as many creates wait as its last batch
+held, or when they have waited a whole interval. A create is answered only after
 its segment is durable; a failed write fails every create of the batch (503), and none of
 them is held, so a retry writes them again. A folder's state is loaded from its segments
 on its first request, so a restarted server knows every marker it acknowledged before.
@@ -18,48 +20,24 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from markerstore import config
 from markerstore.errors import MarkerTypeError, StorageError
-from markerstore.markers.base import (
-    BATCHED,
-    DIRECT,
-    IOType,
-    MarkerName,
-    ensure_marker_type,
-    marker_folder,
-    read_marker_type,
-)
+from markerstore.markers.base import DIRECT, IOType, MarkerName, marker_folder, read_marker_type
 from markerstore.markers.reconcile import read_markers
-from markerstore.markers.segments import (
-    dedupe,
-    delete_segments,
-    load_segments,
-    rows_to_table,
-    write_segment,
-)
+from markerstore.markers.segments import dedupe, load_segments, rows_to_table
 from markerstore.server.metrics import Registry
-from markerstore.server.state import DirState, Pending, Segment, file_id, plan_compaction
+from markerstore.server.state import DirState, Pending, Segment, file_id
+from markerstore.server.writer import SegmentWriter, ServiceError
 from markerstore.storage import Storage
 from markerstore.timeline import is_instant
 from markerstore.timeline.timeline import TIMELINE_DIR
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-
-class ServiceError(Exception):
-    """A request the service refuses or cannot serve; `status` is the HTTP status."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -78,7 +56,7 @@ def _consume(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-class MarkerService:
+class MarkerService(SegmentWriter):
     """Batched markers of one table, served from memory and flushed as segments."""
 
     def __init__(self, storage: Storage, settings: config.Settings,
@@ -133,14 +111,6 @@ class MarkerService:
     def _requests_of(self, kind: str) -> Callable[[], float]:
         return lambda: self.storage.requests().get(kind, 0)
 
-    def _count(self, name: str, help_text: str, amount: float = 1, **labels: str) -> None:
-        if amount:
-            self.registry.counter(name, labels, help_text).inc(amount)
-
-    def _creates(self, result: str, amount: int = 1) -> None:
-        self._count("markerstore_marker_creates_total", "Marker creates answered, by result.",
-                    amount, result=result)
-
     # --- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
@@ -179,23 +149,16 @@ class MarkerService:
         active = False
         now = time.monotonic()
         for state in list(self.states.values()):
-            if (not final and not state.compacting and state.initialized
-                    and now >= state.compact_retry_at):
+            if not final:
                 self._maybe_compact(state)
             if state.pending:
                 active = True
-                # The bound on segment files: while a compaction runs, a flush that would
-                # go past it waits for the compaction.
-                blocked = state.compacting and state.segment_count >= self.max_segments
-                if not state.flushing and (not blocked or final):
+                if final or self._may_flush(state):
                     self._start_flush(state)
         view = self._view
         if (active and not final and self.instant_check > 0 and self._refresh is None
                 and (view is None or now - view.started > self.instant_check)):
             self._start_refresh()
-
-    async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     # --- loading -----------------------------------------------------------------------------
     async def state(self, instant: str, *, write: bool = False) -> DirState:
@@ -353,7 +316,9 @@ class MarkerService:
         for marker, row in items:
             name = marker.name
             if name in state.names:
-                answers.append(request_id is not None and state.creators.get(name) == request_id)
+                created = request_id is not None and state.creators.get(name) == request_id
+                self._creates("created" if created else "existed")
+                answers.append(created)
                 continue
             future: asyncio.Future[bool] = loop.create_future()
             future.add_done_callback(_consume)
@@ -362,16 +327,15 @@ class MarkerService:
             self._waiting += 1
             answers.append(future)
         futures = [a for a in answers if isinstance(a, asyncio.Future)]
-        if futures and len(state.pending) >= state.last_batch:
-            self._flush_if_free(state)  # the clients of the last batch are all back
+        if futures and len(state.pending) >= state.last_batch \
+                and self._may_flush(state, alone=True):
+            self._start_flush(state)  # the clients of the last batch are all back
         if len(futures) == 1:
             await futures[0]
         elif futures:
             await asyncio.gather(*futures)
         results = [a.result() if isinstance(a, asyncio.Future) else a for a in answers]
         self._ack_seconds.observe(time.perf_counter() - started)
-        self._creates("created", sum(results))
-        self._creates("existed", len(results) - sum(results))
         return results
 
     def _check_conflicts(self, state: DirState, markers: Iterable[MarkerName]) -> None:
@@ -392,162 +356,6 @@ class MarkerService:
                     f"early conflict detection: inflight instant(s) {', '.join(sorted(holders))}"
                     f" also write file id {key[1]!r} in partition {key[0]!r}; refusing the "
                     f"marker of {marker.file_name!r} for instant {state.instant}")
-
-    def _settle(self, pending: Pending, result: bool | None = None,
-                error: BaseException | None = None) -> None:
-        self._waiting -= 1
-        if pending.future.done():
-            return
-        if error is not None:
-            pending.future.set_exception(error)
-        else:
-            pending.future.set_result(bool(result))
-
-    def _fail(self, state: DirState, batch: list[Pending], error: ServiceError) -> None:
-        for pending in batch:
-            state.pending_ids[(pending.marker.partition, file_id(pending.marker.file_name))] -= 1
-            self._settle(pending, error=error)
-        self._creates("failed", len(batch))
-        state.pending_ids = +state.pending_ids
-
-    def _start_flush(self, state: DirState) -> None:
-        batch, state.pending = state.pending, []
-        state.last_batch = max(len(batch), 1)
-        fresh: dict[str, Pending] = {}
-        for pending in batch:
-            name = pending.marker.name
-            if name not in state.names and name not in fresh:
-                fresh[name] = pending
-        if not fresh:
-            self._answer(state, batch, fresh)
-            return
-        if state.gone:
-            self._fail(state, batch, ServiceError(409, "instant_not_inflight", state.gone))
-            return
-        state.flushing = True
-        task = asyncio.get_running_loop().create_task(self._flush(state, batch, fresh))
-        state.tasks.add(task)
-        task.add_done_callback(state.tasks.discard)
-
-    async def _flush(self, state: DirState, batch: list[Pending], fresh: dict[str, Pending]
-                     ) -> None:
-        started = time.perf_counter()
-        rows = [p.row for p in fresh.values()]
-        try:
-            segment = await self._run(self._flush_pool, self._flush_sync, state.instant,
-                                      state.initialized, rows, state.next_seq)
-        except Exception as exc:
-            state.flushing = False
-            self._count("markerstore_marker_batches_total", "Batches flushed, by result.",
-                        result="failed")
-            log.warning("marker server: flush of %d marker(s) of instant %s failed: %s",
-                        len(fresh), state.instant, exc)
-            self._fail(state, batch, ServiceError(
-                503, "flush_failed",
-                f"writing the segment of {len(fresh)} marker(s) of instant {state.instant} "
-                f"failed, so none of them is acknowledged: {type(exc).__name__}: {exc}"))
-            return
-        elapsed = time.perf_counter() - started
-        state.initialized = state.written_here = True
-        state.add_segment(segment, fresh.keys())
-        for name, pending in fresh.items():
-            if pending.request_id is not None:
-                state.creators[name] = pending.request_id
-        state.flushing = False
-        self._flush_seconds.observe(elapsed)
-        self._batch_size.observe(len(fresh))
-        self._count("markerstore_marker_batches_total", "Batches flushed, by result.",
-                    result="ok")
-        self._answer(state, batch, fresh)
-        self._flush_overdue(state)
-
-    def _flush_overdue(self, state: DirState) -> None:
-        """After a flush: creates that already waited a whole interval, or as many as the
-        last batch held (its clients are all back), are flushed now, not at the next
-        tick. Waiting longer could not make the batch larger, only later."""
-        if state.pending and (
-                len(state.pending) >= state.last_batch
-                or time.perf_counter() - state.pending[0].enqueued >= self.interval):
-            self._flush_if_free(state)
-
-    def _flush_if_free(self, state: DirState) -> None:
-        if not state.flushing and not (
-                state.compacting and state.segment_count >= self.max_segments):
-            self._start_flush(state)
-
-    def _flush_sync(self, instant: str, initialized: bool, rows: list[dict[str, Any]],
-                    next_seq: Callable[[], int]) -> Segment:
-        if not initialized:
-            ensure_marker_type(self.storage, instant, BATCHED)
-        table = rows_to_table(rows)
-        return Segment(write_segment(self.storage, instant, table, self.fmt, next_seq), table)
-
-    def _answer(self, state: DirState, batch: list[Pending], fresh: dict[str, Pending]) -> None:
-        for pending in batch:
-            name = pending.marker.name
-            created = fresh.get(name) is pending or (
-                pending.request_id is not None and state.creators.get(name) == pending.request_id)
-            state.pending_ids[(pending.marker.partition, file_id(pending.marker.file_name))] -= 1
-            self._settle(pending, created)
-        state.pending_ids = +state.pending_ids
-
-    # --- compaction --------------------------------------------------------------------------
-    def _maybe_compact(self, state: DirState) -> None:
-        if len(state.segments) <= self.compact_target and not state.garbage:
-            return
-        chosen_idx = plan_compaction([s.num_rows for s in state.segments], self.compact_target)
-        if not chosen_idx and not state.garbage:
-            return
-        chosen = [state.segments[i] for i in chosen_idx]
-        state.compacting = True
-        task = asyncio.get_running_loop().create_task(
-            self._compact(state, chosen, list(state.garbage)))
-        state.tasks.add(task)
-        task.add_done_callback(state.tasks.discard)
-
-    async def _compact(self, state: DirState, chosen: list[Segment], garbage: list[Any]
-                       ) -> None:
-        try:
-            merged, undeleted = await self._run(self._io_pool, self._compact_sync,
-                                                state.instant, chosen, garbage, state.next_seq,
-                                                state.overlapping)
-        except Exception as exc:
-            state.compacting = False
-            state.compact_retry_at = time.monotonic() + 1.0
-            self._count("markerstore_marker_compactions_total", "Compactions, by result.",
-                        result="failed")
-            log.warning("marker server: compaction of instant %s failed (nothing lost): %s",
-                        state.instant, exc)
-            return
-        ids = {id(s) for s in chosen}
-        state.segments = [s for s in state.segments if id(s) not in ids]
-        if merged is not None:
-            state.segments.append(merged)
-        state.garbage = [g for g in state.garbage if g not in garbage] + undeleted
-        state.compacting = False
-        self._count("markerstore_marker_compactions_total", "Compactions, by result.",
-                    result="ok")
-
-    def _compact_sync(self, instant: str, chosen: list[Segment], garbage: list[Any],
-                      next_seq: Callable[[], int], overlapping: bool
-                      ) -> tuple[Segment | None, list[Any]]:
-        merged = None
-        if len(chosen) >= 2:
-            rows = pa.concat_tables([s.rows for s in chosen])
-            if overlapping:
-                rows = dedupe(rows)
-            merged = Segment(write_segment(self.storage, instant, rows, self.fmt, next_seq),
-                             rows)
-        # The merged segment is durable: only now may the ones it replaces go.
-        obsolete = [s.file for s in chosen] if merged is not None else []
-        obsolete += garbage
-        try:
-            delete_segments(self.storage, obsolete)
-        except Exception as exc:
-            log.warning("marker server: could not delete %d merged segment(s) of %s (will "
-                        "retry): %s", len(obsolete), instant, exc)
-            return merged, obsolete
-        return merged, []
 
     # --- queries -------------------------------------------------------------------------------
     async def names(self, instant: str) -> list[str]:

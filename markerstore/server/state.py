@@ -65,7 +65,8 @@ class DirState:
     gone: str | None = None  # why creates are refused (instant no longer inflight)
     sealed: bool = False  # its writer sealed it: creates are refused until it is forgotten
     written_here: bool = False
-    flushing: bool = False
+    flushes: int = 0  # flushes in flight
+    writing: dict[str, list[Pending]] = field(default_factory=dict)  # names being flushed
     last_batch: int = 1 << 30  # creates in the last batch taken (none yet: only ticks flush)
     compacting: bool = False
     overlapping: bool = False  # some marker is in more than one held segment
@@ -107,13 +108,14 @@ class DirState:
 
     @property
     def segment_count(self) -> int:
-        """Segment files on storage now, or soon: held, undeleted, and the one a running
-        compaction is writing."""
-        return len(self.segments) + len(self.garbage) + (1 if self.compacting else 0)
+        """Segment files on storage now, or soon: held, undeleted, and those that flushes
+        and a compaction in flight are writing."""
+        return (len(self.segments) + len(self.garbage) + self.flushes
+                + (1 if self.compacting else 0))
 
     @property
     def busy(self) -> bool:
-        return self.flushing or self.compacting
+        return self.flushes > 0 or self.compacting
 
 
 def plan_compaction(sizes: list[int], target: int) -> list[int]:

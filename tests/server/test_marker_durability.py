@@ -228,3 +228,50 @@ def test_kill_minus_nine_loses_no_acknowledged_marker(tmp_path: Any) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+def test_a_slow_write_does_not_hold_up_the_next_batches(
+        tmp_path: Any, serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flushes of one folder overlap: a create for a marker that a slow flush is writing
+    waits for that flush (and shares its fate); other markers are written meanwhile."""
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    server = serve(table)
+    client = MarkerClient(server.url, instant, retries=0)
+    assert client.create("p", "first_w.parquet")  # MARKERS.type is written
+    real = table.storage.create_if_absent
+    release = threading.Event()
+    slow_calls = iter([True])
+
+    def slow_once(path: str, data: bytes = b"") -> bool:
+        if "segment-" in path and next(slow_calls, False):
+            assert release.wait(30)
+            raise OSError(errno.EIO, "injected: slow, then failed")
+        return real(path, data)
+
+    monkeypatch.setattr(table.storage, "create_if_absent", slow_once)
+    outcomes: dict[str, Any] = {}
+
+    def create(key: str, name: str) -> None:
+        try:
+            outcomes[key] = client.create("p", name)
+        except Exception as exc:
+            outcomes[key] = exc
+
+    slow = threading.Thread(target=create, args=("slow", "slow_w.parquet"))
+    slow.start()
+    time.sleep(0.3)  # its flush is now stuck in the storage write
+    same = threading.Thread(target=create, args=("same", "slow_w.parquet"))
+    same.start()
+    start = time.perf_counter()
+    assert client.create("p", "other_w.parquet")  # written while the slow flush hangs
+    assert time.perf_counter() - start < 5
+    assert "same" not in outcomes  # waits for the slow flush, does not write it twice
+    release.set()
+    slow.join()
+    same.join()
+    assert isinstance(outcomes["slow"], MarkerServerError)
+    assert isinstance(outcomes["same"], MarkerServerError)
+    assert _held(table.storage, instant) == {"p/first_w.parquet.marker.CREATE",
+                                             "p/other_w.parquet.marker.CREATE"}
+    assert client.create("p", "slow_w.parquet")

@@ -9,8 +9,16 @@ from typing import Any
 import pytest
 
 from markerstore import MarkerClient, MarkerServerError, Table
-from markerstore.markers import BATCHED, read_marker_type
-from markerstore.markers.segments import list_segments, read_batched_table
+from markerstore.markers import BATCHED, ensure_marker_type, read_marker_type
+from markerstore.markers.base import MarkerName
+from markerstore.markers.segments import (
+    list_segments,
+    marker_row,
+    read_batched_table,
+    read_segment,
+    rows_to_table,
+    write_segment,
+)
 from markerstore.server import metrics
 from markerstore.server.app import MarkerServer
 
@@ -222,11 +230,6 @@ def test_segment_count_stays_bounded_at_100k_markers(serve: Serve) -> None:
 
 def test_overlapping_segments_left_by_a_crash_are_merged_once(tmp_path: Any,
                                                               serve: Serve) -> None:
-    from markerstore.markers import ensure_marker_type
-    from markerstore.markers.base import MarkerName
-    from markerstore.markers.segments import marker_row, read_segment, rows_to_table, \
-        write_segment
-
     table = Table(str(tmp_path / "t"))
     instant = table.start_commit(heartbeat=False)
     ensure_marker_type(table.storage, instant, BATCHED)

@@ -1,0 +1,260 @@
+"""Flushes and compactions of the marker server (a part of :class:`MarkerService`).
+
+A flush writes the new markers of one batch as one segment and only then answers every
+create waiting on them. Up to :data:`PIPELINE` flushes of one folder may be in flight, so
+one slow storage write delays its own batch and not the next ones; a marker being written
+by one flush is never written again by another: a create for it waits for that flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from markerstore.markers.base import BATCHED, ensure_marker_type
+from markerstore.markers.segments import dedupe, delete_segments, rows_to_table, write_segment
+from markerstore.server.metrics import Histogram, Registry
+from markerstore.server.state import DirState, Pending, Segment, file_id, plan_compaction
+from markerstore.storage import Storage
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+PIPELINE = 4  # flushes of one marker folder in flight at once
+Members = dict[str, list[Pending]]  # marker name -> the creates waiting on its write
+
+
+class ServiceError(Exception):
+    """A request the service refuses or cannot serve; `status` is the HTTP status."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class SegmentWriter:
+    """The flush and compaction half of the service; see MarkerService for the fields."""
+
+    storage: Storage
+    registry: Registry
+    fmt: str
+    interval: float
+    max_segments: int
+    compact_target: int
+    _waiting: int
+    _flush_pool: ThreadPoolExecutor
+    _io_pool: ThreadPoolExecutor
+    _flush_seconds: Histogram
+    _batch_size: Histogram
+
+    async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    def _count(self, name: str, help_text: str, amount: float = 1, **labels: str) -> None:
+        if amount:
+            self.registry.counter(name, labels, help_text).inc(amount)
+
+    def _creates(self, result: str, amount: int = 1) -> None:
+        self._count("markerstore_marker_creates_total", "Marker creates answered, by result.",
+                    amount, result=result)
+
+    def _spawn(self, state: DirState, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        state.tasks.add(task)
+        task.add_done_callback(state.tasks.discard)
+
+    # --- answering -----------------------------------------------------------------------------
+    def _settle(self, state: DirState, pending: Pending, result: bool = False,
+                error: BaseException | None = None) -> None:
+        """Answer one create (exactly once)."""
+        self._waiting -= 1
+        key = (pending.marker.partition, file_id(pending.marker.file_name))
+        state.pending_ids[key] -= 1
+        if state.pending_ids[key] <= 0:
+            del state.pending_ids[key]
+        if pending.future.done():
+            return  # its client went away
+        if error is not None:
+            pending.future.set_exception(error)
+        else:
+            pending.future.set_result(result)
+
+    def _fail(self, state: DirState, batch: list[Pending], error: ServiceError) -> None:
+        for pending in batch:
+            self._settle(state, pending, error=error)
+        self._creates("failed", len(batch))
+
+    def _held(self, state: DirState, pending: Pending) -> bool:
+        """The answer to a create of a marker that is durable: created only if this very
+        request (an earlier try of it) created it."""
+        return pending.request_id is not None and \
+            state.creators.get(pending.marker.name) == pending.request_id
+
+    # --- flushing ------------------------------------------------------------------------------
+    def _blocked(self, state: DirState) -> bool:
+        """Whether one more segment would pass the bound. A compaction brings the count
+        down; while a failed one waits to be retried, flushes go on past the bound rather
+        than leave creates unanswered."""
+        if state.segment_count < self.max_segments:
+            return False
+        return state.compacting or time.monotonic() >= state.compact_retry_at
+
+    def _may_flush(self, state: DirState, *, alone: bool = False) -> bool:
+        limit = 1 if alone or not state.initialized else PIPELINE
+        return bool(state.pending) and state.flushes < limit and not self._blocked(state)
+
+    def _flush_overdue(self, state: DirState) -> None:
+        """Between ticks, with no flush in flight: creates that already waited a whole
+        interval, or as many as the last batch held (its clients are all back), go now.
+        Waiting for the tick could not make the batch larger, only later."""
+        if state.pending and (
+                len(state.pending) >= state.last_batch
+                or time.perf_counter() - state.pending[0].enqueued >= self.interval
+        ) and self._may_flush(state, alone=True):
+            self._start_flush(state)
+
+    def _start_flush(self, state: DirState) -> None:
+        batch, state.pending = state.pending, []
+        state.last_batch = max(len(batch), 1)
+        if state.gone:
+            self._fail(state, batch, ServiceError(409, "instant_not_inflight", state.gone))
+            return
+        members: Members = {}
+        durable = []
+        for pending in batch:
+            name = pending.marker.name
+            if name in state.names:
+                durable.append(pending)
+            elif name in state.writing:  # another flush in flight writes it: wait for it
+                state.writing[name].append(pending)
+            elif name in members:
+                members[name].append(pending)
+            else:
+                members[name] = [pending]
+        for pending in durable:
+            created = self._held(state, pending)
+            self._creates("created" if created else "existed")
+            self._settle(state, pending, created)
+        if not members:
+            return
+        state.writing.update(members)
+        state.flushes += 1
+        self._spawn(state, self._flush(state, members))
+
+    async def _flush(self, state: DirState, members: Members) -> None:
+        started = time.perf_counter()
+        rows = [waiting[0].row for waiting in members.values()]
+        try:
+            segment = await self._run(self._flush_pool, self._flush_sync, state.instant,
+                                      state.initialized, rows, state.next_seq)
+        except Exception as exc:
+            state.flushes -= 1
+            for name in members:
+                state.writing.pop(name, None)
+            self._count("markerstore_marker_batches_total", "Batches flushed, by result.",
+                        result="failed")
+            log.warning("marker server: flush of %d marker(s) of instant %s failed: %s",
+                        len(members), state.instant, exc)
+            error = ServiceError(
+                503, "flush_failed",
+                f"writing the segment of {len(members)} marker(s) of instant {state.instant} "
+                f"failed, so none of them is acknowledged: {type(exc).__name__}: {exc}")
+            self._fail(state, [p for waiting in members.values() for p in waiting], error)
+            return
+        state.flushes -= 1
+        state.initialized = state.written_here = True
+        state.add_segment(segment, members.keys())
+        for name, waiting in members.items():
+            state.writing.pop(name, None)
+            if waiting[0].request_id is not None:
+                state.creators[name] = waiting[0].request_id
+        self._flush_seconds.observe(time.perf_counter() - started)
+        self._batch_size.observe(len(members))
+        self._count("markerstore_marker_batches_total", "Batches flushed, by result.",
+                    result="ok")
+        created = existed = 0
+        for waiting in members.values():
+            for i, pending in enumerate(waiting):
+                answer = i == 0 or self._held(state, pending)
+                created += answer
+                existed += not answer
+                self._settle(state, pending, answer)
+        self._creates("created", created)
+        self._creates("existed", existed)
+        if state.flushes == 0:
+            self._flush_overdue(state)
+
+    def _flush_sync(self, instant: str, initialized: bool, rows: list[dict[str, Any]],
+                    next_seq: Callable[[], int]) -> Segment:
+        if not initialized:
+            ensure_marker_type(self.storage, instant, BATCHED)
+        table = rows_to_table(rows)
+        return Segment(write_segment(self.storage, instant, table, self.fmt, next_seq), table)
+
+    # --- compaction ----------------------------------------------------------------------------
+    def _maybe_compact(self, state: DirState) -> None:
+        if state.compacting or not state.initialized \
+                or time.monotonic() < state.compact_retry_at:
+            return
+        if len(state.segments) <= self.compact_target and not state.garbage:
+            return
+        chosen_idx = plan_compaction([s.num_rows for s in state.segments], self.compact_target)
+        if not chosen_idx and not state.garbage:
+            return
+        chosen = [state.segments[i] for i in chosen_idx]
+        state.compacting = True
+        self._spawn(state, self._compact(state, chosen, list(state.garbage)))
+
+    async def _compact(self, state: DirState, chosen: list[Segment], garbage: list[Any]
+                       ) -> None:
+        try:
+            merged, undeleted = await self._run(self._io_pool, self._compact_sync,
+                                                state.instant, chosen, garbage, state.next_seq,
+                                                state.overlapping)
+        except Exception as exc:
+            state.compacting = False
+            state.compact_retry_at = time.monotonic() + 1.0
+            self._count("markerstore_marker_compactions_total", "Compactions, by result.",
+                        result="failed")
+            log.warning("marker server: compaction of instant %s failed (nothing lost): %s",
+                        state.instant, exc)
+            return
+        ids = {id(s) for s in chosen}
+        state.segments = [s for s in state.segments if id(s) not in ids]
+        if merged is not None:
+            state.segments.append(merged)
+        state.garbage = [g for g in state.garbage if g not in garbage] + undeleted
+        state.compacting = False
+        self._count("markerstore_marker_compactions_total", "Compactions, by result.",
+                    result="ok")
+        if state.flushes == 0:
+            self._flush_overdue(state)  # creates may have waited for the bound
+
+    def _compact_sync(self, instant: str, chosen: list[Segment], garbage: list[Any],
+                      next_seq: Callable[[], int], overlapping: bool
+                      ) -> tuple[Segment | None, list[Any]]:
+        merged = None
+        if len(chosen) >= 2:
+            rows = pa.concat_tables([s.rows for s in chosen])
+            if overlapping:
+                rows = dedupe(rows)
+            merged = Segment(write_segment(self.storage, instant, rows, self.fmt, next_seq),
+                             rows)
+        # The merged segment is durable: only now may the ones it replaces go.
+        obsolete = [s.file for s in chosen] if merged is not None else []
+        obsolete += garbage
+        try:
+            delete_segments(self.storage, obsolete)
+        except Exception as exc:
+            log.warning("marker server: could not delete %d merged segment(s) of %s (will "
+                        "retry): %s", len(obsolete), instant, exc)
+            return merged, obsolete
+        return merged, []
