@@ -114,6 +114,13 @@ class MarkerService(SegmentWriter):
     # --- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
+        # List the timeline once now: the first creates then need no listing, and the
+        # storage client has loaded what it loads on its first request (botocore: ~1 s).
+        try:
+            await self._fresh_view(time.monotonic())
+        except ServiceError as exc:
+            log.warning("marker server: cannot read the timeline at start (%s); creates will "
+                        "fail until storage answers", exc.message)
 
     async def stop(self) -> None:
         """Flush what is queued (and answer it), then stop."""
@@ -222,9 +229,14 @@ class MarkerService(SegmentWriter):
     async def _require_inflight(self, instant: str) -> float:
         """Raise 409 unless the timeline says `instant` is inflight; returns when the
         listing that said so started."""
+        asked = time.monotonic()
         view = self._view
+        if (view is None or instant not in view.inflight) and self._refresh is not None:
+            # a listing is under way: it may well show the instant
+            with contextlib.suppress(ServiceError):
+                view = await asyncio.shield(self._refresh[1])
         if view is None or instant not in view.inflight:
-            view = await self._fresh_view(time.monotonic())
+            view = await self._fresh_view(asked)
         if instant not in view.inflight:
             raise ServiceError(409, "instant_not_inflight",
                                f"instant {instant} is not inflight on the timeline (never "
@@ -232,10 +244,22 @@ class MarkerService(SegmentWriter):
         return view.started
 
     async def _fresh_view(self, not_before: float) -> TimelineView:
-        running = self._refresh
-        if running is None or running[0] < not_before:
-            running = self._start_refresh()
-        return await asyncio.shield(running[1])
+        """A listing of the timeline that started at `not_before` or later. Requests that
+        need one at the same time share it: a listing that started too early is waited
+        for, and the first waiter then starts the next one, which the others join."""
+        while True:
+            running = self._refresh
+            if running is None:
+                running = self._start_refresh()
+            if running[0] >= not_before:
+                return await asyncio.shield(running[1])
+            with contextlib.suppress(ServiceError):
+                await asyncio.shield(running[1])
+            view = self._view
+            if view is not None and view.started >= not_before:
+                return view
+            if self._refresh is running:  # it failed without clearing itself: start anew
+                self._refresh = None
 
     def _start_refresh(self) -> tuple[float, asyncio.Task[TimelineView]]:
         started = time.monotonic()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -251,3 +252,27 @@ def test_overlapping_segments_left_by_a_crash_are_merged_once(tmp_path: Any,
     assert len(segments) <= 4
     total = sum(read_segment(table.storage, s).num_rows for s in segments)
     assert total == len(read_batched_table(table.storage, instant)) == 20
+
+
+def test_first_requests_for_a_new_instant_share_one_timeline_listing(
+        mem_table: Table, serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = serve(mem_table)
+    instant = mem_table.start_commit(heartbeat=False)  # after the server listed the timeline
+    real_ls = mem_table.storage.ls
+
+    def slow_ls(path: str) -> list[str]:  # a listing takes as long as on S3, or longer
+        time.sleep(0.2)
+        return real_ls(path)
+
+    monkeypatch.setattr(mem_table.storage, "ls", slow_ls)
+    mem_table.reset_storage_requests()
+    clients = [MarkerClient(server.url, instant) for _ in range(32)]
+    threads = [threading.Thread(target=c.create, args=("p", f"f{i}_w.parquet"))
+               for i, c in enumerate(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(clients[0].all()) == 32
+    # one listing of the timeline, one of the (missing) marker folder; not one per request
+    assert mem_table.storage_requests()["LIST"] <= 3
