@@ -74,6 +74,7 @@ class MarkerService(SegmentWriter):
         self._view: TimelineView | None = None
         self._refresh: tuple[float, asyncio.Task[TimelineView]] | None = None
         self._waiting = 0
+        self._last_create = 0.0  # time.monotonic() of the last create request
         self._dispatcher: asyncio.Task[None] | None = None
         self._flush_pool = ThreadPoolExecutor(self.num_threads, "markerstore-flush")
         self._io_pool = ThreadPoolExecutor(4, "markerstore-io")
@@ -162,8 +163,10 @@ class MarkerService(SegmentWriter):
                 active = True
                 if final or self._may_flush(state):
                     self._start_flush(state)
+        # Re-list the timeline when it is stale and creates came since the last listing.
         view = self._view
-        if (active and not final and self.instant_check > 0 and self._refresh is None
+        if (not final and self.instant_check > 0 and self._refresh is None
+                and (active or (view is not None and self._last_create > view.started))
                 and (view is None or now - view.started > self.instant_check)):
             self._start_refresh()
 
@@ -333,6 +336,7 @@ class MarkerService(SegmentWriter):
         """Queue markers and wait until they are durable; True for each one this request
         created (or an earlier try of it, same `request_id`), False if it already existed."""
         started = time.perf_counter()
+        self._last_create = time.monotonic()
         state = await self.state(instant, write=True)
         self._check_conflicts(state, [m for m, _ in items])
         loop = asyncio.get_running_loop()
