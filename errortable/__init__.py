@@ -4,8 +4,11 @@ commit, queried with SQL."""
 from __future__ import annotations
 
 from errortable import config
+from errortable.capture import ParseResult, Validator, parse_csv_lines, parse_json_lines
 from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
+from errortable.records import CaptureContext, RecordBuilder, fingerprint, normalise
 from errortable.schema import arrow_schema, avro_schema
 
-__all__ = ["ErrorTableConfig", "ErrorTableLocation", "arrow_schema", "avro_schema", "config",
-           "locate"]
+__all__ = ["CaptureContext", "ErrorTableConfig", "ErrorTableLocation", "ParseResult",
+           "RecordBuilder", "Validator", "arrow_schema", "avro_schema", "config", "fingerprint",
+           "locate", "normalise", "parse_csv_lines", "parse_json_lines"]
