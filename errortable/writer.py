@@ -285,7 +285,7 @@ class ErrorCommit:
                          else source.storage.storage_options)
         table = Table(location.url, e_options, settings)
         table.storage.create_if_absent(table.storage.path(IDENTITY_FILE), json.dumps(
-            {"kind": "error_table", "schema": "org.apache.hudi.common.ErrorRecord"}).encode())
+            {"kind": "error_table", "schema": "error_record.avsc"}).encode())
         remember_storage_options(table.storage.url(), e_options)
         remember_storage_options(source.storage.url(), source.storage.storage_options)
         instant = table.start_commit(operation=OPERATION, rollback_failed=False, extra={
