@@ -410,6 +410,7 @@ class Validator:
                     key = raw.value(originals[pos], self.key)
                 if key is not None:
                     context[R.RECORD_KEY] = str(key)
+                    context[R.RECORD_KEY_FIELD] = self.key
             if self.partition_by:
                 values = [parts[p][pos] if parts[p][pos] is not None
                           else raw.value(originals[pos], p) for p in self.partition_by]

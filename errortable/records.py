@@ -32,6 +32,7 @@ COMMIT_TIME = "commitTime"
 TABLE_NAME = "tableName"
 PARTITION_PATH = "partitionPath"
 RECORD_KEY = "recordKey"
+RECORD_KEY_FIELD = "recordKeyField"
 TABLE_PATH = "tablePath"
 REASON = "reason"
 CHECK = "check"
@@ -45,6 +46,7 @@ SOURCE_OFFSET = "sourceOffset"
 TASK_ATTEMPT = "taskAttempt"
 RECORD_FORMAT = "recordFormat"
 PAYLOAD = "payload"
+REDACTED_FIELDS = "redactedFields"
 
 # --- reasons -----------------------------------------------------------------------------
 PARSE = "parse"
@@ -219,6 +221,26 @@ class RecordBuilder:
             return to_json(redact(record, self.config.redact)), {PAYLOAD: "redacted"}
         return to_json(record), {}
 
+    def _protect_context(self, context: dict[str, str]) -> None:
+        """Redact the record key and partition values in `context` when their fields are
+        redacted (they are copies of payload values)."""
+        roots = self._redact_roots
+        if not roots:
+            return
+        key_field = context.get(RECORD_KEY_FIELD)
+        if RECORD_KEY in context and ("*" in roots or key_field is None or
+                                      key_field.split(".", 1)[0] in roots):
+            context[RECORD_KEY] = REDACTED
+        path = context.get(PARTITION_PATH)
+        if path:
+            parts = []
+            for part in path.split("/"):
+                name, sep, _ = part.partition("=")
+                hidden = "*" in roots or name in roots or not sep
+                parts.append(f"{name}={REDACTED}" if hidden and sep else
+                             REDACTED if hidden else part)
+            context[PARTITION_PATH] = "/".join(parts)
+
     def touches_pii(self, columns: Iterable[str] = ()) -> bool:
         """Whether a message about these columns must be scrubbed of quoted values."""
         return self.config.drop_payload or bool(self._redact_roots & set(columns)) or \
@@ -241,6 +263,9 @@ class RecordBuilder:
         ctx[FINGERPRINT] = fingerprint(reason, detail)
         if columns and COLUMN not in ctx:
             ctx[COLUMN] = ",".join(columns)
+        if self.config.redact:
+            self._protect_context(ctx)
+            ctx[REDACTED_FIELDS] = ",".join(self.config.redact)
         return {
             "uid": str(uuid.uuid4()),
             "ts": f"{time.time():.3f}",
@@ -249,6 +274,45 @@ class RecordBuilder:
             "message": format_message(error_class, text, trace, self.config.stacktrace_max_chars),
             "context": ctx,
         }
+
+    @property
+    def protects(self) -> bool:
+        return self.config.drop_payload or bool(self.config.redact)
+
+    def protect(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Apply the PII policy to an error record built elsewhere (by a builder with another
+        configuration, say), so the stored rows follow the error table's policy. Rows the
+        policy already handled are returned as they are."""
+        context = row.get("context") or {}
+        if not self.protects or self._handled(context):
+            return row
+        payload = row.get("record")
+        original: Any = None
+        if payload is not None:
+            try:
+                original = json.loads(payload)
+            except ValueError:
+                original = payload
+        stored, extra = self.payload(original)
+        columns = [c for c in str(context.get(COLUMN) or "").split(",") if c]
+        message = row.get("message")
+        if message and (self.touches_pii(columns) or not columns):
+            message = scrub(message)
+        context = {**context, **extra}
+        self._protect_context(context)
+        if self.config.redact:
+            done = [f for f in str(context.get(REDACTED_FIELDS) or "").split(",") if f]
+            context[REDACTED_FIELDS] = ",".join(dict.fromkeys(done + list(self.config.redact)))
+        return {**row, "record": stored, "message": message, "context": context}
+
+    def _handled(self, context: Mapping[str, str]) -> bool:
+        """Whether a row's context says this policy was applied already."""
+        if str(context.get(PAYLOAD) or "").startswith("dropped"):
+            return True
+        if self.config.drop_payload:
+            return False
+        done = set(str(context.get(REDACTED_FIELDS) or "").split(","))
+        return set(self.config.redact) <= done
 
     def from_exception(self, exc: BaseException, *, reason: str = EXCEPTION, record: Any = None,
                        schema: str | None = None, context: Mapping[str, str] | None = None,

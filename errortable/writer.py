@@ -25,12 +25,15 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 from typing import IO, Any
 
+import pyarrow as pa
+
 from errortable import metrics
+from errortable.capture import Validator
 from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
 from errortable.files import ErrorFileWriter, file_name
 from errortable.records import CaptureContext, RecordBuilder
@@ -119,7 +122,16 @@ class ErrorTaskSpec:
                               **more)
 
     def builder(self) -> RecordBuilder:
+        """A record builder under this error table's policy (for a write path that catches
+        its own exceptions: ``builder.from_exception(exc, record=...)``)."""
         return RecordBuilder(self.config)
+
+    def validator(self, target_schema: pa.Schema, key: str | None = None,
+                  partition_by: Sequence[str] | None = None,
+                  checks: Mapping[str, str] | None = None, **kwargs: Any) -> Validator:
+        """A Validator whose error records follow this error table's policy."""
+        return Validator(target_schema, key, partition_by, checks, config=self.config,
+                         **kwargs)
 
     def writer(self, task_attempt: str, markers: WriteMarkers | None = None
                ) -> TaskErrorWriter:
@@ -152,6 +164,7 @@ class TaskErrorWriter:
         self._counts: Counter[str] = Counter()
         self.stats: ErrorFileStats | None = None
         self._closed = False
+        self._builder = RecordBuilder(spec.config)
 
     @property
     def storage(self) -> Storage:
@@ -176,10 +189,11 @@ class TaskErrorWriter:
 
     def _counted(self, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         counts = self._counts
+        protect = self._builder.protect if self._builder.protects else None
         for record in records:
             context = record.get("context") or {}
             counts[context.get("reason") or "unknown"] += 1
-            yield record
+            yield protect(record) if protect is not None else record
 
     def write(self, records: Iterable[dict[str, Any]]) -> int:
         """Append error records (ErrorRecord dicts); returns how many."""

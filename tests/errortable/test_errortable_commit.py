@@ -193,3 +193,16 @@ def test_failed_record_metric_per_commit_by_reason(tmp_table: Table,
     assert any('reason="cast"} 2' in line for line in lines)
     assert any(line.startswith("markerstore_error_records_last_commit{") and
                line.endswith(" 3") for line in lines)
+
+
+def test_the_error_tables_pii_policy_applies_to_every_stored_row(tmp_table: Table) -> None:
+    options = {"markerstore.write.error.table.payload.redact": "id"}
+    write = full_write(tmp_table, [batch(1, {"cast": 1, "check": 1})], options)
+    rows = errortable.read(write.commit.url).fetchall()
+    import json
+
+    for row in rows:
+        record = json.loads(row[3])
+        assert record["id"] == "[REDACTED]" and record["amount"]
+        assert row[5]["payload"] == "redacted"
+        assert row[5].get("recordKey") in (None, "[REDACTED]")

@@ -96,3 +96,20 @@ def test_record_shape_and_json_of_odd_values() -> None:
                                 record="not json {")
     assert json.loads(raw["record"]) == "not json {"
     assert raw["context"]["recordFormat"] == "raw"
+
+
+def test_redacted_fields_are_hidden_in_key_and_partition_context() -> None:
+    builder = RecordBuilder(ErrorTableConfig(redact=("email", "region")))
+    row = builder.build(reason="check", detail="c", error_class="E", text="t",
+                        record={"email": "a@b.c", "region": "eu"},
+                        context={"recordKey": "a@b.c", "recordKeyField": "email",
+                                 "partitionPath": "region=eu/day=1"})
+    assert row["context"]["recordKey"] == R.REDACTED
+    assert row["context"]["partitionPath"] == f"region={R.REDACTED}/day=1"
+    other = RecordBuilder(ErrorTableConfig()).build(
+        reason="check", detail="c", error_class="E", text="t", record={"email": "a@b.c"},
+        context={"recordKey": "a@b.c", "recordKeyField": "email"})
+    protected = builder.protect(other)
+    assert protected["context"]["recordKey"] == R.REDACTED
+    assert json.loads(protected["record"]) == {"email": R.REDACTED}
+    assert builder.protect(protected) is protected  # applied once
