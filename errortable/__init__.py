@@ -15,6 +15,9 @@ from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
 from errortable.reader import CorruptErrorFileWarning, connect, query, read
 from errortable.records import CaptureContext, RecordBuilder, fingerprint, normalise
 from errortable.recovery import RecoveryResult, recover, rollback_error_instant
+from errortable.replays import ReplayResult, replay
+from errortable.report import ErrorStats, show, stats
+from errortable.retention import ExpireResult, expire
 from errortable.schema import arrow_schema, avro_schema
 from errortable.writer import ErrorCommit, ErrorFileStats, ErrorTaskSpec, TaskErrorWriter
 from markerstore.sql import register_view
@@ -29,9 +32,10 @@ def _register() -> None:
 _register()
 
 __all__ = [
-    "CaptureContext", "CorruptErrorFileWarning", "ErrorCommit", "ErrorFileStats",
-    "ErrorTableConfig", "ErrorTableLocation", "ErrorTaskSpec", "ParseResult", "RecordBuilder",
-    "RecoveryResult", "TaskErrorWriter", "Validator", "arrow_schema", "avro_schema", "config",
-    "connect", "fingerprint", "locate", "metrics", "normalise", "parse_csv_lines",
-    "parse_json_lines", "query", "read", "recover", "rollback_error_instant",
+    "CaptureContext", "CorruptErrorFileWarning", "ErrorCommit", "ErrorFileStats", "ErrorStats",
+    "ErrorTableConfig", "ErrorTableLocation", "ErrorTaskSpec", "ExpireResult", "ParseResult",
+    "RecordBuilder", "RecoveryResult", "ReplayResult", "TaskErrorWriter", "Validator",
+    "arrow_schema", "avro_schema", "config", "connect", "expire", "fingerprint", "locate",
+    "metrics", "normalise", "parse_csv_lines", "parse_json_lines", "query", "read", "recover",
+    "replay", "rollback_error_instant", "show", "stats",
 ]
