@@ -10,8 +10,9 @@ that may roll back a table with an error table should import it too).
 from __future__ import annotations
 
 from errortable import config, metrics
-from errortable.capture import ParseResult, Validator, parse_csv_lines, parse_json_lines
+from errortable.capture import Validator
 from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
+from errortable.parsing import ParseResult, parse_csv_lines, parse_json_lines
 from errortable.reader import CorruptErrorFileWarning, connect, query, read
 from errortable.records import CaptureContext, RecordBuilder, fingerprint, normalise
 from errortable.recovery import RecoveryResult, recover, rollback_error_instant

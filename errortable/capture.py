@@ -15,10 +15,9 @@ Validator is built, so a bad check is an error before anything is written.
 
 from __future__ import annotations
 
-import csv
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable import records as R
+from errortable import schema as S
 from errortable.config import ErrorTableConfig
 from markerstore.errors import ConfigError
 
@@ -53,14 +53,21 @@ class _Failure:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+Failure = tuple[str, str]  # (error class, message)
+
+
+def _failure(exc: BaseException) -> Failure:
+    return type(exc).__name__, " ".join(str(exc).split())
+
+
 def _convert(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
-             ) -> tuple[pa.Array, dict[int, BaseException]]:
+             ) -> tuple[pa.Array, dict[int, Failure]]:
     """Convert rows [0, n) slice by slice, halving a slice that fails until the failing rows
     are single: O(k log n) conversions for k bad rows. Failed rows become nulls."""
     if n == 0:
         return convert(0, 0), {}
     pieces: list[tuple[int, pa.Array]] = []
-    failures: dict[int, BaseException] = {}
+    failures: dict[int, Failure] = {}
     stack = [(0, n)]
     while stack:
         offset, length = stack.pop()
@@ -68,7 +75,7 @@ def _convert(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array
             pieces.append((offset, convert(offset, length)))
         except _CAST_ERRORS as exc:
             if length == 1:
-                failures[offset] = exc
+                failures[offset] = _failure(exc)
                 pieces.append((offset, pa.nulls(1, target)))
                 continue
             half = length // 2
@@ -178,7 +185,16 @@ class Validator:
     def split(self, batch: pa.RecordBatch | pa.Table,
               context: R.CaptureContext | Mapping[str, Any] | None = None
               ) -> tuple[pa.RecordBatch, list[dict[str, Any]]]:
-        """(good rows as a batch in the target schema, error records) for one Arrow batch."""
+        """(good rows as a batch in the target schema, error records as dicts) for one
+        Arrow batch."""
+        good, errors = self.split_arrow(batch, context)
+        return good, S.arrow_to_records(errors)
+
+    def split_arrow(self, batch: pa.RecordBatch | pa.Table,
+                    context: R.CaptureContext | Mapping[str, Any] | None = None
+                    ) -> tuple[pa.RecordBatch, pa.Table]:
+        """(good rows, error records as an Arrow table in the ErrorRecord schema): the fast
+        path, for :meth:`TaskErrorWriter.write_arrow`."""
         if isinstance(batch, pa.Table):
             batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else \
                 pa.RecordBatch.from_pylist([], schema=batch.schema)
@@ -190,7 +206,7 @@ class Validator:
             raise ConfigError(f"source column(s) {', '.join(extra)} are not in the target "
                               "schema; add them to it or pass extra_columns='ignore'")
         columns: dict[str, pa.Array] = {}
-        failures: dict[int, list[tuple[str, BaseException]]] = {}
+        failures: dict[int, list[tuple[str, Failure]]] = {}
         for f in self.target_schema:
             if f.name not in source_names:
                 if not f.nullable:
@@ -201,7 +217,7 @@ class Validator:
             source = batch.column(f.name)
             if source.type != f.type:
                 self._check_castable(f, source.type)
-            array, failed = _convert(n, f.type, _arrow_converter(source, f.type))
+            array, failed = self._cast_column(source, f.type)
             columns[f.name] = array
             for row, exc in failed.items():
                 failures.setdefault(row, []).append((f.name, exc))
@@ -229,7 +245,7 @@ class Validator:
                                       f"field(s) {', '.join(map(repr, unknown))} are not in "
                                       "the target schema", unknown)
         columns: dict[str, pa.Array] = {}
-        failures: dict[int, list[tuple[str, BaseException]]] = {}
+        failures: dict[int, list[tuple[str, Failure]]] = {}
         for f in self.target_schema:
             values = [r.get(f.name) for r in records]
             array, failed = _convert(n, f.type, _python_converter(values, f.type))
@@ -237,7 +253,8 @@ class Validator:
             for row, exc in failed.items():
                 failures.setdefault(row, []).append((f.name, exc))
         raw = _RawRows(records=records)
-        return self._finish(n, columns, failures, pre, raw, ctx, schema, line_numbers)
+        good, errors = self._finish(n, columns, failures, pre, raw, ctx, schema, line_numbers)
+        return good, S.arrow_to_records(errors)
 
     # --- stages -------------------------------------------------------------------------
     def _check_castable(self, f: pa.Field, source_type: pa.DataType) -> None:
@@ -247,20 +264,66 @@ class Validator:
             raise ConfigError(f"column {f.name!r}: {source_type} cannot be cast to {f.type} "
                               f"at all ({exc})") from None
 
+    def _cast_column(self, source: pa.Array, target: pa.DataType
+                     ) -> tuple[pa.Array, dict[int, Failure]]:
+        """Cast one column with Arrow's semantics, finding exactly the rows that fail.
+
+        Text columns cast to a type DuckDB also parses get a vectorized hint first: the
+        rows DuckDB's TRY_CAST rejects are cast one by one with Arrow (each either fails,
+        with Arrow's message, or gets its value back), the rest in one Arrow cast. Other
+        columns (and any row the hint missed) are found by halving failing slices."""
+        n = len(source)
+        if source.type == target:
+            return source, {}
+        suspects = self._suspects(source, target)
+        if not suspects:
+            return _convert(n, target, _arrow_converter(source, target))
+        mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(suspects, pa.int64()))
+        cleared = pc.if_else(mask, pa.scalar(None, source.type), source)
+        array, failures = _convert(n, target, _arrow_converter(cleared, target))
+        recovered: dict[int, Any] = {}
+        for row in suspects:
+            try:
+                recovered[row] = pc.cast(source.slice(row, 1), target, safe=True)[0]
+            except _CAST_ERRORS as exc:
+                failures[row] = _failure(exc)
+        if recovered:  # DuckDB was stricter than Arrow for these: keep Arrow's answer
+            rows = sorted(recovered)
+            put = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(rows, pa.int64()))
+            array = pc.replace_with_mask(array, put, pa.array([recovered[r] for r in rows],
+                                                              target))
+        return array, failures
+
+    def _suspects(self, source: pa.Array, target: pa.DataType) -> list[int] | None:
+        duck = _duck_type(target)
+        if duck is None or not _is_textual(source.type) or len(source) == 0:
+            return None
+        table = pa.table({"i": pa.array(range(len(source)), pa.int64()), "v": source})
+        with self._lock:
+            con = self._connection()
+            con.register("__cast_hint", table)
+            try:
+                result = con.sql(f"SELECT i FROM __cast_hint WHERE v IS NOT NULL AND "
+                                 f"TRY_CAST(v AS {duck}) IS NULL ORDER BY i").fetchall()
+            except duckdb.Error:
+                return None
+            finally:
+                con.unregister("__cast_hint")
+        return [int(r[0]) for r in result]
+
     def _finish(self, n: int, columns: dict[str, pa.Array],
-                cast_failures: dict[int, list[tuple[str, BaseException]]],
+                cast_failures: dict[int, list[tuple[str, Failure]]],
                 failed: dict[int, _Failure], raw: _RawRows, ctx: R.CaptureContext,
                 schema: str | None, line_numbers: Sequence[int] | None
-                ) -> tuple[pa.RecordBatch, list[dict[str, Any]]]:
+                ) -> tuple[pa.RecordBatch, pa.Table]:
         for row, items in cast_failures.items():
             if row in failed:
                 continue
             cols = [c for c, _ in items]
             types = {c: str(self.target_schema.field(c).type) for c in cols}
-            text = "; ".join(f"column {c!r} to {types[c]}: {' '.join(str(e).split())}"
-                             for c, e in items)
+            text = "; ".join(f"column {c!r} to {types[c]}: {e[1]}" for c, e in items)
             failed[row] = _Failure(R.CAST, ",".join(f"{c}:{types[c]}" for c in cols),
-                                   type(items[0][1]).__name__, f"cannot cast {text}", cols)
+                                   items[0][1][0], f"cannot cast {text}", cols)
         table = pa.table(columns, schema=self.target_schema)
         self._null_stage(table, failed)
         self._key_stage(table, failed)
@@ -272,9 +335,13 @@ class Validator:
         batches = good_table.combine_chunks().to_batches()
         good_batch = batches[0] if len(batches) == 1 else \
             pa.RecordBatch.from_pylist([], schema=self.target_schema)
-        errors = self._error_records(sorted(failed), failed, table, raw, ctx, schema,
-                                     line_numbers)
-        assert good_batch.num_rows + len(errors) == n, "a row was lost or duplicated"
+        rows = sorted(failed)
+        if self._builder.protects:
+            errors = S.records_to_arrow(self._error_records(rows, failed, table, raw, ctx,
+                                                            schema, line_numbers))
+        else:
+            errors = self._error_table(rows, failed, table, raw, ctx, schema, line_numbers)
+        assert good_batch.num_rows + errors.num_rows == n, "a row was lost or duplicated"
         return good_batch, errors
 
     def _null_stage(self, table: pa.Table, failed: dict[int, _Failure]) -> None:
@@ -345,14 +412,21 @@ class Validator:
                              f"WHERE {any_false}").fetchall()
         except duckdb.Error:
             result = self._run_checks_one_by_one(con, failed)
+        shared: dict[tuple[str, ...], _Failure] = {}
         for row, *values in result:
-            failing = [c for c, v in zip(names, values, strict=True) if v]
-            if failing and row not in failed:
+            failing = tuple(c for c, v in zip(names, values, strict=True) if v)
+            if not failing or row in failed:
+                continue
+            failure = shared.get(failing)
+            if failure is None:
                 first = failing[0]
-                failed[row] = _Failure(
+                extra = {R.CHECK: first}
+                if len(failing) > 1:
+                    extra[R.FAILED_CHECKS] = ",".join(failing)
+                failure = shared[failing] = _Failure(
                     R.CHECK_REASON, first, "CheckFailed",
-                    f"check {first!r} failed: {self.checks[first]}",
-                    extra={R.CHECK: first, R.FAILED_CHECKS: ",".join(failing)})
+                    f"check {first!r} failed: {self.checks[first]}", extra=extra)
+            failed[row] = failure
 
     def _run_checks_one_by_one(self, con: duckdb.DuckDBPyConnection,
                                failed: dict[int, _Failure]) -> list[tuple[Any, ...]]:
@@ -372,10 +446,7 @@ class Validator:
                     con.unregister("slice")
                 return pa.array([v[0] for v in values], pa.bool_())
 
-            try:
-                array, raised = _convert_duck(table.num_rows, evaluate)
-            except duckdb.Error:
-                raise
+            array, raised = _convert_duck(table.num_rows, evaluate)
             row_ids = table.column(ROW_COLUMN).to_pylist()
             for pos, value in enumerate(array.to_pylist()):
                 if value:
@@ -390,12 +461,100 @@ class Validator:
         return [(row, *values) for row, values in flags.items()]
 
     # --- error records -------------------------------------------------------------------
+    def _row_values(self, rows: list[int], table: pa.Table, raw: _RawRows, name: str
+                    ) -> list[Any]:
+        """A column's values at `rows`: the cast value, else the original (a failed cast)."""
+        cast = table.column(name).take(pa.array(rows, pa.int64())).to_pylist()
+        if all(v is not None for v in cast):
+            return cast
+        original = raw.column(name, rows)
+        return [c if c is not None else o for c, o in zip(cast, original, strict=True)]
+
+    def _error_table(self, rows: list[int], failed: dict[int, _Failure], table: pa.Table,
+                     raw: _RawRows, ctx: R.CaptureContext, schema: str | None,
+                     line_numbers: Sequence[int] | None) -> pa.Table:
+        """Error records built column by column (no dict per row): the fast path, used when
+        no PII policy needs to see each record."""
+        if not rows:
+            return S.empty_table()
+        k = len(rows)
+        base = {key: v for key, v in ctx.base().items() if key not in _ROW_KEYS}
+        optional: list[tuple[str, list[str | None]]] = []
+        if self.key is not None:
+            found = self._row_values(rows, table, raw, self.key)
+            optional.append((R.RECORD_KEY, [None if v is None else str(v) for v in found]))
+            optional.append((R.RECORD_KEY_FIELD, [None if v is None else self.key
+                                                  for v in found]))
+        if self.partition_by:
+            parts = [self._row_values(rows, table, raw, p) for p in self.partition_by]
+            optional.append((R.PARTITION_PATH, [
+                None if any(v is None for v in values) else
+                "/".join(f"{p}={v}" for p, v in zip(self.partition_by, values, strict=True))
+                for values in zip(*parts, strict=True)]))
+        if line_numbers is not None:
+            optional.append((R.SOURCE_LINE, [str(line_numbers[r]) for r in rows]))
+        elif ctx.first_line is not None:
+            optional.append((R.SOURCE_LINE, [str(ctx.first_line + r) for r in rows]))
+        if ctx.first_offset is not None:
+            optional.append((R.SOURCE_OFFSET, [str(ctx.first_offset + r) for r in rows]))
+        tails: dict[int, tuple[list[str], list[str], str]] = {}
+        cap = self.config.stacktrace_max_chars
+        keys: list[str] = []
+        values: list[str] = []
+        offsets = [0]
+        messages: list[str] = []
+        for pos, row in enumerate(rows):
+            failure = failed[row]
+            tail = tails.get(id(failure))
+            if tail is None:
+                tail_keys, tail_values, message = _tail(failure, cap)
+                tail = tails[id(failure)] = (list(base) + tail_keys,
+                                             list(base.values()) + tail_values, message)
+            keys += tail[0]
+            values += tail[1]
+            messages.append(tail[2])
+            for name, column in optional:
+                value = column[pos]
+                if value is not None:
+                    keys.append(name)
+                    values.append(value)
+            offsets.append(len(keys))
+        context = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()),
+                                          pa.array(keys, pa.string()),
+                                          pa.array(values, pa.string()))
+        uid = self._builder.uid
+        ts = R.now_ts()
+        return pa.Table.from_arrays([
+            pa.array([uid() for _ in range(k)], pa.string()), pa.array([ts] * k, pa.string()),
+            pa.array([schema] * k, pa.string()), pa.array(self._payloads(rows, raw), pa.string()),
+            pa.array(messages, pa.string()), context], schema=S.arrow_schema())
+
+    def _payloads(self, rows: list[int], raw: _RawRows) -> list[str | None]:
+        """`record` of each failed row: the original row as JSON (DuckDB's to_json over the
+        Arrow rows, one call for all; Python's json for dict records)."""
+        if raw.batch is None:
+            assert raw.records is not None
+            return [R.to_json(raw.records[i]) for i in rows]
+        subset = raw.batch.take(pa.array(rows, pa.int64()))
+        with self._lock:
+            con = self._connection()
+            con.register("__payload", subset)
+            try:
+                column = con.sql("SELECT to_json(p) FROM __payload p").to_arrow_table()
+                return [str(v) if v is not None else None for v in column.column(0).to_pylist()]
+            except duckdb.Error:
+                pass
+            finally:
+                con.unregister("__payload")
+        return [R.to_json(r) for r in subset.to_pylist()]
+
     def _error_records(self, rows: list[int], failed: dict[int, _Failure], table: pa.Table,
                        raw: _RawRows, ctx: R.CaptureContext, schema: str | None,
                        line_numbers: Sequence[int] | None) -> list[dict[str, Any]]:
         if not rows:
             return []
         base = ctx.base()
+        ts = R.now_ts()
         originals = raw.rows(rows)
         keys = table.column(self.key).take(pa.array(rows)).to_pylist() if self.key else None
         parts = {p: table.column(p).take(pa.array(rows)).to_pylist() for p in self.partition_by}
@@ -426,7 +585,7 @@ class Validator:
             result.append(self._builder.build(
                 reason=failure.reason, detail=failure.detail, error_class=failure.error_class,
                 text=failure.text, record=originals[pos], schema=schema, context=context,
-                columns=failure.columns))
+                columns=failure.columns, ts=ts))
         return result
 
 
@@ -452,6 +611,43 @@ def _convert_duck(n: int, evaluate: Callable[[int, int], pa.Array]
     pieces.sort(key=lambda p: p[0])
     arrays = [p[1] for p in pieces]
     return (pa.concat_arrays(arrays) if arrays else pa.array([], pa.bool_())), failures
+
+
+_DUCK_TYPES = {
+    pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+    pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER",
+    pa.uint64(): "UBIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
+}
+
+
+def _duck_type(target: pa.DataType) -> str | None:
+    """The DuckDB type whose TRY_CAST hints at the rows an Arrow cast to `target` rejects."""
+    if target in _DUCK_TYPES:
+        return _DUCK_TYPES[target]
+    if pa.types.is_timestamp(target) and target.tz is None:
+        return "TIMESTAMP"
+    if pa.types.is_decimal(target) and target.precision <= 38:
+        return f"DECIMAL({target.precision}, {target.scale})"
+    return None
+
+
+_ROW_KEYS = frozenset({R.REASON, R.ERROR_CLASS, R.FINGERPRINT, R.COLUMN, R.CHECK,
+                       R.FAILED_CHECKS, R.RECORD_KEY, R.RECORD_KEY_FIELD, R.PARTITION_PATH,
+                       R.SOURCE_LINE, R.SOURCE_OFFSET})
+
+
+def _tail(failure: _Failure, cap: int) -> tuple[list[str], list[str], str]:
+    """The context entries and the message a failure adds to each of its rows."""
+    keys = [R.REASON, R.ERROR_CLASS, R.FINGERPRINT]
+    values = [failure.reason, failure.error_class, R.fingerprint(failure.reason, failure.detail)]
+    if failure.columns:
+        keys.append(R.COLUMN)
+        values.append(",".join(failure.columns))
+    for key, value in failure.extra.items():
+        keys.append(key)
+        values.append(value)
+    return keys, values, R.format_message(failure.error_class, failure.text, None, cap)
 
 
 def _true_rows(mask: pa.Array | pa.ChunkedArray) -> list[int]:
@@ -491,6 +687,14 @@ class _RawRows:
     batch: pa.RecordBatch | None = None
     records: Sequence[Mapping[str, Any]] | None = None
 
+    def column(self, name: str, indices: list[int]) -> list[Any]:
+        if self.batch is not None:
+            if name not in self.batch.schema.names:
+                return [None] * len(indices)
+            return self.batch.column(name).take(pa.array(indices, pa.int64())).to_pylist()
+        assert self.records is not None
+        return [self.records[i].get(name) for i in indices]
+
     def rows(self, indices: list[int]) -> list[Any]:
         if self.batch is not None:
             return self.batch.take(pa.array(indices, pa.int64())).to_pylist()
@@ -500,106 +704,3 @@ class _RawRows:
     @staticmethod
     def value(row: Any, name: str) -> Any:
         return row.get(name) if isinstance(row, dict) else None
-
-
-# --- raw lines ----------------------------------------------------------------------------
-@dataclass
-class ParseResult:
-    """Records parsed from raw lines, the line number of each, and the lines that failed."""
-
-    records: list[dict[str, Any]] = field(default_factory=list)
-    line_numbers: list[int] = field(default_factory=list)
-    errors: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def rows_in(self) -> int:
-        return len(self.records) + len(self.errors)
-
-
-def _text(line: str | bytes) -> tuple[str, BaseException | None]:
-    if isinstance(line, bytes):
-        try:
-            return line.decode("utf-8"), None
-        except UnicodeDecodeError as exc:
-            return line.decode("utf-8", "replace"), exc
-    return line, None
-
-
-def _parse_error(builder: R.RecordBuilder, base: dict[str, str], line_no: int, text: str,
-                 exc: BaseException, schema: str | None = None) -> dict[str, Any]:
-    context = dict(base)
-    context[R.SOURCE_LINE] = str(line_no)
-    error_class = type(exc).__name__
-    message = " ".join(str(exc).split())
-    return builder.build(reason=R.PARSE, detail=R.exception_detail(error_class, message),
-                         error_class=error_class, text=message, record=text, schema=schema,
-                         context=context)
-
-
-def parse_json_lines(lines: Iterable[str | bytes],
-                     context: R.CaptureContext | Mapping[str, Any] | None = None, *,
-                     first_line: int = 1, config: ErrorTableConfig | None = None
-                     ) -> ParseResult:
-    """Parse JSON lines (one object per line; blank lines are skipped, not rows). A line
-    that is not valid UTF-8 or not a JSON object becomes a parse error record."""
-    ctx = R.CaptureContext.of(context)
-    builder, base, result = R.RecordBuilder(config), ctx.base(), ParseResult()
-    for line_no, line in enumerate(lines, start=first_line):
-        text, decode_error = _text(line)
-        stripped = text.strip()
-        if not stripped:
-            continue
-        if decode_error is not None:
-            result.errors.append(_parse_error(builder, base, line_no, stripped, decode_error))
-            continue
-        try:
-            value = json.loads(stripped)
-            if not isinstance(value, dict):
-                raise ValueError(f"expected a JSON object, got {type(value).__name__}")
-        except ValueError as exc:
-            result.errors.append(_parse_error(builder, base, line_no, stripped, exc))
-            continue
-        result.records.append(value)
-        result.line_numbers.append(line_no)
-    return result
-
-
-def parse_csv_lines(lines: Iterable[str | bytes],
-                    context: R.CaptureContext | Mapping[str, Any] | None = None, *,
-                    header: Sequence[str] | None = None, delimiter: str = ",",
-                    first_line: int = 1, config: ErrorTableConfig | None = None
-                    ) -> ParseResult:
-    """Parse CSV lines, one record per line; the first line is the header unless `header`
-    is given. Empty fields are null; a line with the wrong number of fields, bad quoting or
-    bad UTF-8 is a parse error record."""
-    ctx = R.CaptureContext.of(context)
-    builder, base, result = R.RecordBuilder(config), ctx.base(), ParseResult()
-    columns = list(header) if header is not None else None
-    schema = None
-    for line_no, line in enumerate(lines, start=first_line):
-        text, decode_error = _text(line)
-        text = text.rstrip("\r\n")
-        if not text.strip():
-            continue
-        try:
-            if decode_error is not None:
-                raise decode_error
-            fields = next(csv.reader([text], delimiter=delimiter, strict=True))
-        except (csv.Error, UnicodeDecodeError, StopIteration) as exc:
-            result.errors.append(_parse_error(builder, base, line_no, text, exc, schema))
-            continue
-        if columns is None:
-            columns = fields
-            continue
-        if schema is None:
-            schema = json.dumps({"type": "csv", "fields": [
-                {"name": c, "type": "string", "nullable": True} for c in columns]},
-                separators=(",", ":"))
-        if len(fields) != len(columns):
-            mismatch = ValueError(f"expected {len(columns)} fields, got {len(fields)}")
-            result.errors.append(_parse_error(builder, base, line_no, text, mismatch, schema))
-            continue
-        result.records.append({c: (v if v != "" else None) for c, v in
-                               zip(columns, fields, strict=True)})
-        result.line_numbers.append(line_no)
-    return result

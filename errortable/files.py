@@ -6,6 +6,7 @@ it and go on with the other files.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fastavro.write import Writer as AvroWriter
 
+from errortable import avroblock
 from errortable import schema as S
 from markerstore.errors import CorruptErrorFileError
 from markerstore.storage import Storage
@@ -23,6 +25,8 @@ from markerstore.storage import Storage
 EXTENSIONS = {"avro": ".avro", "parquet": ".parquet"}
 PARQUET_ROW_GROUP = 50_000
 AVRO_CODEC = "deflate"
+AVRO_LEVEL = 1  # zlib's fastest: error files are written far more often than read
+AVRO_BLOCK_ROWS = 20_000
 _UNSAFE = re.compile(r"[^A-Za-z0-9.=-]+")
 
 
@@ -53,8 +57,10 @@ class ErrorFileWriter:
         self._avro: Any = None
         self._parquet: pq.ParquetWriter | None = None
         self._pending: list[dict[str, Any]] = []
+        self._sync = os.urandom(16)
         if fmt == "avro":
             self._avro = AvroWriter(handle, S.parsed_schema(), codec=AVRO_CODEC,
+                                    compression_level=AVRO_LEVEL, sync_marker=self._sync,
                                     metadata=dict(metadata or {}))
         else:
             schema = S.arrow_schema().with_metadata(
@@ -76,6 +82,27 @@ class ErrorFileWriter:
                 self._flush_parquet()
         self.rows += n
         return n
+
+    def write_arrow(self, table: pa.Table) -> int:
+        """Append rows already in the ErrorRecord Arrow schema (Avro: whole blocks encoded
+        column by column, see avroblock; Parquet: as they are)."""
+        if self._parquet is None:
+            self._avro.flush()  # fastavro's pending block first: blocks stay in order
+            for start in range(0, table.num_rows, AVRO_BLOCK_ROWS):
+                chunk = table.slice(start, AVRO_BLOCK_ROWS)
+                try:
+                    data = avroblock.block(chunk, AVRO_CODEC, self._sync, AVRO_LEVEL)
+                except NotImplementedError:
+                    self.write(S.arrow_to_records(chunk))
+                    self._avro.flush()
+                    continue
+                self.handle.write(data)
+                self.rows += chunk.num_rows
+            return table.num_rows
+        self._flush_parquet()
+        self._parquet.write_table(table)
+        self.rows += table.num_rows
+        return table.num_rows
 
     def _flush_parquet(self) -> None:
         if self._pending and self._parquet is not None:
@@ -110,6 +137,8 @@ def check_parquet(storage: Storage, path: str) -> None:
     try:
         with storage.open_read(path) as handle:
             schema = pq.read_schema(handle)
+    except FileNotFoundError:
+        raise CorruptErrorFileError(f"error file {where} is missing") from None
     except Exception as exc:
         raise CorruptErrorFileError(f"error file {where} cannot be read as Parquet: "
                                     f"{type(exc).__name__}: {exc}") from exc

@@ -84,6 +84,24 @@ def view_sql(base: str, replayed: str | None) -> str:
 
 
 @dataclass
+class LocalParquet:
+    """Parquet error files on local disk, with each file's META_FIELDS."""
+
+    files: dict[str, dict[str, str | None]]
+
+    def sql(self) -> str:
+        """DuckDB's read_parquet over the files; META_FIELDS come from a constant map keyed
+        by filename, which DuckDB only evaluates for queries that use them."""
+        files = ", ".join(_lit(f) for f in self.files)
+        lookup = "MAP {" + ", ".join(
+            f"{_lit(f)}: {{" + ", ".join(f"{_lit(k)}: {_lit(v)}" for k, v in meta.items()) + "}"
+            for f, meta in self.files.items()) + "}"
+        rfc = ", ".join(f"p.{c}" for c in S.arrow_schema().names)
+        meta = ", ".join(f"{lookup}[p.filename].{c} AS {c}" for c in META_FIELDS.names)
+        return f"SELECT {rfc}, {meta} FROM read_parquet([{files}], filename = true) p"
+
+
+@dataclass
 class CommittedInstant:
     """An error instant whose rows readers see, and the files that hold them."""
 
@@ -200,14 +218,15 @@ class ErrorTableReader:
                 tables.append(item)
         return pa.concat_tables(tables) if tables else None
 
-    def _parquet_dataset(self, items: list[tuple[CommittedInstant, str]]) -> ds.Dataset | None:
+    def _parquet_dataset(self, items: list[tuple[CommittedInstant, str]]
+                         ) -> ds.Dataset | LocalParquet | None:
+        """Parquet files after a footer check: on local disk for DuckDB's own reader (much
+        faster than scanning through Arrow), elsewhere as a lazy pyarrow dataset (DuckDB
+        cannot reach fsspec storage itself here)."""
         storage = self.table.storage
 
         def check(item: tuple[CommittedInstant, str]) -> CorruptErrorFileError | None:
             try:
-                if not storage.exists(storage.path(item[1])):
-                    return CorruptErrorFileError(
-                        f"error file {storage.url(storage.path(item[1]))} is missing")
                 F.check_parquet(storage, storage.path(item[1]))
             except CorruptErrorFileError as exc:
                 return exc
@@ -225,6 +244,8 @@ class ErrorTableReader:
                 self._skip(problem)
         if not good:
             return None
+        if storage.is_local:
+            return LocalParquet({storage.path(p): self._meta(c, p) for c, p in good})
         partitions = []
         for c, path in good:
             expr = None
@@ -240,7 +261,7 @@ class ErrorTableReader:
             format=ds.ParquetFileFormat(), filesystem=filesystem, partitions=partitions)
 
     def sources_for(self, source_filter: str | None = None
-                    ) -> tuple[ds.Dataset | None, pa.Table | None]:
+                    ) -> tuple[ds.Dataset | LocalParquet | None, pa.Table | None]:
         """(lazy Parquet dataset, decoded Avro rows) of the committed instants, optionally
         only those of one source table."""
         committed = [c for c in self.instants()
@@ -266,7 +287,9 @@ def register_errors(con: duckdb.DuckDBPyConnection, readers: list[tuple[ErrorTab
     replayed: list[pa.Table] = []
     for k, (reader, source_filter) in enumerate(readers):
         dataset, avro = reader.sources_for(source_filter)
-        if dataset is not None:
+        if isinstance(dataset, LocalParquet):
+            parts.append(dataset.sql())
+        elif dataset is not None:
             con.register(f"__{name}_pq_{k}", dataset)
             parts.append(f"SELECT * FROM __{name}_pq_{k}")
         if avro is not None:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import functools
 import hashlib
 import json
+import os
 import re
 import time
 import traceback
@@ -79,6 +81,7 @@ def normalise(message: str) -> str:
     return _SPACE.sub(" ", text).strip()[:500]
 
 
+@functools.lru_cache(maxsize=4096)
 def fingerprint(reason: str, detail: str) -> str:
     """A stable 16-hex-digit hash of a reason and its detail (check name, column names,
     or "ExceptionClass: normalised message")."""
@@ -92,6 +95,11 @@ def exception_detail(error_class: str, message: str) -> str:
 def scrub(message: str) -> str:
     """A message with quoted values removed (they may hold the payload)."""
     return _QUOTED.sub("'<redacted>'", message)
+
+
+def now_ts() -> str:
+    """`ts`: the unix time in seconds, with milliseconds."""
+    return f"{time.time():.3f}"
 
 
 def cap_trace(trace: str, max_chars: int) -> str:
@@ -130,8 +138,32 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False, separators=(",", ":"))
+
+
 def to_json(value: Any) -> str:
-    return json.dumps(value, default=_json_default, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
+
+
+class UidSource:
+    """Error record uids: UUID-4-shaped strings, 74 random bits per source and a 48-bit
+    counter, so each is unique without a urandom call per record."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        h = os.urandom(10).hex()
+        variant = "89ab"[int(h[16], 16) & 3]
+        self._prefix = f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-"
+        self._next = 0
+
+    def __call__(self) -> str:
+        if self._next >= 1 << 48:
+            self._reset()
+        n = self._next
+        self._next = n + 1
+        return f"{self._prefix}{n:012x}"
 
 
 def redact(record: Any, paths: Iterable[str]) -> Any:
@@ -206,6 +238,8 @@ class RecordBuilder:
     def __init__(self, config: ErrorTableConfig | None = None) -> None:
         self.config = config or ErrorTableConfig()
         self._redact_roots = {p.split(".", 1)[0] for p in self.config.redact}
+        self.uid = UidSource()
+        self._plain = not self.config.drop_payload and not self.config.redact
 
     def payload(self, record: Any) -> tuple[str | None, dict[str, str]]:
         """(`record` column, extra context) for an original record under the PII policy."""
@@ -248,16 +282,22 @@ class RecordBuilder:
 
     def build(self, *, reason: str, detail: str, error_class: str, text: str,
               record: Any = None, schema: str | None = None, trace: str | None = None,
-              context: Mapping[str, str] | None = None, columns: Iterable[str] = ()
-              ) -> dict[str, Any]:
+              context: Mapping[str, str] | None = None, columns: Iterable[str] = (),
+              ts: str | None = None) -> dict[str, Any]:
         """One ErrorRecord. `detail` is what the fingerprint groups by besides the reason
-        (a check name, column names, or `exception_detail(...)`)."""
+        (a check name, column names, or `exception_detail(...)`); `ts` defaults to now."""
         columns = list(columns)
-        if self.touches_pii(columns) or (isinstance(record, str) and self.config.redact):
-            text = scrub(text)
-        payload, extra = self.payload(record)
-        ctx = dict(context or {})
-        ctx.update(extra)
+        if self._plain:
+            payload = None if record is None else to_json(record)
+            extra: dict[str, str] = {} if not isinstance(record, str) else \
+                {RECORD_FORMAT: "raw"}
+        else:
+            if self.touches_pii(columns) or (isinstance(record, str) and self.config.redact):
+                text = scrub(text)
+            payload, extra = self.payload(record)
+        ctx = dict(context) if context else {}
+        if extra:
+            ctx.update(extra)
         ctx[REASON] = reason
         ctx[ERROR_CLASS] = error_class
         ctx[FINGERPRINT] = fingerprint(reason, detail)
@@ -267,8 +307,8 @@ class RecordBuilder:
             self._protect_context(ctx)
             ctx[REDACTED_FIELDS] = ",".join(self.config.redact)
         return {
-            "uid": str(uuid.uuid4()),
-            "ts": f"{time.time():.3f}",
+            "uid": self.uid(),
+            "ts": ts or now_ts(),
             "schema": schema,
             "record": payload,
             "message": format_message(error_class, text, trace, self.config.stacktrace_max_chars),

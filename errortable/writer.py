@@ -31,8 +31,10 @@ from types import TracebackType
 from typing import IO, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from errortable import metrics
+from errortable import schema as schema_module
 from errortable.capture import Validator
 from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
 from errortable.files import ErrorFileWriter, file_name
@@ -204,6 +206,27 @@ class TaskErrorWriter:
             return 0
         writer = self._writer or self._open()
         return writer.write(self._counted(records))
+
+    def write_arrow(self, table: pa.Table) -> int:
+        """Append error records held as an Arrow table in the ErrorRecord schema (a columnar
+        producer's fast path; Parquet files take it as is). The PII policy applies."""
+        if self._closed:
+            raise ErrorTableError("this task's error file is already closed")
+        expected = schema_module.arrow_schema()
+        if not table.schema.remove_metadata().equals(expected):
+            try:
+                table = table.select(expected.names).cast(expected)
+            except (KeyError, ValueError, pa.ArrowInvalid) as exc:
+                raise ErrorTableError(f"not ErrorRecord rows: {exc}") from None
+        if table.num_rows == 0:
+            return 0
+        if self._builder.protects:
+            return self.write(schema_module.arrow_to_records(table))
+        writer = self._writer or self._open()
+        reasons = pc.map_lookup(table.column("context"), "reason", "first")
+        for item in pc.value_counts(pc.fill_null(reasons, "unknown")).to_pylist():
+            self._counts[item["values"]] += item["counts"]
+        return writer.write_arrow(table)
 
     def close(self) -> ErrorFileStats | None:
         """Finish the file and return its stats (None if no record was written)."""
