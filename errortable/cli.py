@@ -213,6 +213,13 @@ def recover(path: str, dry_run: bool, storage_options: tuple[str, ...], as_json:
     emit(rows, False, ["instant", "action", "why", "error"])
 
 
+def register(group: click.Group) -> None:
+    """Plug into markerstore's command: ``markerstore errortable ...``. Loading this module
+    also imports errortable, which registers the `errors` view for ``markerstore sql`` and
+    the hook that makes ``markerstore rollback`` roll back error instants too."""
+    group.add_command(cli, name="errortable")
+
+
 def main() -> None:
     cli.main(prog_name=PROG)
 

@@ -22,7 +22,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from errortable.writer import ErrorFileStats, complete_error_instant, storage_options_for
+from errortable.writer import (
+    ErrorFileStats,
+    complete_error_instant,
+    forget_open,
+    open_table_for,
+    storage_options_for,
+)
 from markerstore.errors import InstantNotFoundError, MarkerStoreError
 from markerstore.markers import RollbackResult, register_rollback_hook
 from markerstore.storage import Storage
@@ -207,6 +213,7 @@ def rollback_error_instant(storage: Storage, instant: str, rows: pa.Table | None
         return None
     source_url = storage.url()
     error_table = Table(str(url), storage_options_for(str(url), storage.storage_options))
+    here = error_table.storage.url()
     outcome: dict[str, Any] = {"error_table": error_table.storage.url(), "error_instants": [],
                                "deleted_files": []}
     for pending in pending_instants(error_table):
@@ -215,7 +222,11 @@ def rollback_error_instant(storage: Storage, instant: str, rows: pa.Table | None
                 not same_table(linked.get("source_table"), source_url):
             continue
         outcome["error_instants"].append(pending)
-        result = error_table.rollback(pending, force=True)
+        # If this process opened the instant, roll back through its Table, which also stops
+        # the instant's heartbeat thread.
+        owner = open_table_for(here, pending) or error_table
+        result = owner.rollback(pending, force=True)
+        forget_open(here, pending)
         if isinstance(result, RollbackResult):
             outcome["deleted_files"].extend(result.deleted_files)
     return outcome

@@ -58,6 +58,20 @@ IDENTITY_FILE = ".markerstore/errortable.json"
 _STORAGE_OPTIONS: dict[str, dict[str, Any]] = {}
 
 
+# Error tables with an error instant open in this process, by (url, instant): rolling one
+# back through this Table object also stops the instant's heartbeat thread.
+_OPEN: dict[tuple[str, str], Table] = {}
+
+
+def open_table_for(url: str, instant: str) -> Table | None:
+    """The Table this process opened error instant `instant` of `url` with, if any."""
+    return _OPEN.get((url.rstrip("/"), instant))
+
+
+def forget_open(url: str, instant: str) -> None:
+    _OPEN.pop((url.rstrip("/"), instant), None)
+
+
 def remember_storage_options(url: str, options: Mapping[str, Any] | None) -> None:
     _STORAGE_OPTIONS[url.rstrip("/")] = dict(options or {})
 
@@ -307,13 +321,17 @@ class ErrorCommit:
              options: Mapping[str, Any] | Settings | ErrorTableConfig | None = None,
              storage_options: Mapping[str, Any] | None = None,
              error_storage_options: Mapping[str, Any] | None = None,
-             location: ErrorTableLocation | None = None) -> ErrorCommit:
+             location: ErrorTableLocation | None = None,
+             marker_type: str = "direct") -> ErrorCommit:
         """Open the error instant J for main instant `source_instant` of `target`.
 
         Call it right after ``target.start_commit(extra={"error_table": location.url})``.
         J is started without rolling back E's failed instants (their fate follows their
         main instants; see recovery), and with a heartbeat. The error table is reached
-        with `error_storage_options` (default: the target table's storage options).
+        with `error_storage_options` (default: the target table's storage options). With
+        direct markers (the default) J's marker folder is made here, so executors can
+        create markers at once; for batched markers pass ``marker_type="batched"`` and set
+        them up with :meth:`markers`.
         """
         config, settings = _config_and_settings(options)
         source = target if isinstance(target, Table) else Table(target, storage_options)
@@ -328,6 +346,9 @@ class ErrorCommit:
         instant = table.start_commit(operation=OPERATION, rollback_failed=False, extra={
             "source_table": source.storage.url(), "source_instant": source_instant,
             "table_name": _table_name(source.storage.url())})
+        _OPEN[(table.storage.url().rstrip("/"), instant)] = table
+        if marker_type == "direct":
+            table.markers(instant, "direct")
         log.info("error instant %s on %s opened for %s of %s", instant, table.storage.url(),
                  source_instant, source.storage.url())
         return cls(table, instant, source=source, source_instant=source_instant,
@@ -382,11 +403,16 @@ class ErrorCommit:
         did it, that commit is returned."""
         if self._stats is None:
             raise ErrorTableError("reconcile the error files before completing")
-        return complete_error_instant(self.table, self.instant,
-                                      [s.file_entry() for s in self._stats],
-                                      source_table=self.source_url,
-                                      source_instant=self.source_instant,
-                                      error_records=metrics.error_counts(self._stats))
+        metadata = complete_error_instant(self.table, self.instant,
+                                          [s.file_entry() for s in self._stats],
+                                          source_table=self.source_url,
+                                          source_instant=self.source_instant,
+                                          error_records=metrics.error_counts(self._stats))
+        self._close()
+        return metadata
+
+    def _close(self) -> None:
+        forget_open(self.url, self.instant)
 
     def abort(self) -> RollbackResult | dict[str, Any]:
         """After a failed write: J follows I. If I completed (a commit whose answer was
@@ -394,11 +420,15 @@ class ErrorCommit:
         if self.source.state(self.source_instant) == COMPLETED:
             metadata = self.source.commit_metadata(self.source_instant)
             if metadata.get("error_instant") == self.instant:
-                return complete_error_instant(
+                done = complete_error_instant(
                     self.table, self.instant, list(metadata.get("error_files", [])),
                     source_table=self.source_url, source_instant=self.source_instant,
                     error_records=dict(metadata.get("error_records") or {}))
+                self._close()
+                return done
+        self._close()
         if self.table.state(self.instant) == ROLLEDBACK:
+            self.table._finish(self.instant)  # the hook rolled it back: stop our heartbeat
             return RollbackResult(self.instant, noop=True)
         result = self.table.rollback(self.instant, force=True)
         assert isinstance(result, RollbackResult)

@@ -124,3 +124,14 @@ def test_the_console_command_exits_2_on_a_bad_path(tmp_path: Any) -> None:
                           timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.startswith("errortable: error:") and proc.stderr.count("\n") == 1
+
+
+def test_plugs_into_the_markerstore_command(written: Any) -> None:
+
+    from errortable.cli import register
+    from markerstore.cli.main import OneLineGroup
+
+    group = OneLineGroup("m")
+    register(group)
+    result = CliRunner().invoke(group, ["errortable", "stats", written.commit.url, "--json"])
+    assert result.exit_code == 0 and json.loads(result.output)["total"] == 4

@@ -81,8 +81,10 @@ def test_failed_main_commit_shows_no_error_rows(tmp_table: Table) -> None:
     stats, _ = run_task(write, "t", batch(1, {"cast": 2}))
     write.commit.prepare([stats])
     assert count(tmp_table.path + "_errors") == 0  # nothing visible before the main commit
+    assert write.commit.instant in write.commit.table._beating  # J's heartbeat runs
     write.target.abort(write.instant)  # the rollback hook rolls the error instant back
     error_table = write.commit.table
+    assert not error_table._beating  # and its heartbeat stopped with it
     assert error_table.state(write.commit.instant) == ROLLEDBACK
     assert not error_table.storage.find(error_table.storage.path("day=" +
                                                                  write.commit.task_spec().day))
