@@ -127,7 +127,6 @@ def test_the_console_command_exits_2_on_a_bad_path(tmp_path: Any) -> None:
 
 
 def test_plugs_into_the_markerstore_command(written: Any) -> None:
-
     from errortable.cli import register
     from markerstore.cli.main import OneLineGroup
 
