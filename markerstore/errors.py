@@ -14,7 +14,10 @@
     │   ├── InstantCompletedError            rollback of a completed instant
     │   └── HeartbeatAliveError              rollback of an inflight instant whose writer is alive
     ├── ReconcileError                       deleting an invalid file failed: the commit must fail
-    └── WriteConflictError                   conflict mode `fail` found existing data
+    ├── WriteConflictError                   conflict mode `fail` found existing data
+    └── ErrorTableError                      an error table cannot be used as asked
+        ├── NotAnErrorTableError (LookupError)   the path holds no error table
+        └── CorruptErrorFileError (ValueError)   an error file cannot be read (names the file)
 
 Errors that fit a built-in also subclass it, so `except ValueError` keeps working.
 """
@@ -77,3 +80,15 @@ class ReconcileError(MarkerStoreError):
 
 class WriteConflictError(MarkerStoreError):
     """Conflict mode `fail` found data already present where this write would go."""
+
+
+class ErrorTableError(MarkerStoreError):
+    """An error table (errortable package) cannot be used as asked."""
+
+
+class NotAnErrorTableError(ErrorTableError, LookupError):
+    """The path holds no error table (no timeline, no error instants)."""
+
+
+class CorruptErrorFileError(ErrorTableError, ValueError):
+    """An error file cannot be read or does not hold ErrorRecord rows; names the file."""

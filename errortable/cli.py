@@ -1,0 +1,228 @@
+"""The `errortable` command: query, stats, show, expire, replay, recover.
+
+PATH is an error table (local ``<table>_errors`` or global), or a target table, whose
+error tables are then read (only its rows). Every command prints text or ``--json``. Bad
+arguments (bad SQL, an unknown path, a bad duration) exit 2 with a one-line message; a
+failed operation exits 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+import errortable  # noqa: F401  (registers options, the errors view, the rollback hook)
+from errortable import reader, report
+from errortable.reader import CorruptErrorFileWarning
+from errortable.recovery import recover as recover_table
+from errortable.replays import replay as replay_errors
+from errortable.retention import expire as expire_errors
+from markerstore.cli.main import (
+    OneLineGroup,
+    emit,
+    json_flag,
+    parse_storage_options,
+    storage_option_flag,
+)
+from markerstore.errors import NotAnErrorTableError
+from markerstore.table import Table
+
+PROG = "errortable"
+
+
+@contextmanager
+def _warnings_to_stderr() -> Iterator[None]:
+    """Skipped corrupt files are reported as one line each on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CorruptErrorFileWarning)
+        yield
+    for item in caught:
+        click.echo(f"{PROG}: warning: {' '.join(str(item.message).split())}", err=True)
+
+
+def _command(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Unknown paths are bad arguments (exit 2); warnings go to stderr."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            with _warnings_to_stderr():
+                return fn(*args, **kwargs)
+        except NotAnErrorTableError as exc:
+            raise click.UsageError(str(exc)) from None
+
+    return wrapper
+
+
+def _strict_flag(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--strict", is_flag=True,
+                        help="Fail on a corrupt error file instead of skipping it.")(fn)
+
+
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="markerstore", prog_name=PROG)
+def cli() -> None:
+    """Inspect, query, replay and expire error tables (RFC-20 ErrorRecord rows)."""
+
+
+@cli.command()
+@click.argument("path")
+@click.argument("sql")
+@_strict_flag
+@storage_option_flag
+@json_flag
+@_command
+def query(path: str, sql: str, strict: bool, storage_options: tuple[str, ...],
+          as_json: bool) -> None:
+    """Run SQL over the view `errors` (committed rows) of PATH."""
+    relation = reader.query(path, sql, parse_storage_options(storage_options), strict=strict)
+    columns = list(relation.columns)
+    rows = [dict(zip(columns, values, strict=True)) for values in relation.fetchall()]
+    emit(rows, as_json, columns)
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--top", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Fingerprint groups to list.")
+@_strict_flag
+@storage_option_flag
+@json_flag
+@_command
+def stats(path: str, top: int, strict: bool, storage_options: tuple[str, ...],
+          as_json: bool) -> None:
+    """Committed error rows of PATH counted by reason, fingerprint, commit and day."""
+    result = report.stats(path, parse_storage_options(storage_options), top=top,
+                          strict=strict)
+    if as_json:
+        emit(result.to_dict(), True)
+        return
+    click.echo(f"{result.total} committed error row(s) in {path}")
+    for title, rows, columns in (
+            ("by reason", result.by_reason, ["reason", "rows"]),
+            ("by fingerprint", result.by_fingerprint,
+             ["fingerprint", "reason", "detail", "rows", "sample"]),
+            ("by commit", result.by_commit,
+             ["source_instant", "error_instant", "rows", "replayed", "source_table"]),
+            ("by day", result.by_day, ["day", "rows"])):
+        click.echo(f"\n{title}:")
+        emit(rows, False, columns)
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--commit", "commit", metavar="INSTANT",
+              help="Only rows of this commit (main instant or error instant).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=0))
+@_strict_flag
+@storage_option_flag
+@json_flag
+@_command
+def show(path: str, commit: str | None, limit: int, strict: bool,
+         storage_options: tuple[str, ...], as_json: bool) -> None:
+    """The newest committed error rows of PATH."""
+    rows = report.show(path, parse_storage_options(storage_options), commit=commit,
+                       limit=limit, strict=strict)
+    if not as_json:
+        for row in rows:
+            record = row.get("record")
+            if isinstance(record, str) and len(record) > 120:
+                row["record"] = record[:120] + "..."
+    emit(rows, as_json, ["created_at", "source_instant", "reason", "record_key", "error",
+                         "record"])
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--older-than", "older_than", required=True, metavar="DURATION",
+              help="Expire error commits older than this: 30d, 12h, 2w, ...")
+@click.option("--dry-run", is_flag=True, help="Only report what would be expired.")
+@storage_option_flag
+@json_flag
+@_command
+def expire(path: str, older_than: str, dry_run: bool, storage_options: tuple[str, ...],
+           as_json: bool) -> None:
+    """Expire whole error commits of error table PATH older than a duration; the expire
+    is itself a commit on PATH that records what it removed."""
+    result = expire_errors(path, older_than, parse_storage_options(storage_options),
+                           dry_run=dry_run)
+    if as_json:
+        emit(result.to_dict(), True)
+        return
+    verb = "would expire" if dry_run else "expired"
+    click.echo(f"{verb} {len(result.expired)} error commit(s), {result.rows} row(s), older "
+               f"than {result.cutoff}" + (f" (expire instant {result.expire_instant})"
+                                          if result.expire_instant else ""))
+    emit([{k: v for k, v in e.items() if k != "files"} | {"files": len(e["files"])}
+          for e in result.expired], False,
+         ["error_instant", "source_instant", "rows", "files", "source_table"])
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--where", "where", required=True,
+              help="SQL condition over the errors view selecting the records to replay.")
+@click.option("--target", default=None, help="Replay into this table instead of each "
+              "record's own target table.")
+@click.option("--dry-run", is_flag=True, help="Only report what would be replayed.")
+@storage_option_flag
+@json_flag
+@_command
+def replay(path: str, where: str, target: str | None, dry_run: bool,
+           storage_options: tuple[str, ...], as_json: bool) -> None:
+    """Re-ingest selected (fixed) error records into their target table as a new commit,
+    once: replayed records are recorded and never replayed again."""
+    result = replay_errors(path, where, parse_storage_options(storage_options),
+                           dry_run=dry_run, target=target)
+    if as_json:
+        emit(result.to_dict(), True)
+        return
+    verb = "would replay" if dry_run else "replayed"
+    click.echo(f"{verb} {result.written_rows} record(s)")
+    emit([{"target_table": t.target_table, "selected": t.selected,
+           "written": t.written_rows, "already_replayed": t.already_replayed,
+           "no_payload": t.no_payload, "still_failing": t.still_failing,
+           "instant": t.instant} for t in result.targets], False)
+
+
+@cli.command()
+@click.argument("path")
+@click.option("--dry-run", is_flag=True, help="Only report what would be done.")
+@storage_option_flag
+@json_flag
+@_command
+def recover(path: str, dry_run: bool, storage_options: tuple[str, ...], as_json: bool) -> None:
+    """Roll inflight error commits of error table PATH forward (their main commit
+    completed) or back (it was rolled back); leave those whose main commit is running."""
+    options = parse_storage_options(storage_options)
+    if not reader.is_error_table(Table(path, options)):
+        raise NotAnErrorTableError(f"{path} is not an error table")
+    result = recover_table(path, options, dry_run=dry_run)
+    if as_json:
+        emit(result.to_dict(), True)
+        return
+    rows = [{"instant": d.instant, "action": d.action, "why": d.why,
+             "error": result.failed.get(d.instant)} for d in result.decisions]
+    rows += [{"instant": i, "action": "failed", "why": "", "error": e}
+             for i, e in result.failed.items() if i not in {d.instant for d in
+                                                           result.decisions}]
+    emit(rows, False, ["instant", "action", "why", "error"])
+
+
+def register(group: click.Group) -> None:
+    """Plug into markerstore's command: ``markerstore errortable ...``. Loading this module
+    also imports errortable, which registers the `errors` view for ``markerstore sql`` and
+    the hook that makes ``markerstore rollback`` roll back error instants too."""
+    group.add_command(cli, name="errortable")
+
+
+def main() -> None:
+    cli.main(prog_name=PROG)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,387 @@
+"""Reading committed error rows with DuckDB: ``errortable.read(path)`` and the `errors` view.
+
+Only rows of committed error instants are visible: completed ones, and inflight ones
+whose main instant completed and names them (rolled forward lazily; ``repair=True`` also
+writes their commit). Expired instants are skipped. Parquet error files are scanned
+lazily through a pyarrow dataset (only the columns a query needs are read); Avro files
+are decoded with fastavro into Arrow (DuckDB has no Avro reader here). A corrupt or
+missing file is skipped with a :class:`CorruptErrorFileWarning` naming it, unless
+``strict=True``, which raises :class:`~markerstore.errors.CorruptErrorFileError`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from errortable import files as F
+from errortable import schema as S
+from errortable.recovery import (
+    FORWARD,
+    Sources,
+    decide,
+    pending_instants,
+    roll_forward,
+    same_table,
+)
+from errortable.writer import IDENTITY_FILE, OPERATION
+from markerstore.errors import CorruptErrorFileError, NotAnErrorTableError
+from markerstore.table import Table
+
+EXPIRE_OPERATION = "expire"
+REPLAY_LOG_OPERATION = "replay-log"
+META_FIELDS = pa.schema([("error_file", pa.string()), ("error_instant", pa.string()),
+                         ("source_instant", pa.string()), ("source_table", pa.string()),
+                         ("day", pa.string())])
+REPLAYED_SCHEMA = pa.schema([("uid", pa.string()), ("replayed_instant", pa.string()),
+                             ("replayed_into", pa.string())])
+
+# context key -> view column (RFC-20 columns come first, unchanged)
+_FLAT = [("commitTime", "commit_time", "VARCHAR"), ("tableName", "table_name", "VARCHAR"),
+         ("tablePath", "table_path", "VARCHAR"), ("partitionPath", "partition_path", "VARCHAR"),
+         ("recordKey", "record_key", "VARCHAR"), ("reason", "reason", "VARCHAR"),
+         ("check", "check_name", "VARCHAR"), ("column", "column_name", "VARCHAR"),
+         ("fingerprint", "fingerprint", "VARCHAR"), ("errorClass", "error_class", "VARCHAR"),
+         ("sourceFile", "source_file", "VARCHAR"), ("sourceLine", "source_line", "BIGINT"),
+         ("sourceOffset", "source_offset", "BIGINT"), ("taskAttempt", "task_attempt", "VARCHAR")]
+
+
+class CorruptErrorFileWarning(UserWarning):
+    """An error file was skipped because it cannot be read (the message names it)."""
+
+
+def full_schema() -> pa.Schema:
+    return pa.schema(list(S.arrow_schema()) + list(META_FIELDS))
+
+
+def _lit(value: str | None) -> str:
+    return "NULL" if value is None else "'" + value.replace("'", "''") + "'"
+
+
+def view_sql(base: str, replayed: str | None) -> str:
+    """The `errors` view over a relation holding ErrorRecord + META_FIELDS columns."""
+    flat = ",\n  ".join(
+        f"context[{_lit(key)}] AS {name}" if kind == "VARCHAR"
+        else f"TRY_CAST(context[{_lit(key)}] AS {kind}) AS {name}" for key, name, kind in _FLAT)
+    replay_cols = "r.replayed_instant, r.replayed_into" if replayed else \
+        "CAST(NULL AS VARCHAR) AS replayed_instant, CAST(NULL AS VARCHAR) AS replayed_into"
+    join = f" LEFT JOIN {replayed} r USING (uid)" if replayed else ""
+    return (f"SELECT e.uid, e.ts, e.schema, e.record, e.message, e.context,\n"
+            f"  make_timestamp(CAST(TRY_CAST(e.ts AS DOUBLE) * 1000000 AS BIGINT)) "
+            f"AS created_at,\n  {flat},\n"
+            f"  split_part(e.message, chr(10), 1) AS error,\n"
+            f"  TRY_CAST(e.day AS DATE) AS day, e.error_instant, e.source_instant, "
+            f"e.source_table, e.error_file,\n  {replay_cols}\n"
+            f"FROM {base} e{join}")
+
+
+@dataclass
+class LocalParquet:
+    """Parquet error files on local disk, with each file's META_FIELDS."""
+
+    files: dict[str, dict[str, str | None]]
+
+    def sql(self) -> str:
+        """DuckDB's read_parquet over the files; META_FIELDS come from a constant map keyed
+        by filename, which DuckDB only evaluates for queries that use them."""
+        files = ", ".join(_lit(f) for f in self.files)
+        lookup = "MAP {" + ", ".join(
+            f"{_lit(f)}: {{" + ", ".join(f"{_lit(k)}: {_lit(v)}" for k, v in meta.items()) + "}"
+            for f, meta in self.files.items()) + "}"
+        rfc = ", ".join(f"p.{c}" for c in S.arrow_schema().names)
+        meta = ", ".join(f"{lookup}[p.filename].{c} AS {c}" for c in META_FIELDS.names)
+        return f"SELECT {rfc}, {meta} FROM read_parquet([{files}], filename = true) p"
+
+
+@dataclass
+class CommittedInstant:
+    """An error instant whose rows readers see, and the files that hold them."""
+
+    instant: str
+    source_table: str | None
+    source_instant: str | None
+    files: list[str] = field(default_factory=list)
+    lazily_rolled_forward: bool = False
+
+
+def is_error_table(table: Table) -> bool:
+    """Whether `table` is an error table (ErrorCommit.open marks it)."""
+    return table.storage.exists(table.storage.path(IDENTITY_FILE))
+
+
+class ErrorTableReader:
+    """The committed rows of one error table."""
+
+    def __init__(self, table: Table, *, strict: bool = False, repair: bool = False,
+                 source_storage_options: Mapping[str, Any] | None = None) -> None:
+        self.table = table
+        self.strict = strict
+        self.repair = repair
+        self.sources = Sources(source_storage_options if source_storage_options is not None
+                               else table.storage.storage_options)
+        self.skipped: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return self.table.storage.url()
+
+    # --- which instants and files ---------------------------------------------------------
+    def expired(self) -> dict[str, dict[str, Any]]:
+        """Error instants removed by `expire`, with what was recorded about them."""
+        result: dict[str, dict[str, Any]] = {}
+        for _, meta in self.table._timeline.completed():
+            if meta.get("operation") == EXPIRE_OPERATION:
+                result.update(meta.get("expired") or {})
+        return result
+
+    def replayed(self) -> pa.Table:
+        """uid -> the replay commit (on the target table) that re-ingested it."""
+        uids: list[str] = []
+        instants: list[str] = []
+        targets: list[str] = []
+        for _, meta in self.table._timeline.completed():
+            if meta.get("operation") != REPLAY_LOG_OPERATION:
+                continue
+            replay = meta.get("replay") or {}
+            for uid in replay.get("uids", []):
+                uids.append(uid)
+                instants.append(str(replay.get("instant")))
+                targets.append(str(replay.get("target_table")))
+        return pa.table([uids, instants, targets], schema=REPLAYED_SCHEMA)
+
+    def instants(self) -> list[CommittedInstant]:
+        """Committed error instants, oldest first."""
+        expired = self.expired()
+        result = []
+        for instant, meta in self.table._timeline.completed():
+            if meta.get("operation") != OPERATION or instant in expired:
+                continue
+            result.append(CommittedInstant(instant, meta.get("source_table"),
+                                           meta.get("source_instant"),
+                                           [f["path"] for f in meta.get("files", [])]))
+        for instant in pending_instants(self.table):
+            decision = decide(self.table, instant, self.sources)
+            if decision.action != FORWARD or instant in expired:
+                continue
+            result.append(CommittedInstant(instant, decision.source_table,
+                                           decision.source_instant,
+                                           [f["path"] for f in decision.files], True))
+            if self.repair:
+                roll_forward(self.table, decision)
+        return sorted(result, key=lambda c: c.instant)
+
+    # --- reading files --------------------------------------------------------------------
+    def _skip(self, exc: CorruptErrorFileError) -> None:
+        if self.strict:
+            raise exc
+        self.skipped.append(str(exc))
+        warnings.warn(f"{exc}; skipped (the other error files are read)",
+                      CorruptErrorFileWarning, stacklevel=4)
+
+    def _meta(self, c: CommittedInstant, path: str) -> dict[str, str | None]:
+        day = path.split("/", 1)[0]
+        return {"error_file": path, "error_instant": c.instant,
+                "source_instant": c.source_instant, "source_table": c.source_table,
+                "day": day[4:] if day.startswith("day=") else None}
+
+    def _read_avro(self, items: list[tuple[CommittedInstant, str]]) -> pa.Table | None:
+        storage = self.table.storage
+
+        def load(item: tuple[CommittedInstant, str]) -> pa.Table | CorruptErrorFileError:
+            c, path = item
+            try:
+                table = F.read_file(storage, storage.path(path))
+            except CorruptErrorFileError as exc:
+                return exc
+            n = table.num_rows
+            for name, value in self._meta(c, path).items():
+                table = table.append_column(name, pa.array([value] * n, pa.string()))
+            return table
+
+        if not items:
+            return None
+        with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+            loaded = list(pool.map(load, items))
+        tables = []
+        for item in loaded:
+            if isinstance(item, CorruptErrorFileError):
+                self._skip(item)
+            else:
+                tables.append(item)
+        return pa.concat_tables(tables) if tables else None
+
+    def _parquet_dataset(self, items: list[tuple[CommittedInstant, str]]
+                         ) -> ds.Dataset | LocalParquet | None:
+        """Parquet files after a footer check: on local disk for DuckDB's own reader (much
+        faster than scanning through Arrow), elsewhere as a lazy pyarrow dataset (DuckDB
+        cannot reach fsspec storage itself here)."""
+        storage = self.table.storage
+
+        def check(item: tuple[CommittedInstant, str]) -> CorruptErrorFileError | None:
+            try:
+                F.check_parquet(storage, storage.path(item[1]))
+            except CorruptErrorFileError as exc:
+                return exc
+            return None
+
+        if not items:
+            return None
+        with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+            problems = list(pool.map(check, items))
+        good = []
+        for item, problem in zip(items, problems, strict=True):
+            if problem is None:
+                good.append(item)
+            else:
+                self._skip(problem)
+        if not good:
+            return None
+        if storage.is_local:
+            return LocalParquet({storage.path(p): self._meta(c, p) for c, p in good})
+        partitions = []
+        for c, path in good:
+            expr = None
+            for name, value in self._meta(c, path).items():
+                term = ds.field(name) == value if value is not None else \
+                    ds.field(name).is_null()
+                expr = term if expr is None else expr & term
+            partitions.append(expr)
+        filesystem = pafs.LocalFileSystem() if storage.is_local else \
+            pafs.PyFileSystem(pafs.FSSpecHandler(storage.fs))
+        return ds.FileSystemDataset.from_paths(
+            [storage.path(p) for _, p in good], schema=full_schema(),
+            format=ds.ParquetFileFormat(), filesystem=filesystem, partitions=partitions)
+
+    def sources_for(self, source_filter: str | None = None
+                    ) -> tuple[ds.Dataset | LocalParquet | None, pa.Table | None]:
+        """(lazy Parquet dataset, decoded Avro rows) of the committed instants, optionally
+        only those of one source table."""
+        committed = [c for c in self.instants()
+                     if source_filter is None or same_table(c.source_table, source_filter)]
+        avro: list[tuple[CommittedInstant, str]] = []
+        parquet: list[tuple[CommittedInstant, str]] = []
+        for c in committed:
+            for path in c.files:
+                try:
+                    fmt = F.format_of(self.table.storage.url(self.table.storage.path(path)))
+                except CorruptErrorFileError as exc:
+                    self._skip(exc)
+                    continue
+                (avro if fmt == "avro" else parquet).append((c, path))
+        return self._parquet_dataset(parquet), self._read_avro(avro)
+
+
+def register_errors(con: duckdb.DuckDBPyConnection, readers: list[tuple[ErrorTableReader,
+                    str | None]], name: str = "errors") -> None:
+    """Create view `name` in `con` over the committed rows of the readers' error tables
+    (each optionally filtered to one source table)."""
+    parts: list[str] = []
+    replayed: list[pa.Table] = []
+    for k, (reader, source_filter) in enumerate(readers):
+        dataset, avro = reader.sources_for(source_filter)
+        if isinstance(dataset, LocalParquet):
+            parts.append(dataset.sql())
+        elif dataset is not None:
+            con.register(f"__{name}_pq_{k}", dataset)
+            parts.append(f"SELECT * FROM __{name}_pq_{k}")
+        if avro is not None:
+            con.register(f"__{name}_avro_{k}", avro)
+            parts.append(f"SELECT * FROM __{name}_avro_{k}")
+        log = reader.replayed()
+        if log.num_rows:
+            replayed.append(log)
+    if not parts:
+        con.register(f"__{name}_empty", full_schema().empty_table())
+        parts.append(f"SELECT * FROM __{name}_empty")
+    base = f"__{name}_base"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {base} AS " + " UNION ALL BY NAME ".join(parts))
+    replay_name = None
+    if replayed:
+        replay_name = f"__{name}_replayed"
+        table = pa.concat_tables(replayed)
+        con.register(replay_name, table)
+        replay_name = f"(SELECT uid, max(replayed_instant) AS replayed_instant, " \
+                      f"max(replayed_into) AS replayed_into FROM {replay_name} GROUP BY uid)"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {view_sql(base, replay_name)}")
+
+
+def error_tables_of(target: Table) -> list[str]:
+    """The error tables a target table wrote to: named by its completed commits, plus the
+    local ``<table>_errors`` when that exists."""
+    urls: list[str] = []
+    for _, meta in target._timeline.completed():
+        url = meta.get("error_table") or meta.get("replayed_from")
+        if url and not any(same_table(url, u) for u in urls):
+            urls.append(str(url))
+    from errortable.config import SUFFIX_DEFAULT
+
+    local = target.storage.url().rstrip("/") + SUFFIX_DEFAULT
+    if not any(same_table(local, u) for u in urls):
+        candidate = Table(local, target.storage.storage_options)
+        if is_error_table(candidate):
+            urls.append(local)
+    return urls
+
+
+def readers_for(path: str | Table, storage_options: Mapping[str, Any] | None = None, *,
+                strict: bool = False, repair: bool = False
+                ) -> list[tuple[ErrorTableReader, str | None]]:
+    """Readers for `path`: an error table itself, or a target table (then its error tables,
+    filtered to its rows). NotAnErrorTableError if neither."""
+    table = path if isinstance(path, Table) else Table(path, storage_options)
+    options = table.storage.storage_options
+    if is_error_table(table):
+        return [(ErrorTableReader(table, strict=strict, repair=repair), None)]
+    urls = error_tables_of(table)
+    if not urls:
+        raise NotAnErrorTableError(
+            f"{table.storage.url()} is not an error table, and no error table is recorded for "
+            f"it (no error_table in its commits, no {table.storage.url()}_errors)")
+    source = table.storage.url()
+    return [(ErrorTableReader(Table(u, options), strict=strict, repair=repair,
+                              source_storage_options=options), source) for u in urls]
+
+
+def connect(path: str | Table, storage_options: Mapping[str, Any] | None = None, *,
+            strict: bool = False, repair: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with view `errors` over the committed rows at `path`."""
+    con = duckdb.connect()
+    register_errors(con, readers_for(path, storage_options, strict=strict, repair=repair))
+    return con
+
+
+def read(path: str | Table, storage_options: Mapping[str, Any] | None = None, *,
+         strict: bool = False, repair: bool = False) -> duckdb.DuckDBPyRelation:
+    """The committed error rows at `path` (an error table, local or global, or a target
+    table whose error tables are then read) as a DuckDB relation: the RFC-20 columns plus
+    flattened ones (created_at, commit_time, table_name, reason, fingerprint, day,
+    source_instant, ...). Use ``.to_arrow_table()``, ``.df()`` or more SQL on it."""
+    return connect(path, storage_options, strict=strict, repair=repair).sql(
+        "SELECT * FROM errors")
+
+
+def query(path: str | Table, sql: str, storage_options: Mapping[str, Any] | None = None, *,
+          strict: bool = False) -> duckdb.DuckDBPyRelation:
+    """Run `sql` over the view `errors` at `path`."""
+    return connect(path, storage_options, strict=strict).sql(sql)
+
+
+def _view_provider(table: Table, con: duckdb.DuckDBPyConnection) -> None:
+    """`errors` in markerstore's SQL: the table's own error rows (empty if it has none)."""
+    readers: list[tuple[ErrorTableReader, str | None]]
+    if is_error_table(table):
+        readers = [(ErrorTableReader(table), None)]
+    else:
+        source = table.storage.url()
+        readers = [(ErrorTableReader(Table(u, table.storage.storage_options)), source)
+                   for u in error_tables_of(table)]
+    register_errors(con, readers)
+

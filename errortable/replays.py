@@ -1,0 +1,232 @@
+"""Replay: re-ingest selected error records into their target table as a new commit.
+
+Without Spark: the records' JSON is validated again against the target table's schema
+(read from its newest Parquet data file; hive-style partition folders give the partition
+columns), the rows that now pass are written as Parquet files with markers, and the
+target table commits them with the replayed error uids in the commit's own metadata. That
+one atomic write is what makes replay idempotent: a second replay reads the uids of every
+earlier replay commit and skips them, whether or not anything after the commit ran. Then
+a ``replay-log`` commit on the error table records the uids too, for the `errors` view's
+``replayed_instant`` column (best effort: the target's metadata is the source of truth).
+Records that still fail stay in the error table, untouched, and are counted by reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from errortable._html import table_html
+from errortable.capture import Validator
+from errortable.reader import REPLAY_LOG_OPERATION, connect, readers_for
+from errortable.records import REASON, SOURCE_LINE
+from errortable.writer import storage_options_for
+from markerstore.errors import ConfigError, ErrorTableError
+from markerstore.table import DataFile, Table
+
+log = logging.getLogger(__name__)
+
+OPERATION = "replay"
+UIDS_KEY = "replayed_error_uids"
+
+
+@dataclass
+class TargetReplay:
+    """The replay into one target table."""
+
+    target_table: str
+    selected: int = 0
+    already_replayed: int = 0
+    no_payload: int = 0
+    still_failing: dict[str, int] = field(default_factory=dict)
+    written_rows: int = 0
+    instant: str | None = None
+    files: list[str] = field(default_factory=list)
+    uids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReplayResult:
+    """What a replay did (or, with dry_run, would do), per target table."""
+
+    path: str
+    where: str
+    dry_run: bool
+    targets: list[TargetReplay] = field(default_factory=list)
+
+    @property
+    def written_rows(self) -> int:
+        return sum(t.written_rows for t in self.targets)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "written_rows": self.written_rows}
+
+    def _repr_html_(self) -> str:
+        rows = [{k: v for k, v in asdict(t).items() if k != "uids"} for t in self.targets]
+        verb = "would replay" if self.dry_run else "replayed"
+        return f"<b>{verb} {self.written_rows} row(s) where {self.where}</b>" + table_html(rows)
+
+
+def replayed_uids(target: Table) -> set[str]:
+    """Every error uid that a completed replay commit of `target` re-ingested."""
+    uids: set[str] = set()
+    for _, meta in target._timeline.completed():
+        uids.update(meta.get(UIDS_KEY) or [])
+    return uids
+
+
+def target_schema(target: Table) -> tuple[pa.Schema, list[str]]:
+    """(file schema + partition columns as strings, partition columns), from the newest
+    Parquet data file of the target's completed commits."""
+    for _, meta in reversed(target._timeline.completed()):
+        for entry in meta.get("files", []):
+            path = entry["path"]
+            if not path.endswith(".parquet"):
+                continue
+            with target.storage.open_read(target.storage.path(path)) as handle:
+                schema = pq.read_schema(handle).remove_metadata()
+            partitions = [part.split("=", 1)[0] for part in path.split("/")[:-1]
+                          if "=" in part]
+            fields = list(schema) + [pa.field(p, pa.string()) for p in partitions
+                                     if p not in schema.names]
+            return pa.schema(fields), partitions
+    raise ErrorTableError(f"cannot tell the schema of {target.storage.url()}: none of its "
+                          "commits has a Parquet data file")
+
+
+def _select(con: duckdb.DuckDBPyConnection, where: str) -> list[tuple[Any, ...]]:
+    query = ("SELECT uid, record, source_table, replayed_instant FROM errors "
+             f"WHERE ({where}) ORDER BY created_at, uid")
+    if len(con.extract_statements(query)) != 1:
+        raise ConfigError(f"--where must be one SQL condition, got {where!r}")
+    return con.sql(query).fetchall()
+
+
+def replay(path: str, where: str, storage_options: Mapping[str, Any] | None = None, *,
+           dry_run: bool = False, target: str | None = None) -> ReplayResult:
+    """Re-ingest the error records selected by `where` (SQL over the `errors` view) into
+    their target tables (or into `target`), once."""
+    if not where or not where.strip():
+        raise ConfigError("--where needs a SQL condition over the errors view (for example "
+                          "\"reason = 'cast'\")")
+    readers = readers_for(path, storage_options)
+    con = connect(path, storage_options)
+    result = ReplayResult(path, where, dry_run)
+    by_target: dict[str, list[tuple[str, str | None]]] = {}
+    skipped_logged: dict[str, int] = Counter()
+    for uid, record, source_table, replayed in _select(con, where):
+        url = target or source_table
+        if not url:
+            raise ErrorTableError(f"error row {uid} names no target table; pass a target")
+        if replayed is not None:
+            skipped_logged[url] += 1
+            continue
+        by_target.setdefault(url, []).append((uid, record))
+    error_table = readers[0][0].table
+    for url in sorted(set(by_target) | set(skipped_logged)):
+        rows = by_target.get(url, [])
+        options = storage_options_for(url, error_table.storage.storage_options)
+        outcome = _replay_into(Table(url, options), rows, where, dry_run,
+                               error_table.storage.url())
+        outcome.selected += skipped_logged.get(url, 0)
+        outcome.already_replayed += skipped_logged.get(url, 0)
+        result.targets.append(outcome)
+        if outcome.instant is not None:
+            _log_replay(error_table, outcome)
+    return result
+
+
+def _replay_into(table: Table, rows: list[tuple[str, str | None]], where: str,
+                 dry_run: bool, error_table: str) -> TargetReplay:
+    outcome = TargetReplay(table.storage.url(), selected=len(rows))
+    done = replayed_uids(table)
+    records, uids = [], []
+    for uid, record in rows:
+        if uid in done:
+            outcome.already_replayed += 1
+            continue
+        value = json.loads(record) if record is not None else None
+        if not isinstance(value, dict):
+            outcome.no_payload += 1  # dropped or redacted payload, or a raw unparsed line
+            continue
+        records.append(value)
+        uids.append(uid)
+    if not records:
+        return outcome
+    schema, partitions = target_schema(table)
+    validator = Validator(schema, partition_by=partitions)
+    # Row numbers stand in for line numbers, so each failure names its input row.
+    good, failing = validator.split_records(records, line_numbers=range(len(records)))
+    outcome.still_failing = dict(Counter(e["context"][REASON] for e in failing))
+    failed_rows = {int(e["context"][SOURCE_LINE]) for e in failing}
+    good_uids = [uid for i, uid in enumerate(uids) if i not in failed_rows]
+    if len(good_uids) != good.num_rows:
+        raise ErrorTableError("replay lost track of which records passed validation")
+    outcome.written_rows = good.num_rows
+    outcome.uids = good_uids
+    if dry_run or good.num_rows == 0:
+        return outcome
+    instant = table.start_commit(operation=OPERATION, rollback_failed=False,
+                                 extra={"replayed_from": error_table})
+    try:
+        files = _write(table, instant, pa.Table.from_batches([good]), partitions)
+        table.commit(instant, files, metadata={UIDS_KEY: good_uids, "replayed_from": error_table,
+                                               "replay_where": where})
+    except BaseException:
+        table.abort(instant)
+        raise
+    outcome.instant = instant
+    outcome.files = [f.path for f in files]
+    log.info("replayed %d error record(s) into %s as %s", good.num_rows,
+             table.storage.url(), instant)
+    return outcome
+
+
+def _write(table: Table, instant: str, rows: pa.Table, partitions: list[str]
+           ) -> list[DataFile]:
+    markers = table.markers(instant)
+    groups: list[tuple[str, pa.Table]] = []
+    if partitions:
+        keys = rows.select(partitions).to_pylist()
+        seen: dict[str, list[int]] = {}
+        for i, key in enumerate(keys):
+            folder = "/".join(f"{p}={key[p]}" for p in partitions)
+            seen.setdefault(folder, []).append(i)
+        for folder, indices in seen.items():
+            part = rows.take(pa.array(indices, pa.int64())).drop_columns(partitions)
+            groups.append((folder, part))
+    else:
+        groups.append(("", rows))
+    files = []
+    for folder, part in groups:
+        name = f"{uuid.uuid4()}-replay_{instant}.parquet"
+        markers.create(folder, name, "CREATE", task_attempt="replay")
+        path = f"{folder}/{name}" if folder else name
+        with table.storage.open_write(table.storage.path(path)) as handle:
+            pq.write_table(part, handle)
+        size = int(table.storage.info(table.storage.path(path))["size"])
+        files.append(DataFile(path, size, part.num_rows))
+    return files
+
+
+def _log_replay(error_table: Table, outcome: TargetReplay) -> None:
+    try:
+        instant = error_table.start_commit(operation=REPLAY_LOG_OPERATION,
+                                           rollback_failed=False)
+        error_table.commit(instant, [], metadata={"replay": {
+            "uids": outcome.uids, "instant": outcome.instant,
+            "target_table": outcome.target_table}})
+    except Exception as exc:
+        log.warning("replay %s into %s committed, but recording it on the error table %s "
+                    "failed (%s); replays stay idempotent through the target's metadata",
+                    outcome.instant, outcome.target_table, error_table.storage.url(), exc)
+

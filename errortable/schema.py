@@ -1,0 +1,146 @@
+"""The ErrorRecord schema: read from ``schemas/error_record.avsc``, never restated in code.
+
+The Arrow schema (for Parquet error files and for reading) is derived from the Avro one,
+so a change to the .avsc file is a change everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import lru_cache
+from importlib.resources import files
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+
+SCHEMA_PACKAGE = "markerstore.schemas"
+SCHEMA_FILE = "error_record.avsc"
+
+
+@lru_cache(maxsize=1)
+def avsc_text() -> str:
+    """The text of error_record.avsc as shipped with the package."""
+    return (files(SCHEMA_PACKAGE) / SCHEMA_FILE).read_text(encoding="utf-8")
+
+
+def avro_schema() -> dict[str, Any]:
+    """The ErrorRecord schema as JSON (a fresh copy each call)."""
+    schema: dict[str, Any] = json.loads(avsc_text())
+    return schema
+
+
+@lru_cache(maxsize=1)
+def parsed_schema() -> Any:
+    """The schema parsed by fastavro, for writers and readers."""
+    return fastavro.parse_schema(avro_schema())
+
+
+def field_names() -> list[str]:
+    return [f["name"] for f in avro_schema()["fields"]]
+
+
+_PRIMITIVES: dict[str, pa.DataType] = {
+    "string": pa.string(), "bytes": pa.binary(), "int": pa.int32(), "long": pa.int64(),
+    "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(),
+}
+
+
+def _arrow_type(avro_type: Any) -> tuple[pa.DataType, bool]:
+    """(Arrow type, nullable) of an Avro type; covers what ErrorRecord uses and a bit more."""
+    if isinstance(avro_type, list):
+        branches = [t for t in avro_type if t != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"unsupported Avro union {avro_type!r}")
+        arrow, _ = _arrow_type(branches[0])
+        return arrow, "null" in avro_type
+    if isinstance(avro_type, str):
+        if avro_type not in _PRIMITIVES:
+            raise ValueError(f"unsupported Avro type {avro_type!r}")
+        return _PRIMITIVES[avro_type], False
+    kind = avro_type.get("type")
+    if kind == "map":
+        values, _ = _arrow_type(avro_type["values"])
+        return pa.map_(pa.string(), values), False
+    if kind == "array":
+        items, _ = _arrow_type(avro_type["items"])
+        return pa.list_(items), False
+    if isinstance(kind, str) and kind in _PRIMITIVES:
+        return _PRIMITIVES[kind], False
+    raise ValueError(f"unsupported Avro type {avro_type!r}")
+
+
+@lru_cache(maxsize=1)
+def arrow_schema() -> pa.Schema:
+    """ErrorRecord as an Arrow schema: the same fields, types and nullability."""
+    fields = []
+    for f in avro_schema()["fields"]:
+        arrow, nullable = _arrow_type(f["type"])
+        fields.append(pa.field(f["name"], arrow, nullable=nullable))
+    return pa.schema(fields)
+
+
+def empty_table() -> pa.Table:
+    return arrow_schema().empty_table()
+
+
+def records_to_arrow(records: Iterable[dict[str, Any]]) -> pa.Table:
+    """Error records (dicts in the ErrorRecord shape) as an Arrow table."""
+    schema = arrow_schema()
+    names = schema.names
+    columns: dict[str, list[Any]] = {n: [] for n in names}
+    appenders = [(columns[n].append, n) for n in names]
+    for record in records:
+        for append, name in appenders:
+            append(record.get(name))
+    arrays = []
+    for f in schema:
+        values = columns[f.name]
+        arrays.append(_map_array(values, f.type) if pa.types.is_map(f.type)
+                      else pa.array(values, type=f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _map_array(values: list[Any], map_type: pa.MapType) -> pa.Array:
+    """A map column from dicts (or None), built from flat keys and items: much faster than
+    pa.array over lists of pairs. A null start offset marks a null map (pyarrow's rule)."""
+    keys: list[Any] = []
+    items: list[Any] = []
+    offsets: list[int | None] = []
+    for value in values:
+        if value is None:
+            offsets.append(None)
+            continue
+        offsets.append(len(keys))
+        pairs = value.items() if isinstance(value, dict) else value
+        for key, item in pairs:
+            keys.append(key)
+            items.append(item)
+    offsets.append(len(keys))
+    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()),
+                                   pa.array(keys, map_type.key_type),
+                                   pa.array(items, map_type.item_type))
+
+
+def arrow_to_records(table: pa.Table) -> list[dict[str, Any]]:
+    """ErrorRecord rows of an Arrow table as dicts (maps become dicts, as Avro wants);
+    column by column, which is several times faster than Table.to_pylist here."""
+    columns: list[list[Any]] = []
+    for f in table.schema:
+        chunked = table.column(f.name)
+        array = chunked.combine_chunks() if chunked.num_chunks != 1 else chunked.chunk(0)
+        if pa.types.is_map(f.type):
+            offsets = array.offsets.to_pylist()
+            keys = array.keys.to_pylist()
+            items = array.items.to_pylist()
+            nulls = array.is_null().to_pylist() if array.null_count else None
+            columns.append([
+                None if nulls is not None and nulls[i] else
+                dict(zip(keys[offsets[i]:offsets[i + 1]], items[offsets[i]:offsets[i + 1]],
+                         strict=True))
+                for i in range(len(array))])
+        else:
+            columns.append(array.to_pylist())
+    names = table.schema.names
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
