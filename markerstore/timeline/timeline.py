@@ -9,8 +9,8 @@
 Both terminal states go through one arbiter: ``<instant>.commit`` is created with
 create-if-absent. A commit writes its metadata there; a rollback first writes a tombstone
 there (``{"state": "rolledback"}``), announced beforehand by ``.rollback.requested``
-so that listing alone classifies every other instant, and only then deletes anything. So of a commit and a
-rollback of the same instant, or of two commits, exactly one wins, on every storage. An
+so that listing alone classifies every other instant, and only then deletes anything. So
+of a commit and a rollback of the same instant, or of two commits, exactly one wins. An
 instant fenced by a tombstone whose rollback has not written ``.rollback`` yet is still
 reported inflight, so recovery finishes its rollback.
 """
