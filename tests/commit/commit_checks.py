@@ -51,9 +51,11 @@ def run_job_tasks(job: WriteJob, data: dict[int, list[pa.RecordBatch]], *, attem
             for pid, batches_ in sorted(data.items())]
 
 
-def split(rows: int, tasks: int, **kwargs: Any) -> dict[int, list[pa.RecordBatch]]:
+def split(rows: int, tasks: int, *, start: int = 0, **kwargs: Any
+          ) -> dict[int, list[pa.RecordBatch]]:
+    """`rows` rows over `tasks` tasks (partition id -> batches), ids from `start`."""
     per = rows // tasks
-    return {p: batches(per, start=p * per, **kwargs) for p in range(tasks)}
+    return {p: batches(per, start=start + p * per, **kwargs) for p in range(tasks)}
 
 
 def live_paths(table: Table) -> list[str]:
