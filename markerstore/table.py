@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -70,10 +71,8 @@ def register_recovery_hook(hook: RecoveryHook) -> None:
 
 def _load_recovery() -> None:
     # The commit protocol registers its recovery and cleanup hooks when imported.
-    try:
+    with contextlib.suppress(ImportError):
         import markerstore.commit  # noqa: F401
-    except ImportError:
-        pass
 
 
 @dataclass(frozen=True)
