@@ -45,6 +45,7 @@ from markerstore.timeline import (
     InstantInfo,
     Timeline,
     is_instant,
+    parse_instant,
 )
 
 log = logging.getLogger(__name__)
@@ -287,11 +288,20 @@ class Table:
         if instant in self._beating:
             return True
         beat = self.heartbeats.read(instant)
-        if beat is None or self.heartbeats.expired(beat):
+        if beat is None:
+            # A writer creates its instant, then beats: a young instant without a beat yet
+            # is starting, not dead.
+            return self._young(instant)
+        if self.heartbeats.expired(beat):
             return False
         if beat.get("host") == socket.gethostname() and isinstance(beat.get("pid"), int):
             return _pid_alive(beat["pid"])
         return True
+
+    def _young(self, instant: str) -> bool:
+        """Whether the instant was created less than a heartbeat expiry ago."""
+        age_ms = (datetime.now(timezone.utc) - parse_instant(instant)).total_seconds() * 1000
+        return age_ms < self.heartbeats.expiry_ms
 
     def rollback(self, instant: str | None = None, *, force: bool = False,
                  roll_forward: bool = True) -> RollbackResult | list[RollbackResult]:
@@ -344,7 +354,9 @@ class Table:
             if info.state not in (REQUESTED, INFLIGHT) or info.instant in self._beating:
                 continue
             if policy == "lazy":
-                if self.heartbeats.is_expired(info.instant):
+                beat = self.heartbeats.read(info.instant)
+                if (self.heartbeats.expired(beat) if beat is not None
+                        else not self._young(info.instant)):
                     result.append(info.instant)
             elif policy == "eager":
                 if not self.writer_alive(info.instant):
