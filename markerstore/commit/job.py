@@ -145,6 +145,14 @@ class JobCommitter:
         error_files = [e for r in results for e in r.summary.error_files]
         scopes = scopes_for({f.partition for f in files}, self.partitioned)
         published = False
+        phases: dict[str, float] = {}
+        mark = [time.perf_counter()]
+
+        def lap(name: str) -> None:
+            now = time.perf_counter()
+            phases[f"commit_{name}"] = phases.get(f"commit_{name}", 0.0) + now - mark[0]
+            mark[0] = now
+
         try:
             _step("before_reconcile")
             replaced: list[str] = []
@@ -153,8 +161,10 @@ class JobCommitter:
                 _step("after_intent")
                 check_concurrent(self.table, self.instant, scopes)
                 replaced = check_committed(self.table, self.conflict_mode, scopes)
+            lap("conflicts")
             recon = self.table.reconcile(self.instant, [f.path for f in files])
             self.staging.discard_losers(files)
+            lap("reconcile")
             _step("after_reconcile")
             metadata = {**self.metadata, "conflict_mode": self.conflict_mode,
                         "replaced_files": replaced, "rows_in": rows_in,
@@ -164,11 +174,14 @@ class JobCommitter:
                 metadata["error_files"] = error_files
             plan = self._plan(PUBLISH, scopes, files, replaced, metadata)
             write_plan(self.table.storage, plan)
+            lap("plan")
             published = True
             self.staging.publish(files, lambda done, total: _step("publish", done=done,
                                                                   total=total))
+            lap("publish")
             _step("before_complete")
             self._complete(plan)
+            lap("complete")
         except BaseException as exc:
             self._fail(exc, files if published else [])
             raise
@@ -178,10 +191,11 @@ class JobCommitter:
         except Exception as exc:  # the commit stands; recovery finishes the cleanup
             log.warning("instant %s: cleanup after commit failed (%s); the next write or "
                         "sweep finishes it", self.instant, exc)
+        lap("cleanup")
         after = self.table.storage.requests()
         driver = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         total = dict(driver)
-        timings: dict[str, float] = {"commit": time.perf_counter() - started}
+        timings: dict[str, float] = {"commit": time.perf_counter() - started, **phases}
         for result in results:
             for kind, count in result.summary.requests.items():
                 total[kind] = total.get(kind, 0) + count

@@ -255,6 +255,8 @@ class MultipartStaging(Staging):
             record(done)
             os.unlink(target)
             result.append(done)
+        if files:
+            shutil.rmtree(self._task_dir(files[0][0].task_attempt_id), ignore_errors=True)
         return result
 
     def abort_task(self, task_attempt_id: int) -> None:
