@@ -81,6 +81,8 @@ def roll_forward(table: Table, instant: str) -> RollbackResult | None:
     plan = read_plan(table.storage, instant)
     if plan is None or plan.phase != PUBLISH:
         return None
+    if table._timeline.is_fenced(instant):
+        return None  # a rollback fenced it already: finish that rollback
     if not table.settings[config.ROLL_FORWARD]:
         log.info("instant %s has a publish plan but roll forward is off", instant)
         return None

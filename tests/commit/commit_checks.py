@@ -15,7 +15,8 @@ from markerstore.commit.names import belongs_to
 from markerstore.commit.staging import STAGING_DIR
 from markerstore.markers import MARKERS_DIR
 
-SMALL = {"markerstore.write.target_file_size": 4000}
+SMALL = {"markerstore.write.target_file_size": 16000}
+TINY = {"markerstore__write__target_file_size": 4000}  # for tests that need many files
 
 
 def open_table(location: Any, **options: Any) -> Table:

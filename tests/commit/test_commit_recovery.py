@@ -100,8 +100,8 @@ def test_next_write_recovers_a_crashed_commit(location: Any, step: str) -> None:
 
 @pytest.mark.parametrize("step", ["after_reconcile", "publish"])
 def test_markerstore_rollback_recovers_a_crashed_commit(location: Any, step: str) -> None:
-    if location.kind == "memory":
-        pytest.skip("a memory:// table does not outlive its process")
+    if (location.kind, step) not in (("local", "after_reconcile"), ("s3", "publish")):
+        pytest.skip("one storage per step (the next-write test covers every pair)")
     table = open_table(location)
     commit_all(table, split(OLD, 2), conflict_mode="append")
     crashed = crash_write(table, step, partition_by=["day"], mode="append")
@@ -138,7 +138,7 @@ def test_roll_forward_impossible_falls_back_to_rollback(moto_s3: Any) -> None:
     say): the write cannot be completed, so it is rolled back whole."""
     bucket = moto_s3.create_bucket("no-forward")
     table = Table(f"s3://{bucket}/t", moto_s3.storage_options(),
-                  {"markerstore.write.target_file_size": 4000})
+                  {"markerstore.write.target_file_size": 16000})
     commit_all(table, split(OLD, 2), conflict_mode="append")
     crashed = crash_write(table, "publish")
     plan = read_plan(table.storage, crashed["instant"])

@@ -33,7 +33,7 @@ def zombie_key(table: Table, instant: str, write_uuid: str | None = None) -> str
 def test_sweep_aborts_only_orphans_of_this_tables_finished_writes(moto_s3: Any) -> None:
     bucket = moto_s3.create_bucket("sweep-test")
     options = moto_s3.storage_options()
-    table = Table(f"s3://{bucket}/t", options, {"markerstore.write.target_file_size": 4000})
+    table = Table(f"s3://{bucket}/t", options, {"markerstore.write.target_file_size": 16000})
     other = Table(f"s3://{bucket}/t2", options, table.settings)  # an adjacent table
 
     completed = commit_all(table, split(200, 1), conflict_mode="append")
@@ -75,7 +75,7 @@ def test_sweep_aborts_only_orphans_of_this_tables_finished_writes(moto_s3: Any) 
 
 
 def test_sweep_deletes_staging_left_by_finished_writes_only(tmp_path: Any) -> None:
-    table = Table(str(tmp_path / "t"), None, {"markerstore.write.target_file_size": 4000})
+    table = Table(str(tmp_path / "t"), None, {"markerstore.write.target_file_size": 16000})
     done = WriteJob(table, conflict_mode="append").start()
     done.abort()
     live = WriteJob(table, conflict_mode="append").start()

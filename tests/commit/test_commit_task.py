@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from commit_checks import batches, data_files, open_table, uploads
+from commit_checks import TINY, batches, data_files, open_table, uploads
 
 from markerstore.commit import FileName, TaskAttempt, TaskWriter, WriteJob, run_task
 from markerstore.commit.names import HIVE_DEFAULT_PARTITION, partition_path
@@ -47,7 +47,7 @@ def test_split_by_partition_groups_rows() -> None:
 
 
 def test_marker_is_durable_before_the_file_exists(location: Any) -> None:
-    table = open_table(location)
+    table = open_table(location, **TINY)
     job = WriteJob(table, partition_by=["day"]).start()
     markers = DirectWriteMarkers(table.storage, job.instant, initialize=False)
     staging = staging_for(table.storage, job.instant, job.write_uuid, table.settings)
@@ -75,7 +75,7 @@ def test_marker_is_durable_before_the_file_exists(location: Any) -> None:
 
 
 def test_task_rolls_files_and_reports_stats(location: Any) -> None:
-    table = open_table(location)
+    table = open_table(location, **TINY)
     job = WriteJob(table, partition_by=["day"]).start()
     result = run_task(job.spec, batches(6000, days=2), TaskAttempt(4, 2, 0, 77))
     assert sum(f.rows for f in result.files) == 6000

@@ -54,3 +54,9 @@ def where(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
 
     bucket = moto.create_bucket(f"spark-{uuid.uuid4().hex[:12]}")
     return Location("s3", f"s3://{bucket}/table", moto.storage_options())
+
+
+@pytest.fixture
+def local_where(tmp_path: Any) -> Location:
+    """A local table only: for Spark-level behaviour the commit tests already check on S3."""
+    return Location("local", str(tmp_path / "table"))
