@@ -24,7 +24,7 @@ from markerstore.commit.staging import resolve_mode, staging_for
 from markerstore.commit.stats import TaskResult
 from markerstore.commit.task import BatchValidator, ErrorSinkFactory
 from markerstore.errors import ConfigError
-from markerstore.markers import BATCHED, DIRECT, RollbackResult, ensure_marker_type
+from markerstore.markers import DIRECT, RollbackResult, ensure_marker_type
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
@@ -78,12 +78,20 @@ class WriteJob:
                    self.conflict_mode, "staging": self.staging_mode,
                    "markers": self.marker_type})
         try:
-            ensure_marker_type(self.table.storage, self.instant,
-                               BATCHED if self.marker_type == "batched" else DIRECT)
+            self._open_markers()
         except BaseException:
             self.table.abort(self.instant)
             raise
         return self
+
+    def _open_markers(self) -> None:
+        """Open the instant's marker folder (MARKERS.type) before any task runs."""
+        if self.marker_type == "batched":
+            from markerstore.server.client import MarkerClient
+
+            MarkerClient(self.marker_url, self.instant, table=self.table)  # opens the folder
+        else:
+            ensure_marker_type(self.table.storage, self.instant, DIRECT)
 
     @property
     def spec(self) -> TaskSpec:

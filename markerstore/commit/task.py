@@ -63,8 +63,10 @@ ErrorSinkFactory = Callable[[TaskAttempt, WriteMarkers], ErrorSink]
 
 def record_details(markers: WriteMarkers, partition: str, file_name: str,
                    **details: Any) -> None:
-    """Put details (size, checksum, pending upload) in an existing CREATE marker: direct
-    markers rewrite the marker object; other mechanisms take them on a repeated create."""
+    """Put details (size, checksum, pending upload) in an existing CREATE marker, where the
+    mechanism can: direct markers rewrite the marker object; a mechanism with an `update`
+    call uses it; otherwise they go with a repeated create, which a mechanism that dedupes
+    by name may drop (rollback and job commit also find uploads by listing, by name)."""
     update = getattr(markers, "update", None)
     if callable(update):
         update(partition, file_name, IOType.CREATE, **details)

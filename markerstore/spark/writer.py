@@ -92,6 +92,13 @@ def _start_marker_server(df: DataFrame, table: Table, settings: config.Settings
     return server, str(url)
 
 
+def _application_id(df: DataFrame) -> str | None:
+    try:  # a Spark Connect session has no SparkContext
+        return str(df.sparkSession.sparkContext.applicationId)
+    except Exception:
+        return None
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     for line in text.splitlines():
@@ -128,8 +135,7 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
     try:
         job = WriteJob(table, partition_by=columns, marker_url=marker_url, validator=validator,
                        error_sink=error_sink, task_hook=_task_hook,
-                       metadata={"engine": "spark",
-                                 "spark_app_id": df.sparkSession.sparkContext.applicationId})
+                       metadata={"engine": "spark", "spark_app_id": _application_id(df)})
         job.start()
         try:
             data = df.sortWithinPartitions(*columns) if columns else df
