@@ -188,3 +188,49 @@ def test_failed_upload_aborts_the_task_uploads_and_local_files(
     assert list((tmp_path / "staging").rglob("*.parquet")) == []
     job.abort()
     assert data_files(table) == []
+
+
+class ListSink:
+    """An error sink that keeps error rows in memory (errortable plugs in here)."""
+
+    def __init__(self) -> None:
+        self.rows: list[pa.Table] = []
+        self.aborted = False
+
+    def write(self, errors: pa.Table) -> None:
+        self.rows.append(errors)
+
+    def commit(self) -> list[dict[str, Any]]:
+        return [{"rows": sum(t.num_rows for t in self.rows)}]
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_validator_and_error_sink_count_error_records(tmp_path: Any) -> None:
+    import pyarrow.compute as pc
+
+    from markerstore import Table
+
+    def validator(batch: pa.RecordBatch, attempt: TaskAttempt) -> Any:
+        bad = pc.less(batch.column("id"), 7)
+        rejected = batch.filter(bad)
+        reasons = ["cast" if i % 2 else "check" for i in rejected.column("id").to_pylist()]
+        errors = pa.Table.from_batches([rejected]).append_column("reason", pa.array(reasons))
+        return batch.filter(pc.invert(bad)), errors
+
+    sinks: list[ListSink] = []
+
+    def sink(attempt: TaskAttempt, markers: Any) -> ListSink:
+        sinks.append(ListSink())
+        return sinks[-1]
+
+    table = Table(str(tmp_path / "t"))
+    job = WriteJob(table, conflict_mode="append", validator=validator, error_sink=sink).start()
+    result = run_task(job.spec, batches(100), TaskAttempt(0, 1, 0, 1))
+    assert result.summary.error_records == {"check": 4, "cast": 3}
+    assert result.summary.error_files == [{"rows": 7}]
+    commit = job.commit([result])
+    assert commit.rows_written == 93 and commit.error_records == {"check": 4, "cast": 3}
+    assert table.commit_metadata(job.instant)["error_records"] == {"check": 4, "cast": 3}
+    assert table.commit_metadata(job.instant)["rows_in"] == 100
