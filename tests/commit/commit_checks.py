@@ -130,3 +130,23 @@ def commit_all(table: Table, data: dict[int, list[pa.RecordBatch]],
 
 def paths_of(results: Iterable[TaskResult]) -> list[str]:
     return sorted(f.path for r in results for f in r.files)
+
+
+BATCHED = {"markerstore__write__markers__type": "batched"}
+
+
+class MarkerServerRunning:
+    """The marker server of a table, embedded as a Spark driver embeds it."""
+
+    def __init__(self, table: Table) -> None:
+        from markerstore.server import MarkerServer
+
+        self.server = MarkerServer(table, "127.0.0.1", 0)
+        self.url = ""
+
+    def __enter__(self) -> str:
+        self.url = str(self.server.start())
+        return self.url
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()

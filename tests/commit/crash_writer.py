@@ -32,8 +32,13 @@ def main() -> None:
 
     add_step_hook(crash)
     table = Table(args["url"], args["storage_options"], args["options"])
+    marker_url = None
+    if table.settings["markerstore.write.markers.type"] == "batched":
+        from markerstore.server import MarkerServer
+
+        marker_url = MarkerServer(table, "127.0.0.1", 0).start()  # dies with this process
     job = WriteJob(table, partition_by=args["partition_by"],
-                   conflict_mode=args["conflict_mode"]).start()
+                   conflict_mode=args["conflict_mode"], marker_url=marker_url).start()
     print(json.dumps({"instant": job.instant, "write_uuid": job.write_uuid}), flush=True)
     rows, start, tasks = args["rows"], args["start"], 3
     per = rows // tasks

@@ -79,6 +79,21 @@ def test_a_task_failing_after_writing_files_leaves_only_winners(spark: Any, wher
     assert_clean(table)
 
 
+def test_batched_markers_from_executors_to_the_driver(spark: Any, where: Any) -> None:
+    """markers.type=batched: the driver embeds the marker server at spark.driver.host and
+    the executors' tasks create their markers through it."""
+    pytest.importorskip("markerstore.server.app")
+    options = {**SMALL, "markerstore.write.markers.type": "batched"}
+    result = ms.write(frame(spark), where.url, options=options,
+                      storage_options=where.storage_options,
+                      _task_hook=fail_first_attempt("crash"))
+    table = open_table(where)
+    assert result.rows_written == ROWS and result.files_cleaned > 0
+    assert_exactly_committed(table, ROWS)
+    assert uploads(table) == []
+    assert_clean(table)
+
+
 def test_a_failed_job_is_rolled_back_and_raises(spark: Any, where: Any) -> None:
     def always(step: str, attempt: TaskAttempt, files: list[FileStats]) -> None:
         if attempt.partition_id == 2:
