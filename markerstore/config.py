@@ -94,6 +94,14 @@ SERVER_MAX_BODY_BYTES = "markerstore.markers.server.max_body_bytes"
 SERVER_INSTANT_CHECK_MS = "markerstore.markers.server.instant_check_ms"
 CLIENT_TIMEOUT_MS = "markerstore.markers.client.timeout_ms"
 CLIENT_RETRIES = "markerstore.markers.client.retries"
+UUID_REQUIRED = "markerstore.write.uuid.required"
+STAGING_MODE = "markerstore.write.staging.mode"
+STAGING_DIR = "markerstore.write.staging.dir"
+TARGET_FILE_SIZE = "markerstore.write.target_file_size"
+ROW_GROUP_BYTES = "markerstore.write.parquet.row_group_bytes"
+PARQUET_COMPRESSION = "markerstore.write.parquet.compression"
+MAX_OPEN_FILES = "markerstore.write.max_open_files"
+ROLL_FORWARD = "markerstore.write.recovery.roll_forward"
 
 OPTIONS: dict[str, Option] = {}
 
@@ -183,6 +191,38 @@ for _opt in (
            ()),
     Option(CLIENT_RETRIES, 3, _int_min(0),
            "Marker client: retries of a request that could not reach the server or got 503.",
+           ()),
+    Option(UUID_REQUIRED, False, _bool,
+           "Refuse a write that is not given a write UUID (markerstore.write.uuid).",
+           ("fs.s3a.committer.require.uuid",)),
+    Option(STAGING_MODE, "auto", _choice("auto", "multipart", "rename", "none"),
+           "How task output stays invisible until job commit: multipart (S3: uncompleted "
+           "multipart uploads), rename (local, memory: staged under .markerstore/staging, "
+           "renamed at job commit), none (written in place, visible before commit). auto "
+           "is multipart on S3 and rename elsewhere.",
+           ()),
+    Option(STAGING_DIR, None, _optional_str,
+           "S3 staging: local folder where tasks write files before uploading them "
+           "(default: the system temporary folder).",
+           ()),
+    Option(TARGET_FILE_SIZE, 128 * 1024 * 1024, _int_min(1),
+           "A task starts a new data file once the current one reaches this many bytes.",
+           ("hoodie.parquet.max.file.size",)),
+    Option(ROW_GROUP_BYTES, 64 * 1024 * 1024, _int_min(1),
+           "Rows buffered (Arrow bytes in memory) before a Parquet row group is written.",
+           ("hoodie.parquet.block.size",)),
+    Option(PARQUET_COMPRESSION, "snappy",
+           _choice("snappy", "zstd", "gzip", "lz4", "brotli", "none",
+                   synonyms={"uncompressed": "none"}),
+           "Parquet compression codec of data files.",
+           ("hoodie.parquet.compression.codec",)),
+    Option(MAX_OPEN_FILES, 16, _int_min(1),
+           "Data files a task keeps open at once (one per partition value); the least "
+           "recently used is closed beyond this.",
+           ()),
+    Option(ROLL_FORWARD, True, _bool,
+           "Recovery completes a failed write whose job commit plan was durably written "
+           "(every winning file staged) instead of rolling it back.",
            ()),
 ):
     register(_opt)

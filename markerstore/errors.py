@@ -14,7 +14,10 @@
     │   ├── InstantCompletedError            rollback of a completed instant
     │   └── HeartbeatAliveError              rollback of an inflight instant whose writer is alive
     ├── ReconcileError                       deleting an invalid file failed: the commit must fail
-    ├── WriteConflictError                   conflict mode `fail` found existing data
+    ├── WriteConflictError                   conflict mode `fail` found existing data, or a
+    │                                        concurrent write claims the same partitions
+    ├── WriteAbortedError                    a write failed (Spark job or job commit) and was
+    │                                        rolled back; the cause is chained
     └── ErrorTableError                      an error table cannot be used as asked
         ├── NotAnErrorTableError (LookupError)   the path holds no error table
         └── CorruptErrorFileError (ValueError)   an error file cannot be read (names the file)
@@ -79,7 +82,12 @@ class ReconcileError(MarkerStoreError):
 
 
 class WriteConflictError(MarkerStoreError):
-    """Conflict mode `fail` found data already present where this write would go."""
+    """Conflict mode `fail` found data already present where this write would go, or a
+    concurrent write in mode fail or replace claims the same partitions."""
+
+
+class WriteAbortedError(MarkerStoreError):
+    """A write failed in its Spark job or its job commit and was rolled back."""
 
 
 class ErrorTableError(MarkerStoreError):

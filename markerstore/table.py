@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -44,6 +45,7 @@ from markerstore.timeline import (
     InstantInfo,
     Timeline,
     is_instant,
+    parse_instant,
 )
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,24 @@ RESERVED_METADATA = frozenset({
     "write_uuid", "filenames", "files", "counts", "metrics", "diagnostics", "operation",
     "partitions",
 })
+
+# Steps a rollback runs before it fences an instant (see register_recovery_hook).
+RecoveryHook = Callable[["Table", str], "RollbackResult | None"]
+_RECOVERY_HOOKS: list[RecoveryHook] = []
+
+
+def register_recovery_hook(hook: RecoveryHook) -> None:
+    """A step run by :meth:`Table.rollback` before it fences a failed instant: the hook
+    may finish the instant instead (roll forward) and return the result; None lets the
+    rollback go on. It must be idempotent."""
+    if hook not in _RECOVERY_HOOKS:
+        _RECOVERY_HOOKS.append(hook)
+
+
+def _load_recovery() -> None:
+    # The commit protocol registers its recovery and cleanup hooks when imported.
+    with contextlib.suppress(ImportError):
+        import markerstore.commit  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -268,18 +288,28 @@ class Table:
         if instant in self._beating:
             return True
         beat = self.heartbeats.read(instant)
-        if beat is None or self.heartbeats.expired(beat):
+        if beat is None:
+            # A writer creates its instant, then beats: a young instant without a beat yet
+            # is starting, not dead.
+            return self._young(instant)
+        if self.heartbeats.expired(beat):
             return False
         if beat.get("host") == socket.gethostname() and isinstance(beat.get("pid"), int):
             return _pid_alive(beat["pid"])
         return True
 
-    def rollback(self, instant: str | None = None, *, force: bool = False
-                 ) -> RollbackResult | list[RollbackResult]:
+    def _young(self, instant: str) -> bool:
+        """Whether the instant was created less than a heartbeat expiry ago."""
+        age_ms = (datetime.now(timezone.utc) - parse_instant(instant)).total_seconds() * 1000
+        return age_ms < self.heartbeats.expiry_ms
+
+    def rollback(self, instant: str | None = None, *, force: bool = False,
+                 roll_forward: bool = True) -> RollbackResult | list[RollbackResult]:
         """Roll back one failed instant from its markers and the timeline alone, or, with
         no instant, every failed one (see :meth:`rollback_failed`). Idempotent: a second
         rollback is a no-op. Refuses a completed instant, and an inflight one whose writer
-        is alive unless `force`."""
+        is alive unless `force`. With `roll_forward`, a recovery hook may complete the
+        instant instead (the result then has ``rolled_forward``)."""
         if instant is None:
             return self.rollback_failed("eager" if force else "lazy")
         state = self._timeline.state(instant)
@@ -292,6 +322,12 @@ class Table:
             raise HeartbeatAliveError(
                 f"instant {instant} is inflight and its writer is alive (heartbeat within "
                 f"{self.heartbeats.expiry_ms} ms); stop it first, or force the rollback")
+        _load_recovery()
+        if roll_forward:
+            for hook in list(_RECOVERY_HOOKS):
+                outcome = hook(self, instant)
+                if outcome is not None:
+                    return outcome
         self._timeline.claim_rollback(instant)
         result = rollback_from_markers(self.storage, self._timeline, instant,
                                        parallelism=self.parallelism)
@@ -301,8 +337,8 @@ class Table:
         return result
 
     def abort(self, instant: str) -> RollbackResult:
-        """Abort this process's own write: roll it back now. Idempotent."""
-        result = self.rollback(instant, force=True)
+        """Abort this process's own write: roll it back now (never forward). Idempotent."""
+        result = self.rollback(instant, force=True, roll_forward=False)
         assert isinstance(result, RollbackResult)
         return result
 
@@ -318,7 +354,9 @@ class Table:
             if info.state not in (REQUESTED, INFLIGHT) or info.instant in self._beating:
                 continue
             if policy == "lazy":
-                if self.heartbeats.is_expired(info.instant):
+                beat = self.heartbeats.read(info.instant)
+                if (self.heartbeats.expired(beat) if beat is not None
+                        else not self._young(info.instant)):
                     result.append(info.instant)
             elif policy == "eager":
                 if not self.writer_alive(info.instant):

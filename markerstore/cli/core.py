@@ -76,7 +76,8 @@ def rollback(table: str, instant: str | None, force: bool, storage_options: tupl
 
 def _rollback_row(result: RollbackResult) -> dict[str, Any]:
     return {"instant": result.instant,
-            "status": "already rolled back" if result.noop else "rolled back",
+            "status": ("rolled forward" if result.rolled_forward else
+                       "already rolled back" if result.noop else "rolled back"),
             "deleted_files": len(result.deleted_files), "files": result.deleted_files,
             "kept_append_files": result.kept_append_files}
 

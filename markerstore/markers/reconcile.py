@@ -163,17 +163,20 @@ def reconcile(storage: Storage, timeline: Timeline, instant: str, committed: Ite
 
 @dataclass
 class RollbackResult:
-    """What a rollback did; `noop` when the instant was already rolled back."""
+    """What a rollback did; `noop` when the instant was already rolled back,
+    `rolled_forward` when recovery completed it instead."""
 
     instant: str
     deleted_files: list[str] = field(default_factory=list)
     kept_append_files: list[str] = field(default_factory=list)
     hooks: dict[str, Any] = field(default_factory=dict)
     noop: bool = False
+    rolled_forward: bool = False  # recovery completed the instant instead
 
     def to_dict(self) -> dict[str, Any]:
         return {"instant": self.instant, "deleted_files": self.deleted_files,
                 "kept_append_files": self.kept_append_files, "noop": self.noop,
+                "rolled_forward": self.rolled_forward,
                 **({"cleanup": self.hooks} if self.hooks else {})}
 
 

@@ -75,11 +75,17 @@ def commits_table(table: Table) -> pa.Table:
 
 
 def files_table(table: Table) -> pa.Table:
+    """Live data files of completed commits: a commit that replaced files (conflict mode
+    replace) hides them from the instant it completed, before they are deleted."""
     rows: dict[str, list[Any]] = {f.name: [] for f in FILES_SCHEMA}
     storage = table.storage
-    for instant, meta in table._timeline.completed():
+    completed = table._timeline.completed()
+    replaced = {path for _, meta in completed for path in meta.get("replaced_files", [])}
+    for instant, meta in completed:
         for entry in meta.get("files", []):
             path = entry["path"]
+            if path in replaced:
+                continue
             partition, _, file_name = path.rpartition("/")
             rows["instant"].append(instant)
             rows["partition"].append(partition)

@@ -1,0 +1,128 @@
+"""The driver side of one write, engine-neutral: start, hand out a TaskSpec, commit, abort.
+
+    job = WriteJob(table, partition_by=["day"], conflict_mode="replace").start()
+    results = [run_task(job.spec, batches, attempt) for ...]   # in executors
+    commit = job.commit(winning_results)                       # or job.abort()
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from markerstore import config
+from markerstore.commit.conflict import FAIL, check_committed
+from markerstore.commit.job import JobCommitter
+from markerstore.commit.names import check_write_uuid
+from markerstore.commit.recovery import finish_terminal_plans
+from markerstore.commit.result import CommitResult
+from markerstore.commit.runner import TaskHook, TaskSpec
+from markerstore.commit.staging import resolve_mode, staging_for
+from markerstore.commit.stats import TaskResult
+from markerstore.commit.task import BatchValidator, ErrorSinkFactory
+from markerstore.errors import ConfigError
+from markerstore.markers import DIRECT, RollbackResult, ensure_marker_type
+from markerstore.table import Table
+
+log = logging.getLogger(__name__)
+
+
+class WriteJob:
+    """One write to a table, seen from the driver."""
+
+    def __init__(self, table: Table, *, partition_by: Sequence[str] = (),
+                 conflict_mode: str | None = None, marker_url: str | None = None,
+                 validator: BatchValidator | None = None,
+                 error_sink: ErrorSinkFactory | None = None, task_hook: TaskHook | None = None,
+                 metadata: Mapping[str, Any] | None = None) -> None:
+        settings = table.settings
+        self.table = table
+        self.partition_by = tuple(partition_by)
+        if len(set(self.partition_by)) != len(self.partition_by):
+            raise ConfigError(f"partition_by names a column twice: {list(self.partition_by)}")
+        self.conflict_mode = conflict_mode or str(settings[config.CONFLICT_MODE])
+        self.marker_type = str(settings[config.MARKERS_TYPE])
+        if self.marker_type == "batched" and not marker_url:
+            raise ConfigError("batched markers need a running marker server (marker_url)")
+        self.marker_url = marker_url
+        self.staging_mode = resolve_mode(table.storage, settings[config.STAGING_MODE])
+        self.validator = validator
+        self.error_sink = error_sink
+        self.task_hook = task_hook
+        self.metadata = dict(metadata or {})
+        self.instant = ""
+        self.write_uuid = ""
+        self.started_at = 0.0
+        self._spec: TaskSpec | None = None
+
+    def start(self) -> WriteJob:
+        """Recover failed writes, check conflicts that need no data, start the instant."""
+        settings = self.table.settings
+        write_uuid = settings[config.WRITE_UUID]
+        if write_uuid is None and settings[config.UUID_REQUIRED]:
+            raise ConfigError(f"{config.UUID_REQUIRED} is set but no write UUID was given "
+                              f"({config.WRITE_UUID})")
+        self.write_uuid = check_write_uuid(write_uuid or str(uuid.uuid4()))
+        self.started_at = time.perf_counter()
+        finish_terminal_plans(self.table)
+        if self.conflict_mode == FAIL and not self.partition_by:
+            # The directory committer's check: fail before any task runs.
+            self.table.rollback_failed()
+            check_committed(self.table, FAIL, [""])
+        self.instant = self.table.start_commit(
+            self.write_uuid, "write",
+            extra={"partition_by": list(self.partition_by), "conflict_mode":
+                   self.conflict_mode, "staging": self.staging_mode,
+                   "markers": self.marker_type})
+        try:
+            self._open_markers()
+        except BaseException:
+            self.table.abort(self.instant)
+            raise
+        return self
+
+    def _open_markers(self) -> None:
+        """Open the instant's marker folder (MARKERS.type) before any task runs."""
+        if self.marker_type == "batched":
+            from markerstore.server.client import MarkerClient
+
+            MarkerClient(self.marker_url, self.instant, table=self.table)  # opens the folder
+        else:
+            ensure_marker_type(self.table.storage, self.instant, DIRECT)
+
+    @property
+    def spec(self) -> TaskSpec:
+        """What each task attempt needs (picklable)."""
+        if not self.instant:
+            raise RuntimeError("start() the write first")
+        if self._spec is None:
+            self._spec = TaskSpec(
+                table_url=self.table.path, instant=self.instant, write_uuid=self.write_uuid,
+                staging_mode=self.staging_mode,
+                storage_options=dict(self.table.storage.storage_options),
+                options=self.table.settings.explicit(), partition_by=self.partition_by,
+                marker_type=self.marker_type, marker_url=self.marker_url,
+                validator=self.validator, error_sink=self.error_sink,
+                task_hook=self.task_hook)
+        return self._spec
+
+    def committer(self) -> JobCommitter:
+        staging = staging_for(self.table.storage, self.instant, self.write_uuid,
+                              self.table.settings, self.staging_mode)
+        metadata = {"partition_by": list(self.partition_by), **self.metadata}
+        return JobCommitter(self.table, self.instant, conflict_mode=self.conflict_mode,
+                            partitioned=bool(self.partition_by), staging=staging,
+                            metadata=metadata)
+
+    def commit(self, results: Iterable[TaskResult]) -> CommitResult:
+        """Job commit from the winning attempts' results (one per task)."""
+        result = self.committer().commit(results)
+        result.duration = time.perf_counter() - self.started_at
+        return result
+
+    def abort(self) -> RollbackResult:
+        """Roll the write back (idempotent)."""
+        return self.table.abort(self.instant)

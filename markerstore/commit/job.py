@@ -1,0 +1,257 @@
+"""The job side: from the winning attempts' reports to a completed instant.
+
+Job commit, in order (each step named for the crash tests, see :func:`add_step_hook`):
+
+1. check the reports: one winning attempt per Spark partition, every file named for this
+   write, rows in = rows written + error rows;
+2. ``before_reconcile``; conflict modes fail / replace: write the intent plan, give way
+   to a concurrent claim on the same scopes, apply the mode to committed data;
+3. reconcile: delete files of losing attempts (markers minus winners), abort every upload
+   of this write that is not a winner's; ``after_reconcile``;
+4. write the publish plan (from here on recovery rolls forward);
+5. publish (complete uploads in parallel / rename staged files); ``publish`` after each;
+6. ``before_complete``; write the completed instant (the only switch readers see);
+   ``after_complete``;
+7. cleanup: delete the files the commit replaced, the staging area, the plan.
+
+Any failure before step 6 deletes what step 5 published and rolls the instant back
+(never forward), then re-raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from markerstore.commit.conflict import (
+    APPEND,
+    FAIL,
+    REPLACE,
+    check_committed,
+    check_concurrent,
+    scopes_for,
+)
+from markerstore.commit.names import belongs_to
+from markerstore.commit.plan import INTENT, PUBLISH, CommitPlan, delete_plan, write_plan
+from markerstore.commit.result import CommitResult
+from markerstore.commit.staging import Staging, staging_for
+from markerstore.commit.stats import FileStats, TaskResult
+from markerstore.errors import CommitConflictError, MarkerStoreError, ReconcileError
+from markerstore.markers import RollbackResult
+from markerstore.table import DataFile, Table
+from markerstore.timeline import COMPLETED, INFLIGHT, REQUESTED
+
+log = logging.getLogger(__name__)
+
+StepHook = Callable[[str, Mapping[str, Any]], None]
+_STEP_HOOKS: list[StepHook] = []
+STEPS = ("before_reconcile", "after_intent", "after_reconcile", "publish", "before_complete",
+         "after_complete")
+
+
+def add_step_hook(hook: StepHook) -> None:
+    """Call `hook(step, info)` at each named step of job commit (tests crash here)."""
+    _STEP_HOOKS.append(hook)
+
+
+def remove_step_hook(hook: StepHook) -> None:
+    if hook in _STEP_HOOKS:
+        _STEP_HOOKS.remove(hook)
+
+
+def _step(name: str, **info: Any) -> None:
+    for hook in list(_STEP_HOOKS):
+        hook(name, info)
+
+
+def post_commit(table: Table, plan: CommitPlan) -> None:
+    """After the completed instant: delete replaced files, the staging area, the plan.
+    Idempotent; recovery runs it again for a plan a completed instant left behind."""
+    if plan.replaced_files:
+        table.storage.delete_many([table.storage.path(p) for p in plan.replaced_files],
+                                  table.parallelism)
+    staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
+                plan.staging_mode).cleanup()
+    delete_plan(table.storage, plan.instant)
+
+
+class JobCommitter:
+    """Commits (or aborts) one inflight instant of a table."""
+
+    def __init__(self, table: Table, instant: str, *, conflict_mode: str = APPEND,
+                 partitioned: bool = False, staging: Staging | None = None,
+                 metadata: Mapping[str, Any] | None = None) -> None:
+        if conflict_mode not in (FAIL, APPEND, REPLACE):
+            raise ValueError(f"unknown conflict mode {conflict_mode!r}")
+        write_uuid = table.write_uuid(instant)
+        if write_uuid is None:
+            raise MarkerStoreError(f"instant {instant} of {table} has no write UUID")
+        self.table = table
+        self.instant = instant
+        self.write_uuid = write_uuid
+        self.conflict_mode = conflict_mode
+        self.partitioned = partitioned
+        self.staging = staging or staging_for(table.storage, instant, write_uuid,
+                                              table.settings)
+        self.metadata = dict(metadata or {})
+
+    # --- checks -------------------------------------------------------------------------------
+    def _files(self, results: list[TaskResult]) -> list[FileStats]:
+        seen: dict[int, int] = {}
+        for result in results:
+            attempt = result.summary.attempt
+            if attempt.partition_id in seen:
+                raise ValueError(
+                    f"two task attempts ({seen[attempt.partition_id]} and "
+                    f"{attempt.task_attempt_id}) reported for partition {attempt.partition_id}; "
+                    "pass only the winning attempt of each partition")
+            seen[attempt.partition_id] = attempt.task_attempt_id
+        files = [f for r in results for f in r.files]
+        strangers = [f.path for f in files if not belongs_to(f.path, self.write_uuid,
+                                                             self.instant)]
+        if strangers:
+            raise ReconcileError(f"{len(strangers)} reported file(s) are not named for write "
+                                 f"{self.write_uuid} at instant {self.instant}: "
+                                 f"{', '.join(strangers[:5])}")
+        paths = [f.path for f in files]
+        if len(set(paths)) != len(paths):
+            raise ReconcileError(f"a file is reported twice in instant {self.instant}")
+        return files
+
+    # --- commit ---------------------------------------------------------------------------------
+    def commit(self, results: Iterable[TaskResult]) -> CommitResult:
+        """Commit the winning attempts' files; on failure roll the instant back and raise."""
+        started = time.perf_counter()
+        before = self.table.storage.requests()
+        state = self.table.state(self.instant)
+        if state not in (REQUESTED, INFLIGHT):
+            raise CommitConflictError(f"instant {self.instant} is {state}; only an inflight "
+                                      "instant can be committed (was the write aborted?)")
+        results = list(results)
+        files = self._files(results)
+        rows_in = sum(r.summary.rows_in for r in results)
+        rows_written = sum(f.rows for f in files)
+        errors: dict[str, int] = {}
+        for result in results:
+            for reason, count in result.summary.error_records.items():
+                errors[reason] = errors.get(reason, 0) + count
+        if rows_in != rows_written + sum(errors.values()):
+            self.abort()
+            raise MarkerStoreError(
+                f"instant {self.instant}: {rows_in} rows in but {rows_written} written and "
+                f"{sum(errors.values())} error rows; the write was rolled back")
+        error_files = [e for r in results for e in r.summary.error_files]
+        scopes = scopes_for({f.partition for f in files}, self.partitioned)
+        published = False
+        phases: dict[str, float] = {}
+        mark = [time.perf_counter()]
+
+        def lap(name: str) -> None:
+            now = time.perf_counter()
+            phases[f"commit_{name}"] = phases.get(f"commit_{name}", 0.0) + now - mark[0]
+            mark[0] = now
+
+        try:
+            _step("before_reconcile")
+            replaced: list[str] = []
+            if self.conflict_mode in (FAIL, REPLACE) and scopes:
+                write_plan(self.table.storage, self._plan(INTENT, scopes))
+                _step("after_intent")
+                check_concurrent(self.table, self.instant, scopes)
+                replaced = check_committed(self.table, self.conflict_mode, scopes)
+            lap("conflicts")
+            recon = self.table.reconcile(self.instant, [f.path for f in files])
+            self.staging.discard_losers(files)
+            lap("reconcile")
+            _step("after_reconcile")
+            metadata = {**self.metadata, "conflict_mode": self.conflict_mode,
+                        "replaced_files": replaced, "rows_in": rows_in,
+                        "error_records": errors, "staging": self.staging.mode,
+                        "scopes": scopes}
+            if error_files:
+                metadata["error_files"] = error_files
+            plan = self._plan(PUBLISH, scopes, files, replaced, metadata)
+            write_plan(self.table.storage, plan)
+            lap("plan")
+            published = True
+            self.staging.publish(files, lambda done, total: _step("publish", done=done,
+                                                                  total=total))
+            lap("publish")
+            _step("before_complete")
+            self._complete(plan)
+            lap("complete")
+        except BaseException as exc:
+            self._fail(exc, files if published else [])
+            raise
+        _step("after_complete")
+        try:
+            post_commit(self.table, plan)
+        except Exception as exc:  # the commit stands; recovery finishes the cleanup
+            log.warning("instant %s: cleanup after commit failed (%s); the next write or "
+                        "sweep finishes it", self.instant, exc)
+        lap("cleanup")
+        after = self.table.storage.requests()
+        driver = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+        total = dict(driver)
+        timings: dict[str, float] = {"commit": time.perf_counter() - started, **phases}
+        for result in results:
+            for kind, count in result.summary.requests.items():
+                total[kind] = total.get(kind, 0) + count
+            for step, seconds in result.summary.seconds.items():
+                timings[f"task_{step}"] = timings.get(f"task_{step}", 0.0) + seconds
+        return CommitResult(
+            path=self.table.storage.url(), instant=self.instant, write_uuid=self.write_uuid,
+            files=[DataFile(f.path, f.bytes, f.rows, f.checksum) for f in files],
+            rows_written=rows_written, error_records=errors,
+            files_cleaned=recon.files_cleaned, duration=timings["commit"], requests=total,
+            driver_requests=driver, conflict_mode=self.conflict_mode, replaced_files=replaced,
+            error_files=error_files, timings=timings)
+
+    def _plan(self, phase: str, scopes: list[str], files: list[FileStats] | None = None,
+              replaced: list[str] | None = None,
+              metadata: dict[str, Any] | None = None) -> CommitPlan:
+        return CommitPlan(self.instant, self.write_uuid, phase, self.conflict_mode, scopes,
+                          self.staging.mode, list(files or []), list(replaced or []),
+                          dict(metadata or {}))
+
+    def _complete(self, plan: CommitPlan) -> None:
+        entries = [f.to_entry() for f in plan.files]
+        try:
+            self.table.commit(self.instant, entries, plan.metadata)
+        except Exception:
+            # The completed instant may be there all the same: written by this call before
+            # a later step failed, or by a recovery that rolled this write forward.
+            if self._completed_by_this_write():
+                log.warning("instant %s is completed (by this write or its recovery) though "
+                            "completing it raised", self.instant)
+                return
+            raise
+
+    def _completed_by_this_write(self) -> bool:
+        try:
+            if self.table.state(self.instant) != COMPLETED:
+                return False
+            return self.table.commit_metadata(self.instant).get("write_uuid") == self.write_uuid
+        except MarkerStoreError:
+            return False
+
+    def _fail(self, exc: BaseException, published: list[FileStats]) -> None:
+        log.warning("instant %s: job commit failed (%s: %s); rolling it back", self.instant,
+                    type(exc).__name__, exc)
+        if self._completed_by_this_write():
+            return
+        try:
+            if published:
+                self.staging.unpublish(published)
+            self.abort()
+        except Exception as cleanup:  # the original failure is what the caller must see
+            log.error("instant %s: rollback after a failed job commit failed too (%s); "
+                      "`markerstore rollback` finishes it", self.instant, cleanup)
+
+    # --- abort ----------------------------------------------------------------------------------
+    def abort(self) -> RollbackResult:
+        """Roll the instant back: delete every file its markers name, abort every upload of
+        this write, delete its staging area and plan. Idempotent."""
+        return self.table.abort(self.instant)

@@ -1,0 +1,88 @@
+"""CommitResult: what a write committed, what it cleaned, what it cost."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from markerstore.table import DataFile
+
+
+@dataclass
+class CommitResult:
+    """The outcome of one committed write.
+
+    `requests` counts storage requests by kind, of the driver and every winning task
+    attempt together (`driver_requests` is the driver's share). `timings` holds seconds
+    per step: job (the Spark job), commit (job commit), and the tasks' own steps summed
+    over winning attempts (task_markers, task_write, task_finish, task_upload).
+    """
+
+    path: str
+    instant: str
+    write_uuid: str
+    files: list[DataFile]
+    rows_written: int
+    error_records: dict[str, int] = field(default_factory=dict)
+    files_cleaned: int = 0
+    duration: float = 0.0
+    requests: dict[str, int] = field(default_factory=dict)
+    driver_requests: dict[str, int] = field(default_factory=dict)
+    conflict_mode: str = "append"
+    replaced_files: list[str] = field(default_factory=list)
+    error_files: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_files(self) -> int:
+        return len(self.files)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(f.size or 0 for f in self.files)
+
+    @property
+    def partitions(self) -> list[str]:
+        return sorted({f.partition for f in self.files})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "instant": self.instant, "write_uuid": self.write_uuid,
+                "files": [f.path for f in self.files], "num_files": self.num_files,
+                "bytes_written": self.bytes_written, "rows_written": self.rows_written,
+                "error_records": dict(self.error_records), "files_cleaned": self.files_cleaned,
+                "duration": round(self.duration, 3), "requests": dict(self.requests),
+                "driver_requests": dict(self.driver_requests),
+                "conflict_mode": self.conflict_mode,
+                "replaced_files": list(self.replaced_files),
+                "timings": {k: round(v, 3) for k, v in self.timings.items()}}
+
+    def _request_text(self) -> str:
+        shown = {k: v for k, v in self.requests.items() if k != "total" and v}
+        return ", ".join(f"{k} {v}" for k, v in shown.items()) or "none"
+
+    def __repr__(self) -> str:
+        errors = sum(self.error_records.values())
+        return (f"CommitResult(instant={self.instant!r}, files={self.num_files}, "
+                f"rows_written={self.rows_written}, error_records={errors}, "
+                f"files_cleaned={self.files_cleaned}, duration={self.duration:.2f}s, "
+                f"requests={self.requests.get('total', 0)} [{self._request_text()}], "
+                f"mode={self.conflict_mode}, path={self.path!r})")
+
+    def _repr_html_(self) -> str:
+        rows = [("path", self.path), ("instant", self.instant), ("write UUID", self.write_uuid),
+                ("conflict mode", self.conflict_mode),
+                ("files", f"{self.num_files} in {len(self.partitions)} partition(s), "
+                          f"{self.bytes_written:,} bytes"),
+                ("rows written", f"{self.rows_written:,}"),
+                ("error records", ", ".join(f"{k}: {v}" for k, v in
+                                            sorted(self.error_records.items())) or "0"),
+                ("files cleaned", str(self.files_cleaned)),
+                ("files replaced", str(len(self.replaced_files))),
+                ("duration", f"{self.duration:.2f} s"),
+                ("storage requests", f"{self.requests.get('total', 0)} "
+                                     f"({self._request_text()})")]
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+                       for k, v in rows)
+        return f"<table><caption>markerstore commit</caption>{body}</table>"

@@ -1,0 +1,167 @@
+"""`write(df, path, ...)`: a PySpark DataFrame to a markerstore table.
+
+Executors run the task side (:func:`markerstore.commit.run_task`) inside
+``df.mapInArrow``; each task attempt returns its stats rows. Spark's ``collect`` returns the
+rows of exactly one successful attempt per partition, so the driver commits exactly the
+winners; the markers tell it what the other attempts left.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from markerstore import config
+from markerstore.commit import (
+    SAVE_MODES,
+    STATS_DDL,
+    BatchValidator,
+    CommitResult,
+    ErrorSinkFactory,
+    TaskAttempt,
+    TaskSpec,
+    WriteJob,
+    results_from_rows,
+    run_task,
+)
+from markerstore.commit.runner import TaskHook
+from markerstore.errors import ConfigError, MarkerStoreError, WriteAbortedError
+from markerstore.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+
+def _settings(options: Mapping[str, Any] | None, mode: str) -> config.Settings:
+    """The options, with the conflict mode taken from `mode` unless an option sets it."""
+    settings = config.resolve(options)
+    key = str(mode or "append").strip().lower()
+    if key not in SAVE_MODES:
+        raise ConfigError(f"mode {mode!r} is not one of {', '.join(sorted(SAVE_MODES))}")
+    from_mode = SAVE_MODES[key]
+    explicit = settings.explicit()
+    if config.CONFLICT_MODE in explicit:
+        if key != "append" and explicit[config.CONFLICT_MODE] != from_mode:
+            raise ConfigError(f"mode={mode!r} means conflict mode {from_mode}, but "
+                              f"{config.CONFLICT_MODE} is {explicit[config.CONFLICT_MODE]}")
+        return settings
+    return settings.with_options({config.CONFLICT_MODE: from_mode})
+
+
+def _partition_columns(df: DataFrame, partition_by: str | Sequence[str] | None
+                       ) -> tuple[str, ...]:
+    if partition_by is None:
+        return ()
+    columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ConfigError(f"partition_by column(s) {missing} are not in the DataFrame "
+                          f"(columns: {df.columns})")
+    if len(columns) >= len(df.columns):
+        raise ConfigError("partition_by names every column; a data file needs at least one")
+    return columns
+
+
+def _task_function(spec: TaskSpec) -> Any:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        attempt = (TaskAttempt(context.partitionId(), context.stageId(),
+                               context.attemptNumber(), context.taskAttemptId())
+                   if context is not None else TaskAttempt(0))
+        yield run_task(spec, batches, attempt).to_arrow()
+
+    return run
+
+
+def _start_marker_server(df: DataFrame, table: Table, settings: config.Settings
+                         ) -> tuple[Any, str]:
+    """The embedded marker server, listening on the driver's address for executors."""
+    from markerstore.server import MarkerServer
+
+    host = df.sparkSession.conf.get("spark.driver.host", None) or "127.0.0.1"
+    server = MarkerServer(table, host, 0, settings)
+    url = server.start()
+    return server, str(url)
+
+
+def _application_id(df: DataFrame) -> str | None:
+    try:  # a Spark Connect session has no SparkContext
+        return str(df.sparkSession.sparkContext.applicationId)
+    except Exception:
+        return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line[:300]
+    return type(exc).__name__
+
+
+def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None = None,
+          mode: str = "append", options: Mapping[str, Any] | None = None,
+          storage_options: Mapping[str, Any] | None = None,
+          validator: BatchValidator | None = None, error_sink: ErrorSinkFactory | None = None,
+          _task_hook: TaskHook | None = None) -> CommitResult:
+    """Write `df` as Parquet to the table at `path` and commit it atomically.
+
+    `mode` is Spark's save mode: append, overwrite (conflict mode replace: the directory,
+    or each partition that receives data), error / errorifexists (conflict mode fail).
+    The option ``markerstore.write.conflict.mode`` (s3committer's conflict-mode) may say
+    the same instead. `options` are markerstore option keys (see ``markerstore options``).
+    `validator` and `error_sink` route bad rows to error records (see
+    :mod:`markerstore.commit.task`). Raises WriteAbortedError (the cause chained) when the
+    Spark job fails, and WriteConflictError when the conflict mode refuses the write; in
+    both cases the write is rolled back first.
+    """
+    started = time.perf_counter()
+    settings = _settings(options, mode)
+    columns = _partition_columns(df, partition_by)
+    table = Table(path, storage_options, settings)
+    server: Any = None
+    marker_url = None
+    if settings[config.MARKERS_TYPE] == "batched":
+        server, marker_url = _start_marker_server(df, table, settings)
+    try:
+        job = WriteJob(table, partition_by=columns, marker_url=marker_url, validator=validator,
+                       error_sink=error_sink, task_hook=_task_hook,
+                       metadata={"engine": "spark", "spark_app_id": _application_id(df)})
+        job.start()
+        try:
+            data = df.sortWithinPartitions(*columns) if columns else df
+            job_started = time.perf_counter()
+            rows = data.mapInArrow(_task_function(job.spec), STATS_DDL).collect()
+            job_seconds = time.perf_counter() - job_started
+            results = results_from_rows(row.asDict() for row in rows)
+            result = job.commit(results)
+        except BaseException as exc:
+            _abort(job)
+            if isinstance(exc, MarkerStoreError) or not isinstance(exc, Exception):
+                raise
+            raise WriteAbortedError(
+                f"write to {table.storage.url()} failed and was rolled back (instant "
+                f"{job.instant}): {type(exc).__name__}: {_first_line(exc)}") from exc
+    finally:
+        if server is not None:
+            server.stop()
+    result.timings["job"] = job_seconds
+    result.duration = time.perf_counter() - started
+    return result
+
+
+def _abort(job: WriteJob) -> None:
+    try:
+        job.abort()
+    except Exception as exc:  # the write's own failure is what the caller must see
+        log.error("rollback of instant %s failed (%s); `markerstore rollback %s` finishes "
+                  "it", job.instant, exc, job.table.path)

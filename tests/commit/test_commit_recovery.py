@@ -1,0 +1,155 @@
+"""Recovery after the driver dies (SIGKILL) at each step of job commit.
+
+Before the publish plan exists the write is rolled back; from the plan on it is rolled
+forward; after the completed instant only cleanup is left. Either way readers (the files
+view and DuckDB reading the committed files) see the whole write or none of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from commit_checks import (
+    assert_clean,
+    assert_exactly_committed,
+    commit_all,
+    data_files,
+    duckdb_rows,
+    open_table,
+    split,
+    uploads,
+    view_rows,
+)
+
+from markerstore import Table
+from markerstore.commit import read_plan
+from markerstore.commit import s3 as s3ops
+
+SCRIPT = str(Path(__file__).with_name("crash_writer.py"))
+OLD, NEW = 600, 900
+# step -> what recovery must do
+STEPS = {"before_reconcile": "back", "after_reconcile": "back", "publish": "forward",
+         "before_complete": "forward", "after_complete": "completed"}
+
+
+def crash_write(table: Table, step: str, *, options: dict[str, Any] | None = None,
+                partition_by: list[str] | None = None, mode: str = "replace"
+                ) -> dict[str, Any]:
+    """Run a write in a child process that SIGKILLs itself at `step`."""
+    args = {"url": table.path, "storage_options": table.storage.storage_options,
+            # One completing thread: a crash in the middle of publishing leaves some files
+            # published and some not.
+            "options": {**table.settings.explicit(), "markerstore.write.commit.threads": 1,
+                        **(options or {})}, "step": step,
+            "partition_by": partition_by or [], "conflict_mode": mode, "rows": NEW,
+            "start": 10_000}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, SCRIPT, json.dumps(args)], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines and "instant" in lines[0], proc.stdout + proc.stderr[-3000:]
+    return dict(lines[0])
+
+
+def published_already(table: Table, stats: Any) -> bool:
+    if stats.pending_upload is not None:
+        return s3ops.is_completed(table.storage, stats.pending_upload)
+    return table.storage.exists(table.storage.path(stats.path))
+
+
+def expected_rows(outcome: str, mode: str) -> int:
+    if outcome == "back":
+        return OLD
+    return NEW if mode == "replace" else OLD + NEW
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_next_write_recovers_a_crashed_commit(location: Any, step: str) -> None:
+    if location.kind == "memory":
+        pytest.skip("a memory:// table does not outlive its process")
+    table = open_table(location)
+    commit_all(table, split(OLD, 2), conflict_mode="append")
+    crashed = crash_write(table, step)
+    state = table.state(crashed["instant"])
+    assert state == ("completed" if STEPS[step] == "completed" else "inflight")
+    # Whatever the crash left, readers see the old data or the new, never a mix.
+    assert view_rows(table) in (OLD, NEW) and duckdb_rows(table) == view_rows(table)
+    if step == "publish":
+        published = [published_already(table, f) for f in read_plan(
+            table.storage, crashed["instant"]).files]  # type: ignore[union-attr]
+        assert any(published) and not all(published)
+
+    # The next write recovers it first (eager policy: the writer's process is gone).
+    follow = commit_all(open_table(location), split(30, 1, start=90_000),
+                        conflict_mode="append")
+    outcome = STEPS[step]
+    final_state = table.state(crashed["instant"])
+    assert final_state == ("rolledback" if outcome == "back" else "completed")
+    assert follow.rows_written == 30
+    assert_exactly_committed(table, expected_rows(outcome, "replace") + 30)
+    assert read_plan(table.storage, crashed["instant"]) is None
+    assert_clean(table)
+
+
+@pytest.mark.parametrize("step", ["after_reconcile", "publish"])
+def test_markerstore_rollback_recovers_a_crashed_commit(location: Any, step: str) -> None:
+    if (location.kind, step) not in (("local", "after_reconcile"), ("s3", "publish")):
+        pytest.skip("one storage per step (the next-write test covers every pair)")
+    table = open_table(location)
+    commit_all(table, split(OLD, 2), conflict_mode="append")
+    crashed = crash_write(table, step, partition_by=["day"], mode="append")
+    cli = [sys.executable, "-m", "markerstore.cli", "rollback", table.path, "--force",
+           "--json"]
+    for key, value in table.storage.storage_options.items():
+        cli += ["--storage-option", f"{key}={json.dumps(value)}"]
+    proc = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [r["instant"] for r in rows] == [crashed["instant"]]
+    outcome = STEPS[step]
+    assert rows[0]["status"] == ("rolled back" if outcome == "back" else "rolled forward")
+    assert_exactly_committed(table, expected_rows(outcome, "append"))
+    assert_clean(table)
+
+
+def test_roll_forward_can_be_switched_off(location: Any) -> None:
+    if location.kind == "memory":
+        pytest.skip("a memory:// table does not outlive its process")
+    table = open_table(location)
+    commit_all(table, split(OLD, 2), conflict_mode="append")
+    crashed = crash_write(table, "before_complete")
+    off = open_table(location, markerstore__write__recovery__roll_forward=False)
+    off.rollback(crashed["instant"])
+    assert off.state(crashed["instant"]) == "rolledback"
+    assert_exactly_committed(table, OLD)
+    assert_clean(table)
+
+
+@pytest.mark.s3
+def test_roll_forward_impossible_falls_back_to_rollback(moto_s3: Any) -> None:
+    """An upload of the plan was aborted behind the writer's back (a bucket lifecycle rule,
+    say): the write cannot be completed, so it is rolled back whole."""
+    bucket = moto_s3.create_bucket("no-forward")
+    table = Table(f"s3://{bucket}/t", moto_s3.storage_options(),
+                  {"markerstore.write.target_file_size": 16000})
+    commit_all(table, split(OLD, 2), conflict_mode="append")
+    crashed = crash_write(table, "publish")
+    plan = read_plan(table.storage, crashed["instant"])
+    assert plan is not None and plan.phase == "publish"
+    pending = [f.pending_upload for f in plan.files if f.pending_upload is not None]
+    victim = next(p for p in pending if not s3ops.is_completed(table.storage, p))
+    assert s3ops.abort(table.storage, victim.bucket, victim.key, victim.upload_id)
+    result = table.rollback(crashed["instant"])
+    assert not getattr(result, "rolled_forward", False)
+    assert table.state(crashed["instant"]) == "rolledback"
+    assert_exactly_committed(table, OLD)
+    assert uploads(table) == []
+    assert data_files(table) == sorted(r[0] for r in table.sql("SELECT path FROM files")
+                                       .fetchall())

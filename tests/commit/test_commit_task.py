@@ -1,0 +1,236 @@
+"""The task side: marker first, names, partitions, rolling, staging, task abort."""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from commit_checks import TINY, batches, data_files, open_table, uploads
+
+from markerstore.commit import FileName, TaskAttempt, TaskWriter, WriteJob, run_task
+from markerstore.commit.names import HIVE_DEFAULT_PARTITION, partition_path
+from markerstore.commit.staging import MultipartStaging, staging_for
+from markerstore.commit.task import split_by_partition
+from markerstore.markers import DirectWriteMarkers, IOType
+from markerstore.testing.s3 import S3Proxy
+
+
+def test_file_names_round_trip() -> None:
+    name = FileName("0b1c-22", 3, 7, 2, 41, "20240102030405006")
+    assert name.name == "0b1c-22-3_7-2-41_20240102030405006.parquet"
+    assert FileName.parse(name.name) == name
+    for bad in ("x.parquet", "a_b_c.parquet", "u-1_1-2_20240102030405006.parquet",
+                "u-x_1-2-3_20240102030405006.parquet", "u-1_1-2-3_2024.parquet"):
+        assert FileName.parse(bad) is None
+
+
+def test_partition_paths_escape_like_spark() -> None:
+    assert partition_path(["a", "b"], [1, "x/y"]) == "a=1/b=x%2Fy"
+    assert partition_path(["a"], [None]) == f"a={HIVE_DEFAULT_PARTITION}"
+    assert partition_path(["a"], [True]) == "a=true"
+    assert partition_path([], []) == ""
+
+
+def test_split_by_partition_groups_rows() -> None:
+    batch = pa.record_batch({"k": [2, 1, 2, None, 1], "j": ["a", "a", "b", "a", "a"],
+                             "v": [0, 1, 2, 3, 4]})
+    groups = {values: rows.column("v").to_pylist()
+              for values, rows in split_by_partition(batch, ["k", "j"])}
+    assert groups == {(1, "a"): [1, 4], (2, "a"): [0], (2, "b"): [2], (None, "a"): [3]}
+    single = list(split_by_partition(pa.record_batch({"k": [5, 5]}), ["k"]))
+    assert [(v, r.num_rows) for v, r in single] == [((5,), 2)]
+
+
+def test_marker_is_durable_before_the_file_exists(location: Any) -> None:
+    table = open_table(location, **TINY)
+    job = WriteJob(table, partition_by=["day"]).start()
+    markers = DirectWriteMarkers(table.storage, job.instant, initialize=False)
+    staging = staging_for(table.storage, job.instant, job.write_uuid, table.settings)
+    seen: list[tuple[str, bool, bool]] = []
+    inner_target = staging.target
+
+    def target(task_attempt_id: int, relative: str) -> str:
+        # Called when the task is about to create the file: its marker must be there.
+        partition, _, name = relative.rpartition("/")
+        where = inner_target(task_attempt_id, relative)
+        exists = (os.path.exists(where) if staging.writes_os_paths
+                  else table.storage.fs.exists(where))
+        seen.append((relative, markers.has(partition, name, IOType.CREATE), exists))
+        return where
+
+    staging.target = target  # type: ignore[method-assign]
+    writer = TaskWriter(markers, staging, TaskAttempt(0, 1, 0, 5), partition_by=["day"])
+    for batch in batches(3000):
+        writer.write(batch)
+    result = writer.commit()
+    assert len(result.files) > 3
+    assert seen and all(marker and not exists for _, marker, exists in seen)
+    assert sorted(p for p, _, _ in seen) == sorted(f.path for f in result.files)
+    job.commit([result])
+
+
+def test_task_rolls_files_and_reports_stats(location: Any) -> None:
+    table = open_table(location, **TINY)
+    job = WriteJob(table, partition_by=["day"]).start()
+    result = run_task(job.spec, batches(6000, days=2), TaskAttempt(4, 2, 0, 77))
+    assert sum(f.rows for f in result.files) == 6000
+    assert result.summary.rows_in == 6000
+    assert {f.partition for f in result.files} == {"day=0", "day=1"}
+    assert len(result.files) > 2  # rolled at the 4000-byte target size
+    for stats in result.files:
+        parsed = FileName.parse(stats.path.rpartition("/")[2])
+        assert parsed is not None
+        assert (parsed.write_uuid, parsed.partition_id, parsed.stage_id, parsed.attempt_id,
+                parsed.instant) == (job.write_uuid, 4, 2, 77, job.instant)
+    commit = job.commit([result])
+    for stats in result.files:
+        data = table.storage.get(table.storage.path(stats.path))
+        assert len(data) == stats.bytes
+        assert stats.checksum == f"crc32:{zlib.crc32(data):08x}"
+        parquet = pq.read_table(pa.BufferReader(data))
+        assert parquet.column_names == ["id", "payload"]  # partition columns are folders
+        assert parquet.num_rows == stats.rows
+    assert commit.rows_written == 6000
+
+
+def test_nothing_is_visible_before_job_commit(location: Any) -> None:
+    table = open_table(location)
+    job = WriteJob(table).start()
+    result = run_task(job.spec, batches(2000), TaskAttempt(0, 1, 0, 1))
+    assert result.files
+    assert data_files(table) == []  # staged: multipart uploads (S3), .markerstore (else)
+    if table.storage.is_s3:
+        pending = uploads(table, job.write_uuid, job.instant)
+        assert sorted(u.key for u in pending) == sorted(
+            f.pending_upload.key for f in result.files if f.pending_upload)
+        markers = DirectWriteMarkers(table.storage, job.instant, initialize=False)
+        details = markers.to_arrow(with_details=True).column("pending_upload").to_pylist()
+        assert sorted(json.loads(d)["upload_id"] for d in details) == sorted(
+            u.upload_id for u in pending)
+    job.commit([result])
+    assert data_files(table) == sorted(f.path for f in result.files)
+
+
+def test_task_commit_twice_returns_the_same_result(location: Any) -> None:
+    table = open_table(location)
+    job = WriteJob(table).start()
+    spec = job.spec
+    storage = table.storage
+    staging = staging_for(storage, job.instant, job.write_uuid, table.settings)
+    markers = DirectWriteMarkers(storage, job.instant, initialize=False)
+    writer = TaskWriter(markers, staging, TaskAttempt(0, 1, 0, 3))
+    for batch in batches(1000):
+        writer.write(batch)
+    first = writer.commit()
+    assert writer.commit() is first
+    assert len(uploads(table)) == (len(first.files) if storage.is_s3 else 0)
+    assert spec.instant == job.instant
+    job.commit([first])
+    assert uploads(table) == []
+
+
+def test_task_abort_removes_its_output_and_is_idempotent(location: Any) -> None:
+    table = open_table(location)
+    job = WriteJob(table).start()
+    staging = staging_for(table.storage, job.instant, job.write_uuid, table.settings)
+    markers = DirectWriteMarkers(table.storage, job.instant, initialize=False)
+    writer = TaskWriter(markers, staging, TaskAttempt(0, 1, 0, 9))
+    for batch in batches(2000):
+        writer.write(batch)
+    writer.commit()  # files staged (and uploaded on S3)
+    writer.abort()
+    writer.abort()
+    assert uploads(table) == []
+    assert table.storage.find(table.storage.path(".markerstore/staging")) == []
+    if isinstance(staging, MultipartStaging):
+        assert not os.path.exists(staging._task_dir(9))
+    job.abort()
+    job.abort()
+    assert data_files(table) == []
+
+
+def test_abort_with_no_work(location: Any) -> None:
+    table = open_table(location)
+    job = WriteJob(table).start()
+    staging = staging_for(table.storage, job.instant, job.write_uuid, table.settings)
+    writer = TaskWriter(DirectWriteMarkers(table.storage, job.instant, initialize=False),
+                        staging, TaskAttempt(0))
+    writer.abort()
+    assert job.abort().noop is False
+    assert job.abort().noop is True
+
+
+@pytest.mark.s3
+def test_failed_upload_aborts_the_task_uploads_and_local_files(
+        moto_s3: Any, s3_proxy: S3Proxy, tmp_path: Any) -> None:
+    bucket = moto_s3.create_bucket("upload-fail")
+    options = moto_s3.storage_options(endpoint_url=s3_proxy.endpoint,
+                                      config_kwargs={"retries": {"max_attempts": 1}})
+    from markerstore import Table
+
+    table = Table(f"s3://{bucket}/t", options, {
+        "markerstore.write.target_file_size": 4000, "markerstore.storage.retries": 0,
+        "markerstore.write.staging.dir": str(tmp_path / "staging")})
+    job = WriteJob(table).start()
+    # The third part upload fails with a 500 (two files are uploaded by then).
+    fault = s3_proxy.inject("500", lambda method, path: method == "PUT"
+                            and "partNumber=" in path, count=50, skip=2)
+    with pytest.raises(Exception, match="InternalError|500|failed"):
+        run_task(job.spec, batches(3000), TaskAttempt(0, 1, 0, 11))
+    assert fault.fired >= 1 and fault.skip == 0  # two files were uploaded before it
+    s3_proxy.clear()
+    assert uploads(table) == []
+    assert list((tmp_path / "staging").rglob("*.parquet")) == []
+    job.abort()
+    assert data_files(table) == []
+
+
+class ListSink:
+    """An error sink that keeps error rows in memory (errortable plugs in here)."""
+
+    def __init__(self) -> None:
+        self.rows: list[pa.Table] = []
+        self.aborted = False
+
+    def write(self, errors: pa.Table) -> None:
+        self.rows.append(errors)
+
+    def commit(self) -> list[dict[str, Any]]:
+        return [{"rows": sum(t.num_rows for t in self.rows)}]
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_validator_and_error_sink_count_error_records(tmp_path: Any) -> None:
+    import pyarrow.compute as pc
+
+    from markerstore import Table
+
+    def validator(batch: pa.RecordBatch, attempt: TaskAttempt) -> Any:
+        bad = pc.less(batch.column("id"), 7)
+        rejected = batch.filter(bad)
+        reasons = ["cast" if i % 2 else "check" for i in rejected.column("id").to_pylist()]
+        errors = pa.Table.from_batches([rejected]).append_column("reason", pa.array(reasons))
+        return batch.filter(pc.invert(bad)), errors
+
+    sinks: list[ListSink] = []
+
+    def sink(attempt: TaskAttempt, markers: Any) -> ListSink:
+        sinks.append(ListSink())
+        return sinks[-1]
+
+    table = Table(str(tmp_path / "t"))
+    job = WriteJob(table, conflict_mode="append", validator=validator, error_sink=sink).start()
+    result = run_task(job.spec, batches(100), TaskAttempt(0, 1, 0, 1))
+    assert result.summary.error_records == {"check": 4, "cast": 3}
+    assert result.summary.error_files == [{"rows": 7}]
+    commit = job.commit([result])
+    assert commit.rows_written == 93 and commit.error_records == {"check": 4, "cast": 3}
+    assert table.commit_metadata(job.instant)["error_records"] == {"check": 4, "cast": 3}
+    assert table.commit_metadata(job.instant)["rows_in"] == 100

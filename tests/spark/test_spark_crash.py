@@ -1,0 +1,80 @@
+"""Crashes around a Spark write: a killed executor, a killed driver during job commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from commit_checks import assert_clean, assert_exactly_committed, open_table, uploads
+
+import markerstore.spark as ms
+from markerstore import Table
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+SCRIPT = str(Path(__file__).with_name("spark_crash_writer.py"))
+OPTIONS = {"markerstore.write.target_file_size": 8000, "markerstore.write.commit.threads": 1}
+
+
+def run_driver(args: dict[str, Any], timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run([sys.executable, SCRIPT, json.dumps(args)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+@pytest.mark.s3
+def test_killed_executor_leaves_only_the_winners(moto_s3: Any, tmp_path: Any) -> None:
+    """local-cluster[2,1,1024]: the first attempt of partition 1 kills its executor JVM
+    after its files are written (local) or uploaded (S3). Spark reruns it elsewhere; the
+    commit holds exactly the winners, and no upload of the write is left."""
+    bucket = moto_s3.create_bucket(f"lc-{uuid.uuid4().hex[:10]}")
+    targets = [{"url": str(tmp_path / "local"), "storage_options": {}},
+               {"url": f"s3://{bucket}/t", "storage_options": moto_s3.storage_options()}]
+    proc = run_driver({"master": "local-cluster[2,1,1024]", "kill_executor": True,
+                       "rows": 4000, "options": OPTIONS, "targets": targets}, timeout=420)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "Lost executor" in proc.stderr
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == 2
+    for target, result in zip(targets, results, strict=True):
+        assert result["rows_written"] == 4000 and result["files_cleaned"] >= 1
+        table = Table(target["url"], target["storage_options"])
+        assert_exactly_committed(table, 4000)
+        assert uploads(table) == []
+        assert_clean(table)
+
+
+@pytest.mark.parametrize("kind,step", [("local", "after_reconcile"),
+                                       pytest.param("s3", "publish", marks=pytest.mark.s3)])
+def test_killed_driver_during_job_commit(spark: Any, where: Any, kind: str, step: str) -> None:
+    """The driver dies at a step of job commit; the table stays all-or-nothing, and the
+    next write (here) or `markerstore rollback` recovers it: back before the publish plan,
+    forward after it."""
+    if where.kind != kind:
+        pytest.skip("one storage per step keeps this slow test short")
+    ms.write(spark.range(0, 500, numPartitions=2).selectExpr(
+        "id", "id % 2 AS day", "concat('row-', cast(id AS string)) AS payload"),
+        where.url, options=OPTIONS, storage_options=where.storage_options)
+    proc = run_driver({"kill_driver_at": step, "rows": 2000, "options": OPTIONS,
+                       "targets": [{"url": where.url,
+                                    "storage_options": where.storage_options}]})
+    assert proc.returncode == -9, proc.stderr[-4000:]
+    table = open_table(where)
+    crashed = [i.instant for i in table.timeline() if i.state == "inflight"]
+    assert len(crashed) == 1
+    view = table.sql("SELECT coalesce(sum(rows), 0) FROM files").fetchall()[0][0]
+    assert view == 500  # nothing of the crashed write is visible yet
+
+    follow = ms.write(spark.range(10_000, 10_100, numPartitions=1).selectExpr(
+        "id", "id % 2 AS day", "'late' AS payload"), where.url, options=OPTIONS,
+        storage_options=where.storage_options)
+    expected = 500 + 100 + (2000 if step == "publish" else 0)
+    assert table.state(crashed[0]) == ("completed" if step == "publish" else "rolledback")
+    assert follow.rows_written == 100
+    assert_exactly_committed(table, expected)
+    assert_clean(table)
