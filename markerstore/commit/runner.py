@@ -73,7 +73,7 @@ def markers_for(spec: TaskSpec, storage: Storage) -> WriteMarkers:
 
         if not spec.marker_url:
             raise ValueError("batched markers need the marker server's URL")
-        client: WriteMarkers = MarkerClient(spec.marker_url, spec.instant, initialize=False)
+        client: WriteMarkers = MarkerClient(spec.marker_url, spec.instant)
         return client
     return DirectWriteMarkers(storage, spec.instant, initialize=False)
 
