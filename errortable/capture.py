@@ -407,26 +407,26 @@ class Validator:
         names = list(self.checks)
         flags = ", ".join(f"(({self.checks[c]}) IS FALSE)" for c in names)
         any_false = " OR ".join(f"(({self.checks[c]}) IS FALSE)" for c in names)
+        grouped: list[tuple[tuple[bool, ...], list[int]]]
         try:
-            result = con.sql(f"SELECT {ROW_COLUMN}, {flags} FROM record "
-                             f"WHERE {any_false}").fetchall()
+            # One row per combination of failing checks, with the rows that have it.
+            result = con.sql(f"SELECT {flags}, list({ROW_COLUMN}) FROM record "
+                             f"WHERE {any_false} GROUP BY ALL").fetchall()
+            grouped = [(tuple(r[:-1]), list(r[-1])) for r in result]
         except duckdb.Error:
-            result = self._run_checks_one_by_one(con, failed)
-        shared: dict[tuple[str, ...], _Failure] = {}
-        for row, *values in result:
+            grouped = [(tuple(values), [row]) for row, *values in
+                       self._run_checks_one_by_one(con, failed)]
+        for values, group in grouped:
             failing = tuple(c for c, v in zip(names, values, strict=True) if v)
-            if not failing or row in failed:
+            if not failing:
                 continue
-            failure = shared.get(failing)
-            if failure is None:
-                first = failing[0]
-                extra = {R.CHECK: first}
-                if len(failing) > 1:
-                    extra[R.FAILED_CHECKS] = ",".join(failing)
-                failure = shared[failing] = _Failure(
-                    R.CHECK_REASON, first, "CheckFailed",
-                    f"check {first!r} failed: {self.checks[first]}", extra=extra)
-            failed[row] = failure
+            first = failing[0]
+            extra = {R.CHECK: first}
+            if len(failing) > 1:
+                extra[R.FAILED_CHECKS] = ",".join(failing)
+            failure = _Failure(R.CHECK_REASON, first, "CheckFailed",
+                               f"check {first!r} failed: {self.checks[first]}", extra=extra)
+            failed.update((row, failure) for row in group if row not in failed)
 
     def _run_checks_one_by_one(self, con: duckdb.DuckDBPyConnection,
                                failed: dict[int, _Failure]) -> list[tuple[Any, ...]]:
@@ -470,6 +470,16 @@ class Validator:
         original = raw.column(name, rows)
         return [c if c is not None else o for c, o in zip(cast, original, strict=True)]
 
+    def _row_strings(self, rows: pa.Array, table: pa.Table, raw: _RawRows, name: str
+                     ) -> pa.Array:
+        """The same as strings, computed on Arrow arrays."""
+        cast = _as_strings(table.column(name).take(rows))
+        if cast.null_count == 0:
+            return cast
+        original = raw.column(name, rows.to_pylist())
+        fallback = pa.array([None if v is None else str(v) for v in original], pa.string())
+        return pc.coalesce(cast, fallback)
+
     def _error_table(self, rows: list[int], failed: dict[int, _Failure], table: pa.Table,
                      raw: _RawRows, ctx: R.CaptureContext, schema: str | None,
                      line_numbers: Sequence[int] | None) -> pa.Table:
@@ -479,55 +489,44 @@ class Validator:
             return S.empty_table()
         k = len(rows)
         base = {key: v for key, v in ctx.base().items() if key not in _ROW_KEYS}
-        optional: list[tuple[str, list[str | None]]] = []
+        at = pa.array(rows, pa.int64())
+        optional: list[tuple[str, pa.Array]] = []
         if self.key is not None:
-            found = self._row_values(rows, table, raw, self.key)
-            optional.append((R.RECORD_KEY, [None if v is None else str(v) for v in found]))
-            optional.append((R.RECORD_KEY_FIELD, [None if v is None else self.key
-                                                  for v in found]))
+            found = self._row_strings(at, table, raw, self.key)
+            optional.append((R.RECORD_KEY, found))
+            optional.append((R.RECORD_KEY_FIELD, pc.if_else(
+                found.is_valid(), pa.scalar(self.key), pa.scalar(None, pa.string()))))
         if self.partition_by:
-            parts = [self._row_values(rows, table, raw, p) for p in self.partition_by]
-            optional.append((R.PARTITION_PATH, [
-                None if any(v is None for v in values) else
-                "/".join(f"{p}={v}" for p, v in zip(self.partition_by, values, strict=True))
-                for values in zip(*parts, strict=True)]))
+            parts = [pc.binary_join_element_wise(f"{p}=", self._row_strings(at, table, raw, p),
+                                                 "") for p in self.partition_by]
+            optional.append((R.PARTITION_PATH, pc.binary_join_element_wise(*parts, "/")))
         if line_numbers is not None:
-            optional.append((R.SOURCE_LINE, [str(line_numbers[r]) for r in rows]))
+            optional.append((R.SOURCE_LINE, _as_strings(
+                pa.array(list(line_numbers), pa.int64()).take(at))))
         elif ctx.first_line is not None:
-            optional.append((R.SOURCE_LINE, [str(ctx.first_line + r) for r in rows]))
+            optional.append((R.SOURCE_LINE, _as_strings(pc.add(at, ctx.first_line))))
         if ctx.first_offset is not None:
-            optional.append((R.SOURCE_OFFSET, [str(ctx.first_offset + r) for r in rows]))
-        tails: dict[int, tuple[list[str], list[str], str]] = {}
+            optional.append((R.SOURCE_OFFSET, _as_strings(pc.add(at, ctx.first_offset))))
         cap = self.config.stacktrace_max_chars
-        keys: list[str] = []
-        values: list[str] = []
-        offsets = [0]
-        messages: list[str] = []
-        for pos, row in enumerate(rows):
+        index: dict[int, int] = {}
+        unique: list[tuple[list[str], list[str], str]] = []
+        per_row: list[int] = []
+        for row in rows:
             failure = failed[row]
-            tail = tails.get(id(failure))
-            if tail is None:
-                tail_keys, tail_values, message = _tail(failure, cap)
-                tail = tails[id(failure)] = (list(base) + tail_keys,
-                                             list(base.values()) + tail_values, message)
-            keys += tail[0]
-            values += tail[1]
-            messages.append(tail[2])
-            for name, column in optional:
-                value = column[pos]
-                if value is not None:
-                    keys.append(name)
-                    values.append(value)
-            offsets.append(len(keys))
-        context = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()),
-                                          pa.array(keys, pa.string()),
-                                          pa.array(values, pa.string()))
+            at = index.get(id(failure))
+            if at is None:
+                at = index[id(failure)] = len(unique)
+                unique.append(_tail(failure, cap))
+            per_row.append(at)
+        which = pa.array(per_row, pa.int32())
+        messages = pa.array([u[2] for u in unique], pa.string()).take(which)
+        context = _context_column(k, base, unique, which, optional)
         uid = self._builder.uid
         ts = R.now_ts()
         return pa.Table.from_arrays([
             pa.array([uid() for _ in range(k)], pa.string()), pa.array([ts] * k, pa.string()),
             pa.array([schema] * k, pa.string()), pa.array(self._payloads(rows, raw), pa.string()),
-            pa.array(messages, pa.string()), context], schema=S.arrow_schema())
+            messages, context], schema=S.arrow_schema())
 
     def _payloads(self, rows: list[int], raw: _RawRows) -> list[str | None]:
         """`record` of each failed row: the original row as JSON (DuckDB's to_json over the
@@ -635,6 +634,56 @@ def _duck_type(target: pa.DataType) -> str | None:
 _ROW_KEYS = frozenset({R.REASON, R.ERROR_CLASS, R.FINGERPRINT, R.COLUMN, R.CHECK,
                        R.FAILED_CHECKS, R.RECORD_KEY, R.RECORD_KEY_FIELD, R.PARTITION_PATH,
                        R.SOURCE_LINE, R.SOURCE_OFFSET})
+
+
+def _as_strings(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Values as strings (Arrow's cast, or Python's str for types Arrow cannot cast)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if _is_textual(values.type):
+        return pc.cast(values, pa.string())
+    try:
+        return pc.cast(values, pa.string())
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        return pa.array([None if v is None else str(v) for v in values.to_pylist()],
+                        pa.string())
+
+
+def _context_column(k: int, base: Mapping[str, str],
+                    unique: list[tuple[list[str], list[str], str]], which: pa.Array,
+                    optional: list[tuple[str, pa.Array]]) -> pa.Array:
+    """The `context` map of k error rows without a Python loop over rows: every entry kind
+    is a slot (a column of keys and one of values; a null value means the row has no such
+    entry), the slots are interleaved row by row with one take, and the empty entries are
+    filtered out."""
+    slot_keys: list[pa.Array] = []
+    slot_values: list[pa.Array] = []
+    for key, value in base.items():
+        slot_keys.append(pa.repeat(pa.scalar(key, pa.string()), k))
+        slot_values.append(pa.repeat(pa.scalar(value, pa.string()), k))
+    width = max(len(u[0]) for u in unique)
+    for j in range(width):
+        keys = pa.array([u[0][j] if j < len(u[0]) else None for u in unique], pa.string())
+        values = pa.array([u[1][j] if j < len(u[1]) else None for u in unique], pa.string())
+        slot_keys.append(keys.take(which))
+        slot_values.append(values.take(which))
+    for name, column in optional:
+        slot_keys.append(pa.repeat(pa.scalar(name, pa.string()), k))
+        slot_values.append(column)
+    slots = len(slot_keys)
+    position = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), k * slots)),
+                           1)
+    row = pc.divide(position, slots)  # integer division
+    slot = pc.subtract(position, pc.multiply(row, slots))
+    order = pc.add(pc.multiply(slot, k), row)
+    keys = pa.concat_arrays(slot_keys).take(order)
+    values = pa.concat_arrays(slot_values).take(order)
+    present = pc.is_valid(values)
+    ends = pc.cumulative_sum(pc.cast(present, pa.int32())).take(
+        pc.add(pc.multiply(pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), k)),
+                                       1), slots), slots - 1))
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cast(ends, pa.int32())])
+    return pa.MapArray.from_arrays(offsets, keys.filter(present), values.filter(present))
 
 
 def _tail(failure: _Failure, cap: int) -> tuple[list[str], list[str], str]:
