@@ -27,7 +27,15 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.errors import MarkerTypeError, StorageError
-from markerstore.markers.base import DIRECT, IOType, MarkerName, marker_folder, read_marker_type
+from markerstore.markers.base import (
+    BATCHED,
+    DIRECT,
+    IOType,
+    MarkerName,
+    ensure_marker_type,
+    marker_folder,
+    read_marker_type,
+)
 from markerstore.markers.reconcile import read_markers
 from markerstore.markers.segments import dedupe, load_segments, rows_to_table
 from markerstore.server.metrics import Registry
@@ -410,6 +418,24 @@ class MarkerService(SegmentWriter):
         if not tables:
             return rows_to_table([])
         return dedupe(pa.concat_tables(tables))
+
+    async def open(self, instant: str) -> int:
+        """Make the instant's folder ready for creates: the instant must be inflight; its
+        segments are loaded; MARKERS.type is written now (as the driver does for direct
+        markers), so a write that dies before its first marker still leaves a typed
+        folder. Returns the number of markers held."""
+        state = await self.state(instant, write=True)
+        if not state.initialized:
+            try:
+                await self._run(self._io_pool, ensure_marker_type, self.storage, instant,
+                                BATCHED)
+            except MarkerTypeError as exc:
+                raise ServiceError(409, "marker_type", str(exc)) from exc
+            except OSError as exc:  # StorageError included
+                raise ServiceError(503, "storage_error", f"writing MARKERS.type of instant "
+                                   f"{instant} failed: {exc}") from exc
+            state.initialized = True
+        return len(state.names)
 
     async def seal(self, instant: str) -> int:
         """Refuse every later create of the instant (409), and return once no flush of it

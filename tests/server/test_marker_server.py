@@ -29,8 +29,10 @@ Serve = Callable[..., MarkerServer]
 def test_create_dedupe_and_queries(mem_table: Table, serve: Serve) -> None:
     instant = mem_table.start_commit(heartbeat=False)
     server = serve(mem_table)
-    client = MarkerClient(server.url, instant)
-    assert not client.exists()
+    assert not MarkerClient(server.url, instant, initialize=False).exists()
+    client = MarkerClient(server.url, instant)  # the driver's: writes MARKERS.type now
+    assert client.exists() and client.all() == []
+    assert read_marker_type(mem_table.storage, instant) == BATCHED
     assert client.create("day=1", "f1_w_1.parquet", "CREATE", task_attempt="a0", size=10)
     assert not client.create("day=1", "f1_w_1.parquet", "CREATE")  # already there
     assert client.create("day=1", "f1_w_1.parquet", "MERGE")  # another IO type
