@@ -179,7 +179,7 @@ class MarkerService(SegmentWriter):
                 self._maybe_compact(state)
             if state.pending:
                 active = True
-                if final or self._may_flush(state):
+                if final or self._should_flush(state):
                     self._start_flush(state)
         # Re-list the timeline when it is stale and creates came since the last listing.
         view = self._view
@@ -373,9 +373,8 @@ class MarkerService(SegmentWriter):
             self._waiting += 1
             answers.append(future)
         futures = [a for a in answers if isinstance(a, asyncio.Future)]
-        if futures and len(state.pending) >= state.last_batch \
-                and self._may_flush(state, alone=True):
-            self._start_flush(state)  # the clients of the last batch are all back
+        if futures:
+            self._maybe_flush(state)  # e.g. the clients of the last batches are all back
         if len(futures) == 1:
             await futures[0]
         elif futures:
