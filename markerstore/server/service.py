@@ -1,11 +1,10 @@
 """The marker server's engine: queue, dispatcher, dedupe, lazy load, the timeline.
 
-It runs on one asyncio event loop; storage work runs in thread pools. Every
-``batch.interval_ms`` the dispatcher takes the pending creates of each marker folder,
-drops those already held, and writes the rest as ONE new segment (up to
-``batch.num_threads`` flushes run in parallel; see writer.py). Between ticks, a folder
-with no flush in flight is flushed at once when as many creates wait as its last batch
-held, or when they have waited a whole interval. A create is answered only after
+It runs on one asyncio event loop; storage work runs in thread pools. The pending
+creates of a marker folder are deduplicated against the markers it holds and written as
+ONE new segment once the oldest has waited ``batch.interval_ms`` (a dispatcher checks
+four times an interval), or earlier when the clients answered last are all back (see
+writer.py; up to ``batch.num_threads`` flushes run in parallel). A create is answered only after
 its segment is durable; a failed write fails every create of the batch (503), and none of
 them is held, so a retry writes them again. A folder's state is loaded from its segments
 on its first request, so a restarted server knows every marker it acknowledged before.
@@ -161,7 +160,7 @@ class MarkerService(SegmentWriter):
         loop = asyncio.get_running_loop()
         next_tick = loop.time()
         while True:
-            next_tick += self.interval
+            next_tick += self.interval / 4  # so no create waits much past the interval
             delay = next_tick - loop.time()
             if delay < 0:  # behind: tick now, and do not try to catch up
                 next_tick, delay = loop.time(), 0
@@ -369,6 +368,7 @@ class MarkerService(SegmentWriter):
             future: asyncio.Future[bool] = loop.create_future()
             future.add_done_callback(_consume)
             state.pending.append(Pending(marker, row, request_id, future, started))
+            state.outstanding = max(0, state.outstanding - 1)
             state.pending_ids[(marker.partition, file_id(marker.file_name))] += 1
             self._waiting += 1
             answers.append(future)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,8 +68,9 @@ class DirState:
     flushes: int = 0  # flushes in flight
     writing: dict[str, list[Pending]] = field(default_factory=dict)  # names being flushed
     flush_starts: list[float] = field(default_factory=list)  # of flushes in flight
-    _answers: deque[tuple[float, int]] = field(default_factory=deque)  # (when, how many)
-    _answered: int = 0
+    # Creates answered by flushes whose clients have not sent a create since (see
+    # writer.SegmentWriter._should_flush).
+    outstanding: int = 0
     compacting: bool = False
     overlapping: bool = False  # some marker is in more than one held segment
     compact_retry_at: float = 0.0  # after a failed compaction, when to try again
@@ -111,18 +112,6 @@ class DirState:
     @property
     def oldest_flush(self) -> float:
         return min(self.flush_starts, default=float("inf"))
-
-    def answered(self, now: float, count: int) -> None:
-        """Note creates answered by a flush (for :meth:`recently_answered`)."""
-        self._answers.append((now, count))
-        self._answered += count
-
-    def recently_answered(self, now: float, window: float) -> int:
-        """Creates answered by flushes within `window` seconds (at least 1): about how
-        many clients are waiting for answers to come back with their next create."""
-        while self._answers and self._answers[0][0] < now - window:
-            self._answered -= self._answers.popleft()[1]
-        return max(1, self._answered)
 
     @property
     def segment_count(self) -> int:

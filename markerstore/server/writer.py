@@ -111,21 +111,21 @@ class SegmentWriter:
         """When a folder's pending creates go to storage.
 
         With no flush in flight: once the oldest has waited a whole interval (the bound on
-        waiting), or as soon as as many creates wait as the flushes of the last two
-        intervals answered: those clients are all back, and waiting longer could only
+        waiting), or as soon as every create answered by the last flushes has been
+        followed by a new one: those clients are all back, and waiting longer could only
         make them later. So 64 clients that each wait for their answer before the next
-        create fill one segment per round trip instead of splitting across ticks. With a
-        flush in flight, another starts only when that one is slow (running for an
-        interval) and the waiting creates are overdue: one slow write then delays only
-        its own batch.
+        create fill one segment per round trip instead of splitting across ticks, while
+        creates that come in at random (tasks that then write a file for minutes) still
+        gather for an interval. With a flush in flight, another starts only when that one
+        is slow (running for an interval) and the waiting creates are overdue: one slow
+        write then delays only its own batch.
         """
         if not state.pending or self._blocked(state):
             return False
         now = time.perf_counter()
         waited = now - state.pending[0].enqueued
         if state.flushes == 0:
-            return waited >= self.interval or \
-                len(state.pending) >= state.recently_answered(now, 2 * self.interval)
+            return waited >= self.interval or state.outstanding == 0
         if state.flushes >= PIPELINE or not state.initialized:
             return False
         return waited >= self.interval and now - state.oldest_flush >= self.interval
@@ -136,6 +136,7 @@ class SegmentWriter:
 
     def _start_flush(self, state: DirState) -> None:
         batch, state.pending = state.pending, []
+        state.outstanding = 0  # who is not back by now is not waited for
         if state.gone:
             self._fail(state, batch, ServiceError(409, "instant_not_inflight", state.gone))
             return
@@ -204,7 +205,7 @@ class SegmentWriter:
                 self._settle(state, pending, answer)
         self._creates("created", created)
         self._creates("existed", existed)
-        state.answered(time.perf_counter(), created + existed)
+        state.outstanding += created + existed
         self._maybe_flush(state)
 
     def _flush_sync(self, instant: str, initialized: bool, rows: list[dict[str, Any]],
