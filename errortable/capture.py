@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -28,6 +27,8 @@ import pyarrow.compute as pc
 from errortable import records as R
 from errortable import schema as S
 from errortable.config import ErrorTableConfig
+from errortable.errorrows import ErrorRows, RawRows
+from errortable.errorrows import Failure as RowFailure
 from markerstore.errors import ConfigError
 
 ROW_COLUMN = "__errortable_row"
@@ -41,16 +42,6 @@ def schema_json(schema: pa.Schema) -> str:
     return json.dumps({"type": "arrow", "fields": [
         {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema]},
         separators=(",", ":"))
-
-
-@dataclass
-class _Failure:
-    reason: str
-    detail: str
-    error_class: str
-    text: str
-    columns: list[str] = field(default_factory=list)
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 Failure = tuple[str, str]  # (error class, message)
@@ -221,7 +212,7 @@ class Validator:
             columns[f.name] = array
             for row, exc in failed.items():
                 failures.setdefault(row, []).append((f.name, exc))
-        raw = _RawRows(batch=batch)
+        raw = RawRows(batch=batch)
         return self._finish(n, columns, failures, {}, raw, ctx, schema_json(batch.schema),
                             None)
 
@@ -236,12 +227,12 @@ class Validator:
         if line_numbers is not None and len(line_numbers) != n:
             raise ValueError(f"{len(line_numbers)} line numbers for {n} records")
         target_names = set(self.target_schema.names)
-        pre: dict[int, _Failure] = {}
+        pre: dict[int, RowFailure] = {}
         if self.extra_columns == "error":
             for i, record in enumerate(records):
                 unknown = sorted(set(record) - target_names)
                 if unknown:
-                    pre[i] = _Failure("schema", "unknown:" + ",".join(unknown), "SchemaError",
+                    pre[i] = RowFailure("schema", "unknown:" + ",".join(unknown), "SchemaError",
                                       f"field(s) {', '.join(map(repr, unknown))} are not in "
                                       "the target schema", unknown)
         columns: dict[str, pa.Array] = {}
@@ -252,7 +243,7 @@ class Validator:
             columns[f.name] = array
             for row, exc in failed.items():
                 failures.setdefault(row, []).append((f.name, exc))
-        raw = _RawRows(records=records)
+        raw = RawRows(records=records)
         good, errors = self._finish(n, columns, failures, pre, raw, ctx, schema, line_numbers)
         return good, S.arrow_to_records(errors)
 
@@ -313,7 +304,7 @@ class Validator:
 
     def _finish(self, n: int, columns: dict[str, pa.Array],
                 cast_failures: dict[int, list[tuple[str, Failure]]],
-                failed: dict[int, _Failure], raw: _RawRows, ctx: R.CaptureContext,
+                failed: dict[int, RowFailure], raw: RawRows, ctx: R.CaptureContext,
                 schema: str | None, line_numbers: Sequence[int] | None
                 ) -> tuple[pa.RecordBatch, pa.Table]:
         for row, items in cast_failures.items():
@@ -322,7 +313,7 @@ class Validator:
             cols = [c for c, _ in items]
             types = {c: str(self.target_schema.field(c).type) for c in cols}
             text = "; ".join(f"column {c!r} to {types[c]}: {e[1]}" for c, e in items)
-            failed[row] = _Failure(R.CAST, ",".join(f"{c}:{types[c]}" for c in cols),
+            failed[row] = RowFailure(R.CAST, ",".join(f"{c}:{types[c]}" for c in cols),
                                    items[0][1][0], f"cannot cast {text}", cols)
         table = pa.table(columns, schema=self.target_schema)
         self._null_stage(table, failed)
@@ -336,46 +327,61 @@ class Validator:
         good_batch = batches[0] if len(batches) == 1 else \
             pa.RecordBatch.from_pylist([], schema=self.target_schema)
         rows = sorted(failed)
+        builder = ErrorRows(self.key, self.partition_by, self._builder, self._json_rows)
         if self._builder.protects:
-            errors = S.records_to_arrow(self._error_records(rows, failed, table, raw, ctx,
-                                                            schema, line_numbers))
+            errors = S.records_to_arrow(builder.dicts(rows, failed, table, raw, ctx, schema,
+                                                      line_numbers))
         else:
-            errors = self._error_table(rows, failed, table, raw, ctx, schema, line_numbers)
+            errors = builder.table(rows, failed, table, raw, ctx, schema, line_numbers)
         assert good_batch.num_rows + errors.num_rows == n, "a row was lost or duplicated"
         return good_batch, errors
 
-    def _null_stage(self, table: pa.Table, failed: dict[int, _Failure]) -> None:
+    def _json_rows(self, rows: pa.RecordBatch) -> list[str | None] | None:
+        """Rows as JSON objects with DuckDB's to_json, one call for all (None if DuckDB
+        cannot convert one of the types: the caller then uses Python's json)."""
+        with self._lock:
+            con = self._connection()
+            con.register("__payload", rows)
+            try:
+                column = con.sql("SELECT to_json(p) FROM __payload p").to_arrow_table()
+            except duckdb.Error:
+                return None
+            finally:
+                con.unregister("__payload")
+        return [None if v is None else str(v) for v in column.column(0).to_pylist()]
+
+    def _null_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         for f in self.target_schema:
             if f.nullable:
                 continue
             for row in _true_rows(pc.is_null(table.column(f.name))):
                 if row not in failed:
-                    failed[row] = _Failure(R.NULL, f.name, "NullValueError",
+                    failed[row] = RowFailure(R.NULL, f.name, "NullValueError",
                                            f"column {f.name!r} is not nullable but is null",
                                            [f.name])
 
-    def _key_stage(self, table: pa.Table, failed: dict[int, _Failure]) -> None:
+    def _key_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         if self.key is None:
             return
         column = table.column(self.key)
         for row in _true_rows(pc.is_null(column)):
             if row not in failed:
-                failed[row] = _Failure(R.KEY, f"{self.key}:null", "RecordKeyError",
+                failed[row] = RowFailure(R.KEY, f"{self.key}:null", "RecordKeyError",
                                        f"record key column {self.key!r} is null", [self.key])
         if _is_textual(column.type):
             empty = pc.equal(pc.utf8_trim_whitespace(column), "")
             for row in _true_rows(empty):
                 if row not in failed:
-                    failed[row] = _Failure(R.KEY, f"{self.key}:empty", "RecordKeyError",
+                    failed[row] = RowFailure(R.KEY, f"{self.key}:empty", "RecordKeyError",
                                            f"record key column {self.key!r} is empty",
                                            [self.key])
 
-    def _partition_stage(self, table: pa.Table, failed: dict[int, _Failure]) -> None:
+    def _partition_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         for name in self.partition_by:
             column = table.column(name)
             for row in _true_rows(pc.is_null(column)):
                 if row not in failed:
-                    failed[row] = _Failure(R.PARTITION, f"{name}:null", "PartitionValueError",
+                    failed[row] = RowFailure(R.PARTITION, f"{name}:null", "PartitionValueError",
                                            f"partition column {name!r} is null", [name])
             if not _is_textual(column.type):
                 continue
@@ -384,12 +390,12 @@ class Validator:
                 pc.is_in(column, value_set=pa.array(["", ".", ".."], column.type)))
             for row in _true_rows(bad):
                 if row not in failed:
-                    failed[row] = _Failure(
+                    failed[row] = RowFailure(
                         R.PARTITION, f"{name}:invalid", "PartitionValueError",
                         f"partition column {name!r} holds a value that is not a valid folder "
                         "name (empty, '.', '..', or with a slash or control character)", [name])
 
-    def _check_stage(self, table: pa.Table, failed: dict[int, _Failure]) -> None:
+    def _check_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         rows = [i for i in range(table.num_rows) if i not in failed]
         if not rows:
             return
@@ -403,33 +409,33 @@ class Validator:
             finally:
                 con.unregister("record")
 
-    def _run_checks(self, con: duckdb.DuckDBPyConnection, failed: dict[int, _Failure]) -> None:
+    def _run_checks(self, con: duckdb.DuckDBPyConnection, failed: dict[int, RowFailure]) -> None:
         names = list(self.checks)
         flags = ", ".join(f"(({self.checks[c]}) IS FALSE)" for c in names)
         any_false = " OR ".join(f"(({self.checks[c]}) IS FALSE)" for c in names)
+        grouped: list[tuple[tuple[bool, ...], list[int]]]
         try:
-            result = con.sql(f"SELECT {ROW_COLUMN}, {flags} FROM record "
-                             f"WHERE {any_false}").fetchall()
+            # One row per combination of failing checks, with the rows that have it.
+            result = con.sql(f"SELECT {flags}, list({ROW_COLUMN}) FROM record "
+                             f"WHERE {any_false} GROUP BY ALL").fetchall()
+            grouped = [(tuple(r[:-1]), list(r[-1])) for r in result]
         except duckdb.Error:
-            result = self._run_checks_one_by_one(con, failed)
-        shared: dict[tuple[str, ...], _Failure] = {}
-        for row, *values in result:
+            grouped = [(tuple(values), [row]) for row, *values in
+                       self._run_checks_one_by_one(con, failed)]
+        for values, group in grouped:
             failing = tuple(c for c, v in zip(names, values, strict=True) if v)
-            if not failing or row in failed:
+            if not failing:
                 continue
-            failure = shared.get(failing)
-            if failure is None:
-                first = failing[0]
-                extra = {R.CHECK: first}
-                if len(failing) > 1:
-                    extra[R.FAILED_CHECKS] = ",".join(failing)
-                failure = shared[failing] = _Failure(
-                    R.CHECK_REASON, first, "CheckFailed",
-                    f"check {first!r} failed: {self.checks[first]}", extra=extra)
-            failed[row] = failure
+            first = failing[0]
+            extra = {R.CHECK: first}
+            if len(failing) > 1:
+                extra[R.FAILED_CHECKS] = ",".join(failing)
+            failure = RowFailure(R.CHECK_REASON, first, "CheckFailed",
+                               f"check {first!r} failed: {self.checks[first]}", extra=extra)
+            failed.update((row, failure) for row in group if row not in failed)
 
     def _run_checks_one_by_one(self, con: duckdb.DuckDBPyConnection,
-                               failed: dict[int, _Failure]) -> list[tuple[Any, ...]]:
+                               failed: dict[int, RowFailure]) -> list[tuple[Any, ...]]:
         """A check raised at run time (a cast inside it, say): find the raising rows one
         check at a time; they fail that check, with DuckDB's error as the message."""
         table = con.sql("SELECT * FROM record").to_arrow_table()
@@ -454,140 +460,13 @@ class Validator:
             for pos, exc in raised.items():
                 row = row_ids[pos]
                 if row not in failed:
-                    failed[row] = _Failure(
+                    failed[row] = RowFailure(
                         R.CHECK_REASON, name, type(exc).__name__,
                         f"check {name!r} raised: {' '.join(str(exc).split())}",
                         extra={R.CHECK: name, R.FAILED_CHECKS: name})
         return [(row, *values) for row, values in flags.items()]
 
     # --- error records -------------------------------------------------------------------
-    def _row_values(self, rows: list[int], table: pa.Table, raw: _RawRows, name: str
-                    ) -> list[Any]:
-        """A column's values at `rows`: the cast value, else the original (a failed cast)."""
-        cast = table.column(name).take(pa.array(rows, pa.int64())).to_pylist()
-        if all(v is not None for v in cast):
-            return cast
-        original = raw.column(name, rows)
-        return [c if c is not None else o for c, o in zip(cast, original, strict=True)]
-
-    def _error_table(self, rows: list[int], failed: dict[int, _Failure], table: pa.Table,
-                     raw: _RawRows, ctx: R.CaptureContext, schema: str | None,
-                     line_numbers: Sequence[int] | None) -> pa.Table:
-        """Error records built column by column (no dict per row): the fast path, used when
-        no PII policy needs to see each record."""
-        if not rows:
-            return S.empty_table()
-        k = len(rows)
-        base = {key: v for key, v in ctx.base().items() if key not in _ROW_KEYS}
-        optional: list[tuple[str, list[str | None]]] = []
-        if self.key is not None:
-            found = self._row_values(rows, table, raw, self.key)
-            optional.append((R.RECORD_KEY, [None if v is None else str(v) for v in found]))
-            optional.append((R.RECORD_KEY_FIELD, [None if v is None else self.key
-                                                  for v in found]))
-        if self.partition_by:
-            parts = [self._row_values(rows, table, raw, p) for p in self.partition_by]
-            optional.append((R.PARTITION_PATH, [
-                None if any(v is None for v in values) else
-                "/".join(f"{p}={v}" for p, v in zip(self.partition_by, values, strict=True))
-                for values in zip(*parts, strict=True)]))
-        if line_numbers is not None:
-            optional.append((R.SOURCE_LINE, [str(line_numbers[r]) for r in rows]))
-        elif ctx.first_line is not None:
-            optional.append((R.SOURCE_LINE, [str(ctx.first_line + r) for r in rows]))
-        if ctx.first_offset is not None:
-            optional.append((R.SOURCE_OFFSET, [str(ctx.first_offset + r) for r in rows]))
-        tails: dict[int, tuple[list[str], list[str], str]] = {}
-        cap = self.config.stacktrace_max_chars
-        keys: list[str] = []
-        values: list[str] = []
-        offsets = [0]
-        messages: list[str] = []
-        for pos, row in enumerate(rows):
-            failure = failed[row]
-            tail = tails.get(id(failure))
-            if tail is None:
-                tail_keys, tail_values, message = _tail(failure, cap)
-                tail = tails[id(failure)] = (list(base) + tail_keys,
-                                             list(base.values()) + tail_values, message)
-            keys += tail[0]
-            values += tail[1]
-            messages.append(tail[2])
-            for name, column in optional:
-                value = column[pos]
-                if value is not None:
-                    keys.append(name)
-                    values.append(value)
-            offsets.append(len(keys))
-        context = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()),
-                                          pa.array(keys, pa.string()),
-                                          pa.array(values, pa.string()))
-        uid = self._builder.uid
-        ts = R.now_ts()
-        return pa.Table.from_arrays([
-            pa.array([uid() for _ in range(k)], pa.string()), pa.array([ts] * k, pa.string()),
-            pa.array([schema] * k, pa.string()), pa.array(self._payloads(rows, raw), pa.string()),
-            pa.array(messages, pa.string()), context], schema=S.arrow_schema())
-
-    def _payloads(self, rows: list[int], raw: _RawRows) -> list[str | None]:
-        """`record` of each failed row: the original row as JSON (DuckDB's to_json over the
-        Arrow rows, one call for all; Python's json for dict records)."""
-        if raw.batch is None:
-            assert raw.records is not None
-            return [R.to_json(raw.records[i]) for i in rows]
-        subset = raw.batch.take(pa.array(rows, pa.int64()))
-        with self._lock:
-            con = self._connection()
-            con.register("__payload", subset)
-            try:
-                column = con.sql("SELECT to_json(p) FROM __payload p").to_arrow_table()
-                return [str(v) if v is not None else None for v in column.column(0).to_pylist()]
-            except duckdb.Error:
-                pass
-            finally:
-                con.unregister("__payload")
-        return [R.to_json(r) for r in subset.to_pylist()]
-
-    def _error_records(self, rows: list[int], failed: dict[int, _Failure], table: pa.Table,
-                       raw: _RawRows, ctx: R.CaptureContext, schema: str | None,
-                       line_numbers: Sequence[int] | None) -> list[dict[str, Any]]:
-        if not rows:
-            return []
-        base = ctx.base()
-        ts = R.now_ts()
-        originals = raw.rows(rows)
-        keys = table.column(self.key).take(pa.array(rows)).to_pylist() if self.key else None
-        parts = {p: table.column(p).take(pa.array(rows)).to_pylist() for p in self.partition_by}
-        result = []
-        for pos, row in enumerate(rows):
-            failure = failed[row]
-            context = dict(base)
-            context.update(failure.extra)
-            if self.key is not None:
-                key = keys[pos] if keys is not None else None
-                if key is None:
-                    key = raw.value(originals[pos], self.key)
-                if key is not None:
-                    context[R.RECORD_KEY] = str(key)
-                    context[R.RECORD_KEY_FIELD] = self.key
-            if self.partition_by:
-                values = [parts[p][pos] if parts[p][pos] is not None
-                          else raw.value(originals[pos], p) for p in self.partition_by]
-                if all(v is not None for v in values):
-                    context[R.PARTITION_PATH] = "/".join(
-                        f"{p}={v}" for p, v in zip(self.partition_by, values, strict=True))
-            if line_numbers is not None:
-                context[R.SOURCE_LINE] = str(line_numbers[row])
-            elif ctx.first_line is not None:
-                context[R.SOURCE_LINE] = str(ctx.first_line + row)
-            if ctx.first_offset is not None:
-                context[R.SOURCE_OFFSET] = str(ctx.first_offset + row)
-            result.append(self._builder.build(
-                reason=failure.reason, detail=failure.detail, error_class=failure.error_class,
-                text=failure.text, record=originals[pos], schema=schema, context=context,
-                columns=failure.columns, ts=ts))
-        return result
-
 
 def _convert_duck(n: int, evaluate: Callable[[int, int], pa.Array]
                   ) -> tuple[pa.Array, dict[int, BaseException]]:
@@ -632,24 +511,6 @@ def _duck_type(target: pa.DataType) -> str | None:
     return None
 
 
-_ROW_KEYS = frozenset({R.REASON, R.ERROR_CLASS, R.FINGERPRINT, R.COLUMN, R.CHECK,
-                       R.FAILED_CHECKS, R.RECORD_KEY, R.RECORD_KEY_FIELD, R.PARTITION_PATH,
-                       R.SOURCE_LINE, R.SOURCE_OFFSET})
-
-
-def _tail(failure: _Failure, cap: int) -> tuple[list[str], list[str], str]:
-    """The context entries and the message a failure adds to each of its rows."""
-    keys = [R.REASON, R.ERROR_CLASS, R.FINGERPRINT]
-    values = [failure.reason, failure.error_class, R.fingerprint(failure.reason, failure.detail)]
-    if failure.columns:
-        keys.append(R.COLUMN)
-        values.append(",".join(failure.columns))
-    for key, value in failure.extra.items():
-        keys.append(key)
-        values.append(value)
-    return keys, values, R.format_message(failure.error_class, failure.text, None, cap)
-
-
 def _true_rows(mask: pa.Array | pa.ChunkedArray) -> list[int]:
     indices = pc.indices_nonzero(pc.fill_null(mask, False))
     return [int(i) for i in indices.to_pylist()]
@@ -678,29 +539,3 @@ def _from_python(values: list[Any], target: pa.DataType) -> pa.Array:
         if _is_textual(target) or not all(v is None or isinstance(v, str) for v in values):
             raise
         return pc.cast(pa.array(values, pa.string()), target, safe=True)
-
-
-@dataclass
-class _RawRows:
-    """The original rows (an Arrow batch, or dicts), read only for the rows that failed."""
-
-    batch: pa.RecordBatch | None = None
-    records: Sequence[Mapping[str, Any]] | None = None
-
-    def column(self, name: str, indices: list[int]) -> list[Any]:
-        if self.batch is not None:
-            if name not in self.batch.schema.names:
-                return [None] * len(indices)
-            return self.batch.column(name).take(pa.array(indices, pa.int64())).to_pylist()
-        assert self.records is not None
-        return [self.records[i].get(name) for i in indices]
-
-    def rows(self, indices: list[int]) -> list[Any]:
-        if self.batch is not None:
-            return self.batch.take(pa.array(indices, pa.int64())).to_pylist()
-        assert self.records is not None
-        return [dict(self.records[i]) for i in indices]
-
-    @staticmethod
-    def value(row: Any, name: str) -> Any:
-        return row.get(name) if isinstance(row, dict) else None

@@ -11,6 +11,7 @@ missing file is skipped with a :class:`CorruptErrorFileWarning` naming it, unles
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -33,8 +34,10 @@ from errortable.recovery import (
     same_table,
 )
 from errortable.writer import IDENTITY_FILE, OPERATION
-from markerstore.errors import CorruptErrorFileError, NotAnErrorTableError
+from markerstore.errors import CorruptErrorFileError, MarkerStoreError, NotAnErrorTableError
 from markerstore.table import Table
+
+log = logging.getLogger(__name__)
 
 EXPIRE_OPERATION = "expire"
 REPLAY_LOG_OPERATION = "replay-log"
@@ -375,13 +378,19 @@ def query(path: str | Table, sql: str, storage_options: Mapping[str, Any] | None
 
 
 def _view_provider(table: Table, con: duckdb.DuckDBPyConnection) -> None:
-    """`errors` in markerstore's SQL: the table's own error rows (empty if it has none)."""
+    """`errors` in markerstore's SQL: the table's own error rows (empty if it has none). An
+    error table that cannot be read leaves the view empty, with a logged warning, so the
+    other views stay usable."""
     readers: list[tuple[ErrorTableReader, str | None]]
-    if is_error_table(table):
-        readers = [(ErrorTableReader(table), None)]
-    else:
-        source = table.storage.url()
-        readers = [(ErrorTableReader(Table(u, table.storage.storage_options)), source)
-                   for u in error_tables_of(table)]
-    register_errors(con, readers)
-
+    try:
+        if is_error_table(table):
+            readers = [(ErrorTableReader(table), None)]
+        else:
+            source = table.storage.url()
+            readers = [(ErrorTableReader(Table(u, table.storage.storage_options)), source)
+                       for u in error_tables_of(table)]
+        register_errors(con, readers)
+    except (MarkerStoreError, OSError) as exc:
+        log.warning("the errors view of %s is empty: its error table cannot be read: %s",
+                    table.storage.url(), exc)
+        register_errors(con, [])

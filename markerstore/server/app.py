@@ -157,6 +157,10 @@ class _Routes:
         return web.json_response(
             {"paths": await self.service.created_and_merged(request.match_info["instant"])})
 
+    async def open(self, request: web.Request) -> web.Response:
+        held = await self.service.open(request.match_info["instant"])
+        return web.json_response({"open": True, "markers": held})
+
     async def seal(self, request: web.Request) -> web.Response:
         held = await self.service.seal(request.match_info["instant"])
         return web.json_response({"sealed": True, "markers": held})
@@ -224,6 +228,7 @@ class MarkerServer:
         app.router.add_get(API + "/{instant}/exists", routes.exists)
         app.router.add_get(API + "/{instant}/has", routes.has)
         app.router.add_get(API + "/{instant}/created-and-merged", routes.created_and_merged)
+        app.router.add_post(API + "/{instant}/open", routes.open)
         app.router.add_post(API + "/{instant}/seal", routes.seal)
         app.router.add_delete(API + "/{instant}", routes.delete)
         return app

@@ -76,7 +76,8 @@ class MarkerClient(WriteMarkers):
 
     ``MarkerClient(url, instant)``, or with keywords: `table` (gives the settings and the
     storage for the configured fallback), `token` (default ``$MARKERSTORE_SERVER_TOKEN``),
-    `timeout` in seconds, `retries`, `fallback` (overrides the table's option).
+    `timeout` in seconds, `retries`, `fallback` (overrides the table's option),
+    `initialize` (open the folder now, as the driver does; executors pass False).
     """
 
     mechanism = BATCHED
@@ -84,7 +85,8 @@ class MarkerClient(WriteMarkers):
     def __init__(self, url: str | None = None, instant: str | None = None, *,
                  table: Table | None = None, token: str | None = None,
                  timeout: float | None = None, retries: int | None = None,
-                 fallback: bool | None = None, pool_size: int = 64) -> None:
+                 fallback: bool | None = None, initialize: bool = True,
+                 pool_size: int = 64) -> None:
         if instant is None:
             raise TypeError("MarkerClient needs the instant")
         super().__init__(instant)
@@ -105,6 +107,8 @@ class MarkerClient(WriteMarkers):
         self._pool: urllib3.PoolManager | None = None
         self._direct: DirectWriteMarkers | None = None
         self._lock = threading.Lock()
+        if initialize:
+            self.open()
 
     def __repr__(self) -> str:
         mode = " (direct fallback)" if self._direct is not None else ""
@@ -307,6 +311,16 @@ class MarkerClient(WriteMarkers):
             assert self._direct is not None
             return self._direct.delete_all()
         return bool(answer["deleted"])
+
+    def open(self) -> int:
+        """Ready the instant's folder on the server (the constructor does it unless
+        `initialize=False`): the instant must be inflight; MARKERS.type is written now.
+        The driver opens; executors get the pickled client, which does not open again.
+        Returns the number of markers held."""
+        answer = self._call("POST", "/open")
+        if answer is None:
+            return len(self.all())
+        return int(answer["markers"])
 
     def seal(self) -> int:
         """Ask the server to refuse every later marker of this instant (a straggling task

@@ -1,11 +1,10 @@
 """The marker server's engine: queue, dispatcher, dedupe, lazy load, the timeline.
 
-It runs on one asyncio event loop; storage work runs in thread pools. Every
-``batch.interval_ms`` the dispatcher takes the pending creates of each marker folder,
-drops those already held, and writes the rest as ONE new segment (up to
-``batch.num_threads`` flushes run in parallel; see writer.py). Between ticks, a folder
-with no flush in flight is flushed at once when as many creates wait as its last batch
-held, or when they have waited a whole interval. A create is answered only after
+It runs on one asyncio event loop; storage work runs in thread pools. The pending
+creates of a marker folder are deduplicated against the markers it holds and written as
+ONE new segment once the oldest has waited ``batch.interval_ms`` (a dispatcher checks
+four times an interval), or earlier when the clients answered last are all back (see
+writer.py; up to ``batch.num_threads`` flushes run in parallel). A create is answered only after
 its segment is durable; a failed write fails every create of the batch (503), and none of
 them is held, so a retry writes them again. A folder's state is loaded from its segments
 on its first request, so a restarted server knows every marker it acknowledged before.
@@ -27,9 +26,23 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.errors import MarkerTypeError, StorageError
-from markerstore.markers.base import DIRECT, IOType, MarkerName, marker_folder, read_marker_type
+from markerstore.markers.base import (
+    BATCHED,
+    DIRECT,
+    IOType,
+    MarkerName,
+    ensure_marker_type,
+    marker_folder,
+    read_marker_type,
+)
 from markerstore.markers.reconcile import read_markers
-from markerstore.markers.segments import dedupe, load_segments, rows_to_table
+from markerstore.markers.segments import (
+    dedupe,
+    encode,
+    load_segments,
+    marker_row,
+    rows_to_table,
+)
 from markerstore.server.metrics import Registry
 from markerstore.server.state import DirState, Pending, Segment, file_id
 from markerstore.server.writer import SegmentWriter, ServiceError
@@ -115,8 +128,12 @@ class MarkerService(SegmentWriter):
     # --- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
-        # List the timeline once now: the first creates then need no listing, and the
-        # storage client has loaded what it loads on its first request (botocore: ~1 s).
+        # Encode an empty segment and list the timeline once now, so that the first
+        # creates wait for neither the codec's start-up (~0.2 s) nor the storage client's
+        # first request (botocore: ~1 s), and need no listing.
+        sample = MarkerName.build("p", "warm-up.parquet", "CREATE")
+        await self._run(self._flush_pool, encode,
+                        rows_to_table([marker_row(sample, {}, 0)]), self.fmt)
         try:
             await self._fresh_view(time.monotonic())
         except ServiceError as exc:
@@ -143,7 +160,7 @@ class MarkerService(SegmentWriter):
         loop = asyncio.get_running_loop()
         next_tick = loop.time()
         while True:
-            next_tick += self.interval
+            next_tick += self.interval / 4  # so no create waits much past the interval
             delay = next_tick - loop.time()
             if delay < 0:  # behind: tick now, and do not try to catch up
                 next_tick, delay = loop.time(), 0
@@ -161,7 +178,7 @@ class MarkerService(SegmentWriter):
                 self._maybe_compact(state)
             if state.pending:
                 active = True
-                if final or self._may_flush(state):
+                if final or self._should_flush(state):
                     self._start_flush(state)
         # Re-list the timeline when it is stale and creates came since the last listing.
         view = self._view
@@ -351,13 +368,13 @@ class MarkerService(SegmentWriter):
             future: asyncio.Future[bool] = loop.create_future()
             future.add_done_callback(_consume)
             state.pending.append(Pending(marker, row, request_id, future, started))
+            state.outstanding = max(0, state.outstanding - 1)
             state.pending_ids[(marker.partition, file_id(marker.file_name))] += 1
             self._waiting += 1
             answers.append(future)
         futures = [a for a in answers if isinstance(a, asyncio.Future)]
-        if futures and len(state.pending) >= state.last_batch \
-                and self._may_flush(state, alone=True):
-            self._start_flush(state)  # the clients of the last batch are all back
+        if futures:
+            self._maybe_flush(state)  # e.g. the clients of the last batches are all back
         if len(futures) == 1:
             await futures[0]
         elif futures:
@@ -410,6 +427,24 @@ class MarkerService(SegmentWriter):
         if not tables:
             return rows_to_table([])
         return dedupe(pa.concat_tables(tables))
+
+    async def open(self, instant: str) -> int:
+        """Make the instant's folder ready for creates: the instant must be inflight; its
+        segments are loaded; MARKERS.type is written now (as the driver does for direct
+        markers), so a write that dies before its first marker still leaves a typed
+        folder. Returns the number of markers held."""
+        state = await self.state(instant, write=True)
+        if not state.initialized:
+            try:
+                await self._run(self._io_pool, ensure_marker_type, self.storage, instant,
+                                BATCHED)
+            except MarkerTypeError as exc:
+                raise ServiceError(409, "marker_type", str(exc)) from exc
+            except OSError as exc:  # StorageError included
+                raise ServiceError(503, "storage_error", f"writing MARKERS.type of instant "
+                                   f"{instant} failed: {exc}") from exc
+            state.initialized = True
+        return len(state.names)
 
     async def seal(self, instant: str) -> int:
         """Refuse every later create of the instant (409), and return once no flush of it

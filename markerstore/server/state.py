@@ -67,7 +67,10 @@ class DirState:
     written_here: bool = False
     flushes: int = 0  # flushes in flight
     writing: dict[str, list[Pending]] = field(default_factory=dict)  # names being flushed
-    last_batch: int = 1 << 30  # creates in the last batch taken (none yet: only ticks flush)
+    flush_starts: list[float] = field(default_factory=list)  # of flushes in flight
+    # Creates answered by flushes whose clients have not sent a create since (see
+    # writer.SegmentWriter._should_flush).
+    outstanding: int = 0
     compacting: bool = False
     overlapping: bool = False  # some marker is in more than one held segment
     compact_retry_at: float = 0.0  # after a failed compaction, when to try again
@@ -105,6 +108,10 @@ class DirState:
         # this server writes itself never overlap, so only then does compaction dedupe.
         state.overlapping = sum(s.num_rows for s in segments) != len(state.names)
         return state
+
+    @property
+    def oldest_flush(self) -> float:
+        return min(self.flush_starts, default=float("inf"))
 
     @property
     def segment_count(self) -> int:

@@ -107,23 +107,36 @@ class SegmentWriter:
             return False
         return state.compacting or time.monotonic() >= state.compact_retry_at
 
-    def _may_flush(self, state: DirState, *, alone: bool = False) -> bool:
-        limit = 1 if alone or not state.initialized else PIPELINE
-        return bool(state.pending) and state.flushes < limit and not self._blocked(state)
+    def _should_flush(self, state: DirState) -> bool:
+        """When a folder's pending creates go to storage.
 
-    def _flush_overdue(self, state: DirState) -> None:
-        """Between ticks, with no flush in flight: creates that already waited a whole
-        interval, or as many as the last batch held (its clients are all back), go now.
-        Waiting for the tick could not make the batch larger, only later."""
-        if state.pending and (
-                len(state.pending) >= state.last_batch
-                or time.perf_counter() - state.pending[0].enqueued >= self.interval
-        ) and self._may_flush(state, alone=True):
+        With no flush in flight: once the oldest has waited a whole interval (the bound on
+        waiting), or as soon as every create answered by the last flushes has been
+        followed by a new one: those clients are all back, and waiting longer could only
+        make them later. So 64 clients that each wait for their answer before the next
+        create fill one segment per round trip instead of splitting across ticks, while
+        creates that come in at random (tasks that then write a file for minutes) still
+        gather for an interval. With a flush in flight, another starts only when that one
+        is slow (running for an interval) and the waiting creates are overdue: one slow
+        write then delays only its own batch.
+        """
+        if not state.pending or self._blocked(state):
+            return False
+        now = time.perf_counter()
+        waited = now - state.pending[0].enqueued
+        if state.flushes == 0:
+            return waited >= self.interval or state.outstanding == 0
+        if state.flushes >= PIPELINE or not state.initialized:
+            return False
+        return waited >= self.interval and now - state.oldest_flush >= self.interval
+
+    def _maybe_flush(self, state: DirState) -> None:
+        if self._should_flush(state):
             self._start_flush(state)
 
     def _start_flush(self, state: DirState) -> None:
         batch, state.pending = state.pending, []
-        state.last_batch = max(len(batch), 1)
+        state.outstanding = 0  # who is not back by now is not waited for
         if state.gone:
             self._fail(state, batch, ServiceError(409, "instant_not_inflight", state.gone))
             return
@@ -147,16 +160,18 @@ class SegmentWriter:
             return
         state.writing.update(members)
         state.flushes += 1
-        self._spawn(state, self._flush(state, members))
-
-    async def _flush(self, state: DirState, members: Members) -> None:
         started = time.perf_counter()
+        state.flush_starts.append(started)
+        self._spawn(state, self._flush(state, members, started))
+
+    async def _flush(self, state: DirState, members: Members, started: float) -> None:
         rows = [waiting[0].row for waiting in members.values()]
         try:
             segment = await self._run(self._flush_pool, self._flush_sync, state.instant,
                                       state.initialized, rows, state.next_seq)
         except Exception as exc:
             state.flushes -= 1
+            state.flush_starts.remove(started)
             for name in members:
                 state.writing.pop(name, None)
             self._count("markerstore_marker_batches_total", "Batches flushed, by result.",
@@ -170,6 +185,7 @@ class SegmentWriter:
             self._fail(state, [p for waiting in members.values() for p in waiting], error)
             return
         state.flushes -= 1
+        state.flush_starts.remove(started)
         state.initialized = state.written_here = True
         state.add_segment(segment, members.keys())
         for name, waiting in members.items():
@@ -189,8 +205,8 @@ class SegmentWriter:
                 self._settle(state, pending, answer)
         self._creates("created", created)
         self._creates("existed", existed)
-        if state.flushes == 0:
-            self._flush_overdue(state)
+        state.outstanding += created + existed
+        self._maybe_flush(state)
 
     def _flush_sync(self, instant: str, initialized: bool, rows: list[dict[str, Any]],
                     next_seq: Callable[[], int]) -> Segment:
@@ -235,8 +251,7 @@ class SegmentWriter:
         state.compacting = False
         self._count("markerstore_marker_compactions_total", "Compactions, by result.",
                     result="ok")
-        if state.flushes == 0:
-            self._flush_overdue(state)  # creates may have waited for the bound
+        self._maybe_flush(state)  # creates may have waited for the bound
 
     def _compact_sync(self, instant: str, chosen: list[Segment], garbage: list[Any],
                       next_seq: Callable[[], int], overlapping: bool

@@ -95,3 +95,14 @@ def test_result_objects_render_html(tmp_table: Table) -> None:
     html = errortable.stats(write.commit.url)._repr_html_()
     assert "<table>" in html and "cast" in html
     assert "<b>" in errortable.recover(write.commit.url)._repr_html_()
+
+
+def test_an_unreadable_error_table_leaves_markerstore_sql_usable(
+        tmp_table: Table, caplog: pytest.LogCaptureFixture) -> None:
+    write = full_write(tmp_table, [batch(1, {"cast": 1})])
+    timeline = pathlib.Path(write.commit.url) / ".markerstore" / "timeline"
+    (timeline / f"{write.commit.instant}.commit").write_text("{not json")
+    with caplog.at_level("WARNING"):
+        assert tmp_table.sql("SELECT count(*) FROM errors").fetchall() == [(0,)]
+        assert tmp_table.sql("SELECT count(*) FROM commits").fetchall() == [(1,)]
+    assert "cannot be read" in caplog.text

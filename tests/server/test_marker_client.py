@@ -57,8 +57,11 @@ def test_pickles_for_executors(tmp_path: Any, serve: Serve) -> None:
 
 def test_unreachable_server_fails_loudly(mem_table: Table) -> None:
     instant = mem_table.start_commit(heartbeat=False)
-    client = MarkerClient(f"http://127.0.0.1:{free_port()}", instant, table=mem_table,
-                          retries=1, timeout=2)
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(MarkerServerError, match="cannot be reached"):
+        MarkerClient(url, instant, table=mem_table, retries=1, timeout=2)  # opens the folder
+    client = MarkerClient(url, instant, table=mem_table, retries=1, timeout=2,
+                          initialize=False)
     with pytest.raises(MarkerServerError, match="cannot be reached"):
         client.create("p", "a_w.parquet")
     with pytest.raises(MarkerServerError, match="cannot be reached"):
@@ -113,7 +116,9 @@ def test_server_errors_never_trigger_the_fallback(tmp_path: Any, serve: Serve,
         raise OSError(5, "injected")
 
     monkeypatch.setattr(table.storage, "create_if_absent", broken)
-    client = MarkerClient(server.url, instant, table=table, retries=1)
+    with pytest.raises(MarkerServerError, match="503"):
+        MarkerClient(server.url, instant, table=table, retries=1)  # MARKERS.type fails
+    client = MarkerClient(server.url, instant, table=table, retries=1, initialize=False)
     with pytest.raises(MarkerServerError, match="503"):
         client.create("p", "a_w.parquet")
     assert client.direct is None

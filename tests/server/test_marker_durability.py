@@ -195,7 +195,7 @@ def test_kill_minus_nine_loses_no_acknowledged_marker(tmp_path: Any) -> None:
         stop = threading.Event()
 
         def writer(url: str = url, stop: threading.Event = stop) -> None:
-            client = MarkerClient(url, instant, retries=0, timeout=5)
+            client = MarkerClient(url, instant, retries=0, timeout=5, initialize=False)
             while not stop.is_set():
                 name = f"f{next(counter)}_w.parquet"
                 try:

@@ -29,8 +29,10 @@ Serve = Callable[..., MarkerServer]
 def test_create_dedupe_and_queries(mem_table: Table, serve: Serve) -> None:
     instant = mem_table.start_commit(heartbeat=False)
     server = serve(mem_table)
-    client = MarkerClient(server.url, instant)
-    assert not client.exists()
+    assert not MarkerClient(server.url, instant, initialize=False).exists()
+    client = MarkerClient(server.url, instant)  # the driver's: writes MARKERS.type now
+    assert client.exists() and client.all() == []
+    assert read_marker_type(mem_table.storage, instant) == BATCHED
     assert client.create("day=1", "f1_w_1.parquet", "CREATE", task_attempt="a0", size=10)
     assert not client.create("day=1", "f1_w_1.parquet", "CREATE")  # already there
     assert client.create("day=1", "f1_w_1.parquet", "MERGE")  # another IO type
@@ -276,3 +278,27 @@ def test_first_requests_for_a_new_instant_share_one_timeline_listing(
     assert len(clients[0].all()) == 32
     # one listing of the timeline, one of the (missing) marker folder; not one per request
     assert mem_table.storage_requests()["LIST"] <= 3
+
+
+def test_clients_waiting_for_answers_share_segments(mem_table: Table, serve: Serve) -> None:
+    """16 clients, each waiting for its answer before its next create, with a long
+    interval: a batch goes as soon as they are all back, not at the interval."""
+    instant = mem_table.start_commit(heartbeat=False)
+    server = serve(mem_table, options={"markerstore.markers.batch.interval_ms": 500})
+    clients = [MarkerClient(server.url, instant) for _ in range(16)]
+
+    def run(k: int) -> None:
+        for i in range(20):
+            clients[k].create("p", f"c{k}-{i}_w.parquet")
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(16)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - started
+    batches = server.registry.histogram("markerstore_marker_batch_markers").count
+    assert len(clients[0].all()) == 320
+    assert batches <= 80  # about 16 markers a segment, not one
+    assert wall < 20 * 0.5  # faster than one round per interval

@@ -1,0 +1,252 @@
+"""Error rows of a Validator batch: one ErrorRecord per failed row, built as Arrow columns.
+
+The fast path (:meth:`ErrorRows.table`) never makes a Python dict per row: rows that
+failed alike share one :class:`Failure`, whose context entries and message are computed
+once; the per-row entries (record key, partition path, source line or offset) are Arrow
+columns; the `context` map is assembled by interleaving these columns. When a PII policy
+is on, :meth:`ErrorRows.dicts` builds each record with the RecordBuilder, which applies
+the policy to every value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from errortable import records as R
+from errortable import schema as S
+
+
+@dataclass
+class Failure:
+    """Why a row failed: the same object is shared by every row that failed alike."""
+
+    reason: str
+    detail: str
+    error_class: str
+    text: str
+    columns: list[str] = field(default_factory=list)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RawRows:
+    """The original rows (an Arrow batch, or dicts), read only for the rows that failed."""
+
+    batch: pa.RecordBatch | None = None
+    records: Sequence[Mapping[str, Any]] | None = None
+
+    def column(self, name: str, indices: list[int]) -> list[Any]:
+        if self.batch is not None:
+            if name not in self.batch.schema.names:
+                return [None] * len(indices)
+            return self.batch.column(name).take(pa.array(indices, pa.int64())).to_pylist()
+        assert self.records is not None
+        return [self.records[i].get(name) for i in indices]
+
+    def rows(self, indices: list[int]) -> list[Any]:
+        if self.batch is not None:
+            return self.batch.take(pa.array(indices, pa.int64())).to_pylist()
+        assert self.records is not None
+        return [dict(self.records[i]) for i in indices]
+
+    @staticmethod
+    def value(row: Any, name: str) -> Any:
+        return row.get(name) if isinstance(row, dict) else None
+
+
+@dataclass
+class ErrorRows:
+    """Builds the error rows of one batch for a Validator's key and partition columns."""
+
+    key: str | None
+    partition_by: list[str]
+    builder: R.RecordBuilder
+    json_rows: Callable[[pa.RecordBatch], list[str | None] | None] | None = None
+
+    def _row_strings(self, rows: pa.Array, table: pa.Table, raw: RawRows, name: str
+                     ) -> pa.Array:
+        """The same as strings, computed on Arrow arrays."""
+        cast = as_strings(table.column(name).take(rows))
+        if cast.null_count == 0:
+            return cast
+        original = raw.column(name, rows.to_pylist())
+        fallback = pa.array([None if v is None else str(v) for v in original], pa.string())
+        return pc.coalesce(cast, fallback)
+
+    def table(self, rows: list[int], failed: dict[int, Failure], table: pa.Table,
+                     raw: RawRows, ctx: R.CaptureContext, schema: str | None,
+                     line_numbers: Sequence[int] | None) -> pa.Table:
+        """Error records built column by column (no dict per row): the fast path, used when
+        no PII policy needs to see each record."""
+        if not rows:
+            return S.empty_table()
+        k = len(rows)
+        base = {key: v for key, v in ctx.base().items() if key not in ROW_KEYS}
+        at = pa.array(rows, pa.int64())
+        optional: list[tuple[str, pa.Array]] = []
+        if self.key is not None:
+            found = self._row_strings(at, table, raw, self.key)
+            optional.append((R.RECORD_KEY, found))
+            optional.append((R.RECORD_KEY_FIELD, pc.if_else(
+                found.is_valid(), pa.scalar(self.key), pa.scalar(None, pa.string()))))
+        if self.partition_by:
+            parts = [pc.binary_join_element_wise(f"{p}=", self._row_strings(at, table, raw, p),
+                                                 "") for p in self.partition_by]
+            optional.append((R.PARTITION_PATH, pc.binary_join_element_wise(*parts, "/")))
+        if line_numbers is not None:
+            optional.append((R.SOURCE_LINE, as_strings(
+                pa.array(list(line_numbers), pa.int64()).take(at))))
+        elif ctx.first_line is not None:
+            optional.append((R.SOURCE_LINE, as_strings(pc.add(at, ctx.first_line))))
+        if ctx.first_offset is not None:
+            optional.append((R.SOURCE_OFFSET, as_strings(pc.add(at, ctx.first_offset))))
+        cap = self.builder.config.stacktrace_max_chars
+        index: dict[int, int] = {}
+        unique: list[tuple[list[str], list[str], str]] = []
+        per_row: list[int] = []
+        for row in rows:
+            failure = failed[row]
+            at = index.get(id(failure))
+            if at is None:
+                at = index[id(failure)] = len(unique)
+                unique.append(tail(failure, cap))
+            per_row.append(at)
+        which = pa.array(per_row, pa.int32())
+        messages = pa.array([u[2] for u in unique], pa.string()).take(which)
+        context = context_column(k, base, unique, which, optional)
+        uid = self.builder.uid
+        ts = R.now_ts()
+        return pa.Table.from_arrays([
+            pa.array([uid() for _ in range(k)], pa.string()), pa.array([ts] * k, pa.string()),
+            pa.array([schema] * k, pa.string()), pa.array(self.payloads(rows, raw), pa.string()),
+            messages, context], schema=S.arrow_schema())
+
+    def payloads(self, rows: list[int], raw: RawRows) -> list[str | None]:
+        """`record` of each failed row: the original row as JSON (one call over the Arrow
+        rows when the validator gives one, else Python's json)."""
+        if raw.batch is None:
+            assert raw.records is not None
+            return [R.to_json(raw.records[i]) for i in rows]
+        subset = raw.batch.take(pa.array(rows, pa.int64()))
+        if self.json_rows is not None:
+            found = self.json_rows(subset)
+            if found is not None:
+                return found
+        return [R.to_json(r) for r in subset.to_pylist()]
+
+    def dicts(self, rows: list[int], failed: dict[int, Failure], table: pa.Table,
+                       raw: RawRows, ctx: R.CaptureContext, schema: str | None,
+                       line_numbers: Sequence[int] | None) -> list[dict[str, Any]]:
+        if not rows:
+            return []
+        base = ctx.base()
+        ts = R.now_ts()
+        originals = raw.rows(rows)
+        keys = table.column(self.key).take(pa.array(rows)).to_pylist() if self.key else None
+        parts = {p: table.column(p).take(pa.array(rows)).to_pylist() for p in self.partition_by}
+        result = []
+        for pos, row in enumerate(rows):
+            failure = failed[row]
+            context = dict(base)
+            context.update(failure.extra)
+            if self.key is not None:
+                key = keys[pos] if keys is not None else None
+                if key is None:
+                    key = raw.value(originals[pos], self.key)
+                if key is not None:
+                    context[R.RECORD_KEY] = str(key)
+                    context[R.RECORD_KEY_FIELD] = self.key
+            if self.partition_by:
+                values = [parts[p][pos] if parts[p][pos] is not None
+                          else raw.value(originals[pos], p) for p in self.partition_by]
+                if all(v is not None for v in values):
+                    context[R.PARTITION_PATH] = "/".join(
+                        f"{p}={v}" for p, v in zip(self.partition_by, values, strict=True))
+            if line_numbers is not None:
+                context[R.SOURCE_LINE] = str(line_numbers[row])
+            elif ctx.first_line is not None:
+                context[R.SOURCE_LINE] = str(ctx.first_line + row)
+            if ctx.first_offset is not None:
+                context[R.SOURCE_OFFSET] = str(ctx.first_offset + row)
+            result.append(self.builder.build(
+                reason=failure.reason, detail=failure.detail, error_class=failure.error_class,
+                text=failure.text, record=originals[pos], schema=schema, context=context,
+                columns=failure.columns, ts=ts))
+        return result
+
+
+ROW_KEYS = frozenset({R.REASON, R.ERROR_CLASS, R.FINGERPRINT, R.COLUMN, R.CHECK,
+                       R.FAILED_CHECKS, R.RECORD_KEY, R.RECORD_KEY_FIELD, R.PARTITION_PATH,
+                       R.SOURCE_LINE, R.SOURCE_OFFSET})
+
+
+def as_strings(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Values as strings (Arrow's cast, or Python's str for types Arrow cannot cast)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if _is_textual(values.type):
+        return pc.cast(values, pa.string())
+    try:
+        return pc.cast(values, pa.string())
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        return pa.array([None if v is None else str(v) for v in values.to_pylist()],
+                        pa.string())
+
+
+def context_column(k: int, base: Mapping[str, str],
+                    unique: list[tuple[list[str], list[str], str]], which: pa.Array,
+                    optional: list[tuple[str, pa.Array]]) -> pa.Array:
+    """The `context` map of k error rows without a Python loop over rows: every entry kind
+    is a slot (a column of keys and one of values; a null value means the row has no such
+    entry), the slots are interleaved row by row with one take, and the empty entries are
+    filtered out."""
+    slot_keys: list[pa.Array] = []
+    slot_values: list[pa.Array] = []
+    for key, value in base.items():
+        slot_keys.append(pa.repeat(pa.scalar(key, pa.string()), k))
+        slot_values.append(pa.repeat(pa.scalar(value, pa.string()), k))
+    width = max(len(u[0]) for u in unique)
+    for j in range(width):
+        keys = pa.array([u[0][j] if j < len(u[0]) else None for u in unique], pa.string())
+        values = pa.array([u[1][j] if j < len(u[1]) else None for u in unique], pa.string())
+        slot_keys.append(keys.take(which))
+        slot_values.append(values.take(which))
+    for name, column in optional:
+        slot_keys.append(pa.repeat(pa.scalar(name, pa.string()), k))
+        slot_values.append(column)
+    slots = len(slot_keys)
+    position = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), k * slots)),
+                           1)
+    row = pc.divide(position, slots)  # integer division
+    slot = pc.subtract(position, pc.multiply(row, slots))
+    order = pc.add(pc.multiply(slot, k), row)
+    keys = pa.concat_arrays(slot_keys).take(order)
+    values = pa.concat_arrays(slot_values).take(order)
+    present = pc.is_valid(values)
+    ends = pc.cumulative_sum(pc.cast(present, pa.int32())).take(
+        pc.add(pc.multiply(pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), k)),
+                                       1), slots), slots - 1))
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cast(ends, pa.int32())])
+    return pa.MapArray.from_arrays(offsets, keys.filter(present), values.filter(present))
+
+
+def tail(failure: Failure, cap: int) -> tuple[list[str], list[str], str]:
+    """The context entries and the message a failure adds to each of its rows."""
+    keys = [R.REASON, R.ERROR_CLASS, R.FINGERPRINT]
+    values = [failure.reason, failure.error_class, R.fingerprint(failure.reason, failure.detail)]
+    if failure.columns:
+        keys.append(R.COLUMN)
+        values.append(",".join(failure.columns))
+    for key, value in failure.extra.items():
+        keys.append(key)
+        values.append(value)
+    return keys, values, R.format_message(failure.error_class, failure.text, None, cap)
+
+
+def _is_textual(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
