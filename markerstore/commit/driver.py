@@ -24,7 +24,7 @@ from markerstore.commit.staging import resolve_mode, staging_for
 from markerstore.commit.stats import TaskResult
 from markerstore.commit.task import BatchValidator, ErrorSinkFactory
 from markerstore.errors import ConfigError
-from markerstore.markers import DIRECT, RollbackResult, ensure_marker_type
+from markerstore.markers import BATCHED, DIRECT, RollbackResult, ensure_marker_type
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
@@ -85,13 +85,10 @@ class WriteJob:
         return self
 
     def _open_markers(self) -> None:
-        """Open the instant's marker folder (MARKERS.type) before any task runs."""
-        if self.marker_type == "batched":
-            from markerstore.server.client import MarkerClient
-
-            MarkerClient(self.marker_url, self.instant, table=self.table)  # opens the folder
-        else:
-            ensure_marker_type(self.table.storage, self.instant, DIRECT)
+        """Write the instant's MARKERS.type before any task runs (the marker server checks
+        the same file when it first flushes)."""
+        ensure_marker_type(self.table.storage, self.instant,
+                           BATCHED if self.marker_type == "batched" else DIRECT)
 
     @property
     def spec(self) -> TaskSpec:

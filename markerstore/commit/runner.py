@@ -73,7 +73,17 @@ def markers_for(spec: TaskSpec, storage: Storage) -> WriteMarkers:
 
         if not spec.marker_url:
             raise ValueError("batched markers need the marker server's URL")
-        client: WriteMarkers = MarkerClient(spec.marker_url, spec.instant)
+        settings = spec.settings()
+        fallback = bool(settings[config.BATCHED_FALLBACK_DIRECT])
+        table = None
+        if fallback:  # direct markers on the table's storage if the server is unreachable
+            from markerstore.table import Table
+
+            table = Table(spec.table_url, spec.storage_options, settings)
+        client: WriteMarkers = MarkerClient(
+            spec.marker_url, spec.instant, table=table, fallback=fallback,
+            timeout=settings[config.CLIENT_TIMEOUT_MS] / 1000,
+            retries=settings[config.CLIENT_RETRIES])
         return client
     return DirectWriteMarkers(storage, spec.instant, initialize=False)
 

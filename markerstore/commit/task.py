@@ -40,8 +40,9 @@ REASON_COLUMN = "reason"
 
 
 class BatchValidator(Protocol):
-    """Splits a batch into good rows and error rows. Error rows are a table with a string
-    column ``reason`` (counted per reason); the rest of their schema is the sink's."""
+    """Splits a batch into good rows and error rows. Error rows are counted per reason: a
+    string column ``reason``, or the ``reason`` key of a ``context`` map column (the
+    ErrorRecord schema); the rest of their schema is the sink's."""
 
     def __call__(self, batch: pa.RecordBatch, attempt: TaskAttempt
                  ) -> tuple[pa.RecordBatch, pa.Table | pa.RecordBatch | None]: ...
@@ -59,6 +60,19 @@ class ErrorSink(Protocol):
 
 
 ErrorSinkFactory = Callable[[TaskAttempt, WriteMarkers], ErrorSink]
+
+
+def _reasons(errors: pa.Table) -> pa.ChunkedArray | pa.Array:
+    """The reason of each error row: a `reason` column, or the `reason` key of a `context`
+    map column (the ErrorRecord schema), else "unknown"."""
+    if REASON_COLUMN in errors.column_names:
+        reasons = errors.column(REASON_COLUMN)
+    elif "context" in errors.column_names and pa.types.is_map(errors.schema.field(
+            "context").type):
+        reasons = pc.map_lookup(errors.column("context"), REASON_COLUMN, "first")
+    else:
+        return pa.array(["unknown"] * errors.num_rows, pa.string())
+    return pc.fill_null(reasons.cast(pa.string()), "unknown")
 
 
 def record_details(markers: WriteMarkers, partition: str, file_name: str,
@@ -187,12 +201,9 @@ class TaskWriter:
         if errors is not None and errors.num_rows:
             table = errors if isinstance(errors, pa.Table) else pa.Table.from_batches([errors])
             counts = self.summary.error_records
-            if REASON_COLUMN in table.column_names:
-                for item in pc.value_counts(table.column(REASON_COLUMN)).to_pylist():
-                    reason = str(item["values"])
-                    counts[reason] = counts.get(reason, 0) + int(item["counts"])
-            else:
-                counts["error"] = counts.get("error", 0) + table.num_rows
+            for item in pc.value_counts(_reasons(table)).to_pylist():
+                reason = str(item["values"])
+                counts[reason] = counts.get(reason, 0) + int(item["counts"])
             if self.error_sink is None:
                 raise MarkerStoreError(f"{table.num_rows} error record(s) and no error sink "
                                        "to store them")

@@ -234,3 +234,14 @@ def test_validator_and_error_sink_count_error_records(tmp_path: Any) -> None:
     assert commit.rows_written == 93 and commit.error_records == {"check": 4, "cast": 3}
     assert table.commit_metadata(job.instant)["error_records"] == {"check": 4, "cast": 3}
     assert table.commit_metadata(job.instant)["rows_in"] == 100
+
+
+def test_error_reasons_from_a_column_or_an_error_record_context() -> None:
+    from markerstore.commit.task import _reasons
+
+    plain = pa.table({"reason": ["cast", None]})
+    records = pa.table({"context": pa.array([[("reason", "check")], [("stage", "x")]],
+                                            pa.map_(pa.string(), pa.string()))})
+    assert _reasons(plain).to_pylist() == ["cast", "unknown"]
+    assert _reasons(records).to_pylist() == ["check", "unknown"]
+    assert _reasons(pa.table({"x": [1]})).to_pylist() == ["unknown"]
