@@ -147,19 +147,27 @@ def to_json(value: Any) -> str:
 
 class UidSource:
     """Error record uids: UUID-4-shaped strings, 74 random bits per source and a 48-bit
-    counter, so each is unique without a urandom call per record."""
+    counter, so each is unique without a urandom call per record. A copy made by pickling
+    (a Spark task's closure) or by fork draws its own random bits."""
 
     def __init__(self) -> None:
         self._reset()
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._reset()
+
     def _reset(self) -> None:
+        self._pid = os.getpid()
         h = os.urandom(10).hex()
         variant = "89ab"[int(h[16], 16) & 3]
         self._prefix = f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-"
         self._next = 0
 
     def __call__(self) -> str:
-        if self._next >= 1 << 48:
+        if self._next >= 1 << 48 or self._pid != os.getpid():
             self._reset()
         n = self._next
         self._next = n + 1

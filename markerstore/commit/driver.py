@@ -11,7 +11,10 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import pyarrow as pa
 
 from markerstore import config
 from markerstore.commit.conflict import FAIL, check_committed
@@ -30,6 +33,16 @@ from markerstore.table import Table
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ErrorTableSpec:
+    """What the error table's validator checks: the target schema (casts), the record
+    key, and named checks (SQL boolean expressions)."""
+
+    schema: pa.Schema
+    key: str | None = None
+    checks: Mapping[str, str] = field(default_factory=dict)
+
+
 class WriteJob:
     """One write to a table, seen from the driver."""
 
@@ -37,7 +50,8 @@ class WriteJob:
                  conflict_mode: str | None = None, marker_url: str | None = None,
                  validator: BatchValidator | None = None,
                  error_sink: ErrorSinkFactory | None = None, task_hook: TaskHook | None = None,
-                 metadata: Mapping[str, Any] | None = None) -> None:
+                 metadata: Mapping[str, Any] | None = None,
+                 error_table: ErrorTableSpec | None = None) -> None:
         settings = table.settings
         self.table = table
         self.partition_by = tuple(partition_by)
@@ -53,6 +67,8 @@ class WriteJob:
         self.error_sink = error_sink
         self.task_hook = task_hook
         self.metadata = dict(metadata or {})
+        self.error_table = error_table
+        self.error_commit: Any = None
         self.instant = ""
         self.write_uuid = ""
         self.started_at = 0.0
@@ -72,17 +88,40 @@ class WriteJob:
             # The directory committer's check: fail before any task runs.
             self.table.rollback_failed()
             check_committed(self.table, FAIL, [""])
-        self.instant = self.table.start_commit(
-            self.write_uuid, "write",
-            extra={"partition_by": list(self.partition_by), "conflict_mode":
-                   self.conflict_mode, "staging": self.staging_mode,
-                   "markers": self.marker_type})
+        extra = {"partition_by": list(self.partition_by), "conflict_mode": self.conflict_mode,
+                 "staging": self.staging_mode, "markers": self.marker_type}
+        location = None
+        if self.error_table is not None:
+            import errortable
+
+            location = errortable.locate(self.table.storage.url(),
+                                         errortable.ErrorTableConfig.from_options(settings))
+            extra["error_table"] = location.url
+        self.instant = self.table.start_commit(self.write_uuid, "write", extra=extra)
         try:
             self._open_markers()
+            if self.error_table is not None:
+                self._open_error_table(location)
         except BaseException:
             self.table.abort(self.instant)
             raise
         return self
+
+    def _open_error_table(self, location: Any) -> None:
+        """Open the error instant; tasks get its sink, and its validator when the write
+        has nothing more specific."""
+        from errortable import ErrorCommit
+        from markerstore.commit.errortable_link import ErrorTableSink, ErrorTableValidator
+
+        assert self.error_table is not None
+        self.error_commit = ErrorCommit.open(self.table, self.instant,
+                                             options=self.table.settings, location=location)
+        spec = self.error_commit.task_spec()
+        self.error_sink = ErrorTableSink(spec)
+        if self.validator is None:
+            self.validator = ErrorTableValidator(
+                spec, self.error_table.schema, self.error_table.key, self.partition_by,
+                self.error_table.checks)
 
     def _open_markers(self) -> None:
         """Write the instant's MARKERS.type before any task runs (the marker server checks
@@ -112,7 +151,7 @@ class WriteJob:
         metadata = {"partition_by": list(self.partition_by), **self.metadata}
         return JobCommitter(self.table, self.instant, conflict_mode=self.conflict_mode,
                             partitioned=bool(self.partition_by), staging=staging,
-                            metadata=metadata)
+                            metadata=metadata, error_commit=self.error_commit)
 
     def commit(self, results: Iterable[TaskResult]) -> CommitResult:
         """Job commit from the winning attempts' results (one per task)."""
@@ -121,5 +160,8 @@ class WriteJob:
         return result
 
     def abort(self) -> RollbackResult:
-        """Roll the write back (idempotent)."""
-        return self.table.abort(self.instant)
+        """Roll the write back (idempotent); the error instant follows the main one."""
+        result = self.table.abort(self.instant)
+        if self.error_commit is not None:
+            self.error_commit.abort()
+        return result

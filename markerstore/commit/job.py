@@ -82,7 +82,7 @@ class JobCommitter:
 
     def __init__(self, table: Table, instant: str, *, conflict_mode: str = APPEND,
                  partitioned: bool = False, staging: Staging | None = None,
-                 metadata: Mapping[str, Any] | None = None) -> None:
+                 metadata: Mapping[str, Any] | None = None, error_commit: Any = None) -> None:
         if conflict_mode not in (FAIL, APPEND, REPLACE):
             raise ValueError(f"unknown conflict mode {conflict_mode!r}")
         write_uuid = table.write_uuid(instant)
@@ -96,6 +96,7 @@ class JobCommitter:
         self.staging = staging or staging_for(table.storage, instant, write_uuid,
                                               table.settings)
         self.metadata = dict(metadata or {})
+        self.error_commit = error_commit  # errortable.ErrorCommit, when the write has one
 
     # --- checks -------------------------------------------------------------------------------
     def _files(self, results: list[TaskResult]) -> list[FileStats]:
@@ -172,6 +173,11 @@ class JobCommitter:
                         "scopes": scopes}
             if error_files:
                 metadata["error_files"] = error_files
+            if self.error_commit is not None:
+                # Keep exactly the winning attempts' error files; the main commit names
+                # them, so data and error rows become visible in one atomic write.
+                metadata.update(self.error_commit.prepare(error_files))
+                lap("errors")
             plan = self._plan(PUBLISH, scopes, files, replaced, metadata)
             write_plan(self.table.storage, plan)
             lap("plan")
@@ -186,6 +192,12 @@ class JobCommitter:
             self._fail(exc, files if published else [])
             raise
         _step("after_complete")
+        if self.error_commit is not None:
+            try:
+                self.error_commit.complete()
+            except Exception as exc:  # readers roll it forward from the main commit
+                log.warning("instant %s: rolling the error instant forward failed (%s); "
+                            "readers and recovery finish it", self.instant, exc)
         try:
             post_commit(self.table, plan)
         except Exception as exc:  # the commit stands; recovery finishes the cleanup

@@ -28,6 +28,7 @@ from markerstore.commit import (
     results_from_rows,
     run_task,
 )
+from markerstore.commit.driver import ErrorTableSpec
 from markerstore.commit.runner import TaskHook
 from markerstore.errors import ConfigError, MarkerStoreError, WriteAbortedError
 from markerstore.table import Table
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 
 def _settings(options: Mapping[str, Any] | None, mode: str) -> config.Settings:
     """The options, with the conflict mode taken from `mode` unless an option sets it."""
+    import errortable  # noqa: F401  (registers the error table options and rollback hook)
+
     settings = config.resolve(options)
     key = str(mode or "append").strip().lower()
     if key not in SAVE_MODES:
@@ -111,6 +114,7 @@ def _first_line(exc: BaseException) -> str:
 def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None = None,
           mode: str = "append", options: Mapping[str, Any] | None = None,
           storage_options: Mapping[str, Any] | None = None,
+          key: str | None = None, checks: Mapping[str, str] | None = None,
           validator: BatchValidator | None = None, error_sink: ErrorSinkFactory | None = None,
           _task_hook: TaskHook | None = None) -> CommitResult:
     """Write `df` as Parquet to the table at `path` and commit it atomically.
@@ -119,10 +123,14 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
     or each partition that receives data), error / errorifexists (conflict mode fail).
     The option ``markerstore.write.conflict.mode`` (s3committer's conflict-mode) may say
     the same instead. `options` are markerstore option keys (see ``markerstore options``).
-    `validator` and `error_sink` route bad rows to error records (see
-    :mod:`markerstore.commit.task`). Raises WriteAbortedError (the cause chained) when the
-    Spark job fails, and WriteConflictError when the conflict mode refuses the write; in
-    both cases the write is rolled back first.
+    With the error table enabled (``markerstore.write.error.table.enabled``), rows with a
+    null `key`, a null partition value, or failing one of the named `checks` (SQL boolean
+    expressions over the row) go to the error table in the RFC-20 ErrorRecord schema,
+    committed with the data (see docs/ERROR_TABLE.md); `validator` and `error_sink`
+    replace that routing with your own (see :mod:`markerstore.commit.task`).
+    Raises WriteAbortedError (the cause chained) when the Spark job fails, and
+    WriteConflictError when the conflict mode refuses the write; in both cases the write
+    is rolled back first.
     """
     started = time.perf_counter()
     settings = _settings(options, mode)
@@ -132,9 +140,10 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
     marker_url = None
     if settings[config.MARKERS_TYPE] == "batched":
         server, marker_url = _start_marker_server(df, table, settings)
+    error_table = _error_table_spec(df, settings, key, checks, validator)
     try:
         job = WriteJob(table, partition_by=columns, marker_url=marker_url, validator=validator,
-                       error_sink=error_sink, task_hook=_task_hook,
+                       error_sink=error_sink, task_hook=_task_hook, error_table=error_table,
                        metadata={"engine": "spark", "spark_app_id": _application_id(df)})
         job.start()
         try:
@@ -157,6 +166,27 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
     result.timings["job"] = job_seconds
     result.duration = time.perf_counter() - started
     return result
+
+
+def _error_table_spec(df: DataFrame, settings: config.Settings, key: str | None,
+                      checks: Mapping[str, str] | None, validator: BatchValidator | None
+                      ) -> ErrorTableSpec | None:
+    from errortable.config import ENABLED
+
+    if not settings[ENABLED]:
+        if key is not None or checks:
+            raise ConfigError("key and checks route bad rows to the error table; enable it "
+                              f"with {ENABLED}=true")
+        return None
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from markerstore.commit.errortable_link import ERROR_COLUMN
+
+    fields = [f for f in df.schema.fields if f.name != ERROR_COLUMN]
+    from pyspark.sql.types import StructType
+
+    schema = to_arrow_schema(StructType(fields))
+    return ErrorTableSpec(schema, key, dict(checks or {}))
 
 
 def _abort(job: WriteJob) -> None:

@@ -113,3 +113,14 @@ def test_redacted_fields_are_hidden_in_key_and_partition_context() -> None:
     assert protected["context"]["recordKey"] == R.REDACTED
     assert json.loads(protected["record"]) == {"email": R.REDACTED}
     assert builder.protect(protected) is protected  # applied once
+
+
+def test_uid_sources_copied_into_tasks_do_not_collide() -> None:
+    import pickle
+
+    from errortable.records import UidSource
+
+    source = UidSource()
+    copies = [pickle.loads(pickle.dumps(source)) for _ in range(3)]
+    uids = [copy() for copy in copies for _ in range(5)] + [source() for _ in range(5)]
+    assert len(set(uids)) == len(uids)

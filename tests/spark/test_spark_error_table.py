@@ -1,0 +1,70 @@
+"""The error table in a Spark write: bad rows are captured, committed with the data, and
+a retried task leaves no duplicate error rows."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+import errortable
+from markerstore import Table
+from markerstore.errors import WriteAbortedError
+from markerstore.spark import write
+
+pytestmark = pytest.mark.spark
+
+ENABLED = {"markerstore.write.error.table.enabled": "true"}
+
+
+def _df(spark: Any, rows: int = 400) -> Any:
+    data = [(i if i % 50 else None, f"d{i % 3}", float(i % 7) - 1.0) for i in range(rows)]
+    return spark.createDataFrame(data, "id BIGINT, day STRING, amount DOUBLE").repartition(3)
+
+
+def test_bad_rows_go_to_the_error_table_with_the_commit(spark: Any, tmp_path: Any) -> None:
+    url = str(tmp_path / "events")
+    df = _df(spark)
+    result = write(df, url, partition_by="day", options=ENABLED, key="id",
+                   checks={"non_negative": "amount >= 0"})
+    null_keys = 400 // 50
+    negative = sum(1 for i in range(400) if i % 50 and (i % 7) - 1.0 < 0)
+    assert result.error_records == {"key": null_keys, "check": negative}
+    assert result.rows_written + null_keys + negative == 400
+    errors = errortable.read(url + "_errors")
+    by_reason = dict(errors.query("e", "SELECT reason, count(*) FROM e GROUP BY 1").fetchall())
+    assert by_reason == {"key": null_keys, "check": negative}
+    table = Table(url)
+    assert table.sql("SELECT sum(rows) FROM files").fetchall() == [(result.rows_written,)]
+    assert table.sql("SELECT count(*) FROM errors").fetchall() == [(null_keys + negative,)]
+
+
+def test_retried_task_leaves_no_duplicate_error_rows(spark: Any, tmp_path: Any) -> None:
+    url = str(tmp_path / "events")
+    df = _df(spark)
+
+    def fail_first_attempt(step: str, attempt: Any, files: list[Any]) -> None:
+        # The worker dies after its data and error files are written: nothing is cleaned
+        # up by the task; job commit must delete that attempt's files.
+        if step == "committed" and attempt.partition_id == 1 and attempt.attempt_number == 0:
+            os._exit(3)
+
+    result = write(df, url, options=ENABLED, key="id", _task_hook=fail_first_attempt)
+    assert result.error_records == {"key": 8}
+    rows = errortable.read(url + "_errors").query("e", "SELECT count(*), count(DISTINCT uid) "
+                                                       "FROM e").fetchall()
+    assert rows == [(8, 8)]
+
+
+def test_failed_write_leaves_no_visible_error_rows(spark: Any, tmp_path: Any) -> None:
+    url = str(tmp_path / "events")
+
+    def always_fail(step: str, attempt: Any, files: list[Any]) -> None:
+        if step == "committed":
+            raise RuntimeError("injected failure")
+
+    with pytest.raises(WriteAbortedError):
+        write(_df(spark), url, options=ENABLED, key="id", _task_hook=always_fail)
+    assert errortable.read(url + "_errors").query("e", "SELECT count(*) FROM e"
+                                                  ).fetchall() == [(0,)]
