@@ -12,6 +12,7 @@ from __future__ import annotations
 from errortable import config, metrics
 from errortable.capture import Validator
 from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
+from errortable.hooks import writer_hooks
 from errortable.parsing import ParseResult, parse_csv_lines, parse_json_lines
 from errortable.reader import CorruptErrorFileWarning, connect, query, read
 from errortable.records import CaptureContext, RecordBuilder, fingerprint, normalise
@@ -36,7 +37,8 @@ __all__ = [
     "CaptureContext", "CorruptErrorFileWarning", "ErrorCommit", "ErrorFileStats", "ErrorStats",
     "ErrorTableConfig", "ErrorTableLocation", "ErrorTaskSpec", "ExpireResult", "ParseResult",
     "RecordBuilder", "RecoveryResult", "ReplayResult", "TaskErrorWriter", "Validator",
-    "arrow_schema", "avro_schema", "config", "connect", "expire", "fingerprint", "locate",
+    "arrow_schema", "avro_schema", "config", "connect", "expire", "fingerprint",
+    "locate", "writer_hooks",
     "metrics", "normalise", "parse_csv_lines", "parse_json_lines", "query", "read", "recover",
     "replay", "rollback_error_instant", "show", "stats",
 ]

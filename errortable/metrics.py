@@ -1,8 +1,10 @@
 """The failed-record count metric: per commit, by reason.
 
-The same counts go to three places: the main commit's metadata (``error_records``), the
-log (one line per commit), and a process-wide registry that the marker server's
-``/metrics`` renders with :func:`prometheus_lines`.
+The same counts go to the main commit's metadata (``error_records``), the log (one line
+per commit), the marker server's process-wide registry (counter
+``markerstore_failed_records_total`` by table and reason, shown on every server's
+``/metrics``), and a registry of this module (:func:`snapshot`, :func:`prometheus_lines`)
+for processes without a marker server.
 """
 
 from __future__ import annotations
@@ -38,6 +40,17 @@ def record_commit(table: str, instant: str, counts: Mapping[str, int]) -> None:
         for reason, n in counts.items():
             _totals[(table, reason)] += int(n)
         _last[table] = {"instant": instant, "total": total, "by_reason": dict(counts)}
+    _to_server_registry(table, counts)
+
+
+def _to_server_registry(table: str, counts: Mapping[str, int]) -> None:
+    try:
+        from markerstore.server import metrics as server_metrics
+    except ImportError:  # the marker server is not installed: this module's registry only
+        return
+    for reason, n in counts.items():
+        server_metrics.counter(server_metrics.FAILED_RECORDS, {"table": table, "reason": reason},
+                               help="Records written to an error table.").inc(int(n))
 
 
 def snapshot() -> dict[str, Any]:

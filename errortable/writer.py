@@ -303,6 +303,7 @@ class ErrorCommit:
         self.location = location
         self.config = config
         self._stats: list[ErrorFileStats] | None = None
+        self._recorded = False
 
     def __repr__(self) -> str:
         return (f"ErrorCommit({self.url!r}, instant={self.instant}, "
@@ -395,14 +396,29 @@ class ErrorCommit:
         them to the process metrics."""
         self.reconcile(stats)
         metadata = self.commit_metadata()
-        metrics.record_commit(self.source_url, self.source_instant, metadata["error_records"])
+        self._record(metadata["error_records"])
         return metadata
 
-    def complete(self) -> dict[str, Any]:
-        """Roll J forward after the main commit completed. Idempotent: if recovery already
-        did it, that commit is returned."""
+    def _record(self, counts: Mapping[str, int]) -> None:
+        if not self._recorded:
+            self._recorded = True
+            metrics.record_commit(self.source_url, self.source_instant, counts)
+
+    def link_metadata(self) -> dict[str, Any]:
+        """The keys that link the main commit to J (for a writer that fills `error_files`
+        and `error_records` itself, such as markerstore.commit's job commit)."""
+        return {"error_table": self.url, "error_instant": self.instant}
+
+    def complete(self, stats: Iterable[ErrorFileStats | Mapping[str, Any] | None] | None = None
+                 ) -> dict[str, Any]:
+        """Roll J forward after the main commit completed, with the files of
+        :meth:`prepare` (or `stats`: the winning attempts' error files, reconciled here).
+        Idempotent: if recovery already did it, that commit is returned."""
+        if stats is not None:
+            self.reconcile(stats)
         if self._stats is None:
             raise ErrorTableError("reconcile the error files before completing")
+        self._record(metrics.error_counts(self._stats))
         metadata = complete_error_instant(self.table, self.instant,
                                           [s.file_entry() for s in self._stats],
                                           source_table=self.source_url,
