@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "markerstore.cli.sweep",
     "markerstore.cli.ingest",
     "markerstore.cli.demo",
+    "errortable.cli",
 )
 
 USAGE_ERRORS: tuple[type[BaseException], ...] = (

@@ -111,13 +111,14 @@ class WriteJob:
         """Open the error instant; tasks get its sink, and its validator when the write
         has nothing more specific."""
         from errortable import ErrorCommit
-        from markerstore.commit.errortable_link import ErrorTableSink, ErrorTableValidator
+        from errortable.hooks import ErrorSinkHook
+        from markerstore.commit.errortable_link import ErrorTableValidator
 
         assert self.error_table is not None
         self.error_commit = ErrorCommit.open(self.table, self.instant,
                                              options=self.table.settings, location=location)
         spec = self.error_commit.task_spec()
-        self.error_sink = ErrorTableSink(spec)
+        self.error_sink = ErrorSinkHook(spec)
         if self.validator is None:
             self.validator = ErrorTableValidator(
                 spec, self.error_table.schema, self.error_table.key, self.partition_by,
