@@ -8,13 +8,12 @@ import sys
 import tempfile
 import textwrap
 import time
+from typing import Any
 
 import click
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from markerstore.markers import DirectWriteMarkers
-from markerstore.table import DataFile, Table
+from markerstore.table import Table
 
 
 def _step(number: int, title: str) -> None:
@@ -26,52 +25,57 @@ def _proved(text: str) -> None:
     click.secho(f"    proved: {text}", fg="green")
 
 
-def _write_parquet(table: Table, path: str, start: int, rows: int) -> DataFile:
-    data = pa.table({"id": pa.array(range(start, start + rows), pa.int64()),
-                     "value": pa.array([f"v{i}" for i in range(start, start + rows)])})
-    with table.storage.open_write(table.storage.path(path)) as handle:
-        pq.write_table(data, handle)
-    return DataFile(path, rows=rows)
+def _fail_first_attempt(step: str, attempt: Any, files: list[Any]) -> None:
+    """Task hook: the first attempt of Spark partition 1 dies after writing its files."""
+    if step == "committed" and attempt.partition_id == 1 and attempt.attempt_number == 0:
+        os._exit(3)
 
 
-def run_demo(folder: str) -> None:
+def run_demo(folder: str, rows: int = 100_000) -> None:
+    from markerstore.ingest import sample
+    from markerstore.ingest.pipeline import ingest
+
+    source = os.path.join(folder, "source")
     url = os.path.join(folder, "events")
+    _step(1, f"Generate a sample: {rows:,} JSON lines, about 1% bad")
+    info = sample.generate(source, rows=rows)
+    click.echo(f"    {source}: {len(info.paths)} files; bad rows by kind: {info.bad}")
+
+    _step(2, "Ingest it with Spark (local[2,4]); one task dies after writing its files")
+    started = time.time()
+    result = ingest(source, url, schema=sample.SCHEMA_DDL, checks=sample.CHECKS,
+                    key=sample.KEY, partition_by=sample.PARTITION_BY, markers="batched",
+                    master="local[2,4]", progress=False, _task_hook=_fail_first_attempt)
+    summary = result.summary()
+    for key in ("instant", "rows_read", "rows_written", "error_records_by_reason",
+                "files_committed", "files_cleaned"):
+        click.echo(f"    {key}: {summary[key]}")
+    click.echo(f"    took {time.time() - started:.1f} s")
     table = Table(url)
-    click.echo(f"table: {url}")
-
-    _step(1, "A write whose first task attempt fails after writing its file")
-    instant = table.start_commit()
-    markers = table.markers(instant)
-    winners = []
-    for task, (start, rows) in enumerate([(0, 600), (600, 400)]):
-        for attempt in range(2 if task == 0 else 1):
-            name = f"part-{task:05d}_{task}-1-{attempt}_{instant}.parquet"
-            markers.create("day=2026-11-21", name, "CREATE")  # the marker first
-            written = _write_parquet(table, f"day=2026-11-21/{name}", start, rows)
-            if task == 0 and attempt == 0:
-                click.echo(f"    task {task} attempt {attempt}: wrote {name}, then failed")
-                continue
-            click.echo(f"    task {task} attempt {attempt}: wrote {name}")
-            winners.append(written)
-    click.echo(f"    markers: {len(markers.all())} for {len(winners)} winning files")
-    meta = table.commit(instant, winners)
-    click.echo(f"    committed {meta['counts']['files']} files, {meta['counts']['rows']} rows; "
-               f"reconcile deleted {meta['counts']['files_cleaned']} duplicate")
     data_files = [p for p in table.storage.find(url) if p.endswith(".parquet")]
-    rows = pq.read_table(data_files).num_rows
-    _proved(f"the table holds exactly the winning files ({len(data_files)}) and "
-            f"{rows} rows, no duplicate of the failed attempt")
+    committed = table.sql("SELECT count(*), sum(rows) FROM files").fetchall()[0]
+    assert len(data_files) == committed[0] and committed[1] == result.commit.rows_written
+    assert result.rows_read == info.rows
+    _proved(f"the dead attempt's {result.commit.files_cleaned} file(s) were deleted from "
+            f"its markers: the table holds exactly the {committed[0]} committed files")
+    _proved(f"rows in = rows written + error rows: {info.rows:,} = "
+            f"{result.commit.rows_written:,} + {sum(result.error_records.values()):,}, and "
+            f"the error table holds one row per bad input row ({info.bad})")
 
-    _step(2, "SQL audits with DuckDB")
-    for query in ("SELECT instant, state, num_files, num_rows FROM commits",
-                  "SELECT partition, file, rows, size FROM files ORDER BY file"):
+    _step(3, "SQL audits with DuckDB: commits, files, errors")
+    for query in (
+        "SELECT instant, state, num_files, num_rows, error_records FROM commits",
+        "SELECT partition, count(*) AS files, sum(rows) AS rows FROM files "
+        "GROUP BY 1 ORDER BY 1",
+        "SELECT reason, fingerprint, count(*) AS n, any_value(message) AS example "
+        "FROM errors GROUP BY 1, 2 ORDER BY n DESC LIMIT 5",
+    ):
         click.echo(f"    > {query}")
-        relation = table.sql(query)
-        for row in relation.fetchall():
-            click.echo(f"      {row}")
-    _proved("commits and files are queryable with SQL; markers are gone after commit")
+        for row in table.sql(query).fetchall():
+            click.echo("      " + " | ".join(_short(v) for v in row))
+    _proved("commits, files and error rows are queryable with SQL, grouped by fingerprint")
 
-    _step(3, "A writer process killed in the middle of its write")
+    _step(4, "A writer process killed in the middle of its write")
     script = textwrap.dedent(f"""
         import os
         from markerstore import Table
@@ -98,21 +102,28 @@ def run_demo(folder: str) -> None:
     left = table.storage.find(table.storage.path("day=2026-11-22"))
     _proved(f"no partial file is left ({len(left)}), the failed instant is "
             f"{table.state(dead)}, and the committed data is untouched "
-            f"({table.sql('SELECT sum(rows) FROM files').fetchall()[0][0]} rows)")
+            f"({table.sql('SELECT sum(rows) FROM files').fetchall()[0][0]:,} rows)")
     assert not DirectWriteMarkers(table.storage, dead, initialize=False).exists()
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = "" if value is None else str(value).splitlines()[0] if str(value) else ""
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @click.command()
 @click.option("--folder", type=click.Path(file_okay=False), default=None,
               help="Where to put the demo table (default: a temporary folder).")
-def demo(folder: str | None) -> None:
-    """Run the end-to-end demo on local disk and say what each step proves."""
+@click.option("--rows", type=click.IntRange(1000), default=100_000, show_default=True,
+              help="Rows in the generated sample.")
+def demo(folder: str | None, rows: int) -> None:
+    """Run the end-to-end demo (Spark, local disk) and say what each step proves."""
     if folder:
         os.makedirs(folder, exist_ok=True)
-        run_demo(folder)
+        run_demo(folder, rows)
     else:
         with tempfile.TemporaryDirectory(prefix="markerstore-demo-") as tmp:
-            run_demo(tmp)
+            run_demo(tmp, rows)
     click.echo()
     click.secho("demo finished", bold=True)
 

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
 
 USAGE_ERRORS: tuple[type[BaseException], ...] = (
     ConfigError, InvalidMarkerError, InstantNotFoundError, click.UsageError)
+# ConfigError covers bad options, schemas, sources and checks: all bad input, exit 2.
 
 
 def _duckdb_usage_errors() -> tuple[type[BaseException], ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -116,7 +116,8 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
           storage_options: Mapping[str, Any] | None = None,
           key: str | None = None, checks: Mapping[str, str] | None = None,
           validator: BatchValidator | None = None, error_sink: ErrorSinkFactory | None = None,
-          _task_hook: TaskHook | None = None) -> CommitResult:
+          _task_hook: TaskHook | None = None,
+          _frame: Callable[[WriteJob], DataFrame] | None = None) -> CommitResult:
     """Write `df` as Parquet to the table at `path` and commit it atomically.
 
     `mode` is Spark's save mode: append, overwrite (conflict mode replace: the directory,
@@ -147,6 +148,8 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
                        metadata={"engine": "spark", "spark_app_id": _application_id(df)})
         job.start()
         try:
+            if _frame is not None:  # a reader that needs the instant (ingest)
+                df = _frame(job)
             data = df.sortWithinPartitions(*columns) if columns else df
             job_started = time.perf_counter()
             rows = data.mapInArrow(_task_function(job.spec), STATS_DDL).collect()
@@ -185,7 +188,7 @@ def _error_table_spec(df: DataFrame, settings: config.Settings, key: str | None,
     fields = [f for f in df.schema.fields if f.name != ERROR_COLUMN]
     from pyspark.sql.types import StructType
 
-    schema = to_arrow_schema(StructType(fields))
+    schema = to_arrow_schema(StructType(fields), timezone="UTC")
     return ErrorTableSpec(schema, key, dict(checks or {}))
 
 

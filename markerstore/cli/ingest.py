@@ -1,0 +1,101 @@
+"""`markerstore ingest SOURCE TABLE`: read, validate and commit with markers and an error
+table; prints a summary as a table or JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from markerstore.cli.main import emit, json_flag, parse_storage_options, storage_option_flag
+
+
+def parse_checks(pairs: tuple[str, ...]) -> dict[str, str]:
+    checks: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, expr = pair.partition("=")
+        if not sep or not name.strip() or not expr.strip():
+            raise click.UsageError(f"--check expects NAME=SQL_EXPR, got {pair!r}")
+        if name.strip() in checks:
+            raise click.UsageError(f"--check {name.strip()} is given twice")
+        checks[name.strip()] = expr.strip()
+    return checks
+
+
+def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`key=value` option pairs; keys are dotted option names, values stay strings."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise click.UsageError(f"--option expects KEY=VALUE, got {pair!r}")
+        options[name.strip()] = value.strip()
+    return options
+
+
+def print_summary(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        emit(summary, True)
+        return
+    shown = {k: v for k, v in summary.items() if k not in ("error_records_by_reason",
+                                                           "storage_requests")}
+    by_reason = summary.get("error_records_by_reason") or {}
+    if by_reason:
+        shown["error_records"] = f"{summary['error_records']} (" + ", ".join(
+            f"{reason}: {count}" for reason, count in by_reason.items()) + ")"
+    requests = summary.get("storage_requests") or {}
+    shown["storage_requests"] = ", ".join(f"{k} {v}" for k, v in requests.items()
+                                          if v and k != "total") + \
+        f" (total {requests.get('total', 0)})"
+    emit(shown, False)
+
+
+@click.command()
+@click.argument("source")
+@click.argument("table")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv", "parquet"]),
+              help="Source format (default: from the file extensions).")
+@click.option("--schema", help="Target schema: a DDL string ('id BIGINT, name STRING') or an "
+                               "Avro schema file (.avsc). Default: inferred from the source.")
+@click.option("--check", "checks", multiple=True, metavar="NAME=SQL_EXPR",
+              help="A named check, a SQL boolean expression over the record (repeatable); "
+                   "failing records go to the error table.")
+@click.option("--key", help="Record key column: a null key sends the record to the error "
+                            "table.")
+@click.option("--partition-by", "partition_by", multiple=True, metavar="COL",
+              help="Partition column (repeatable): Hive-style folders.")
+@click.option("--markers", type=click.Choice(["direct", "batched"]), default="batched",
+              show_default=True, help="Marker mechanism.")
+@click.option("--mode", type=click.Choice(["append", "overwrite", "error"]), default="append",
+              show_default=True, help="Save mode: overwrite replaces the partitions (or the "
+                                      "table) that receive data; error fails if data exists.")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master.")
+@click.option("--no-error-table", is_flag=True,
+              help="Do not store failed records (they are still counted).")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="A markerstore option (see `markerstore options`; repeatable).")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress bar on stderr (default: when stderr is a terminal).")
+@storage_option_flag
+@json_flag
+def ingest(source: str, table: str, fmt: str | None, schema: str | None,
+           checks: tuple[str, ...], key: str | None, partition_by: tuple[str, ...],
+           markers: str, mode: str, master: str, no_error_table: bool,
+           options: tuple[str, ...], progress: bool | None,
+           storage_options: tuple[str, ...], as_json: bool) -> None:
+    """Read SOURCE (JSON lines, CSV or Parquet; a file, folder or glob at any fsspec URL),
+    cast it to a schema, apply checks, and commit it to TABLE with markers. Records that
+    fail to parse, cast, or pass a check go to the local error table TABLE_errors,
+    committed together with the data."""
+    from markerstore.ingest.pipeline import ingest as run
+
+    result = run(source, table, fmt=fmt, schema=schema, checks=parse_checks(checks),
+                 key=key, partition_by=list(partition_by) or None, markers=markers,
+                 mode=mode, master=master, error_table=not no_error_table,
+                 options=parse_options(options),
+                 storage_options=parse_storage_options(storage_options), progress=progress)
+    print_summary(result.summary(), as_json)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(ingest)
