@@ -22,8 +22,8 @@ _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 FAILED_RECORDS = "markerstore_failed_records_total"
-DEFAULT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5,
-                   1.0, 2.5, 5.0, 10.0)
+DEFAULT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2,
+                   0.25, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
 
 LabelKey = tuple[tuple[str, str], ...]
 

@@ -153,6 +153,11 @@ class MarkerService(SegmentWriter):
             if not tasks:
                 break
             await asyncio.wait(tasks)
+        if self._refresh is not None:
+            refresh = self._refresh[1]
+            refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ServiceError):
+                await refresh
         self._flush_pool.shutdown(wait=True)
         self._io_pool.shutdown(wait=True)
 

@@ -39,8 +39,10 @@ def _writer(job: WriteJob, attempt: TaskAttempt) -> TaskWriter:
 def new_job(request: pytest.FixtureRequest, location: Any) -> Iterator[Any]:
     """Start a write with direct markers, or with batched markers through a marker server
     embedded here (as in a Spark driver)."""
-    if request.param == "batched" and location.kind == "memory":
-        pytest.skip("batched markers run on local disk and S3")
+    if request.param == "batched" and location.kind != "s3":
+        # S3 is where batched markers differ (uploads are found by name, not from marker
+        # details); test_commit_batched covers them on local disk.
+        pytest.skip("the checklist runs batched markers on S3")
     servers: dict[str, tuple[MarkerServerRunning, str]] = {}
 
     def start(table: Table, **kwargs: Any) -> WriteJob:

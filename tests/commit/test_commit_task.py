@@ -245,3 +245,13 @@ def test_error_reasons_from_a_column_or_an_error_record_context() -> None:
     assert _reasons(plain).to_pylist() == ["cast", "unknown"]
     assert _reasons(records).to_pylist() == ["check", "unknown"]
     assert _reasons(pa.table({"x": [1]})).to_pylist() == ["unknown"]
+
+
+def test_tasks_get_an_absolute_table_url(tmp_path: Any, monkeypatch: Any) -> None:
+    """Executors may run in another working directory (local-cluster, YARN)."""
+    from markerstore import Table
+
+    monkeypatch.chdir(tmp_path)
+    job = WriteJob(Table("relative/table"), conflict_mode="append").start()
+    assert job.spec.table_url == str(tmp_path / "relative" / "table")
+    job.abort()
