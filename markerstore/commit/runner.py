@@ -81,7 +81,7 @@ def markers_for(spec: TaskSpec, storage: Storage) -> WriteMarkers:
 
             table = Table(spec.table_url, spec.storage_options, settings)
         client: WriteMarkers = MarkerClient(
-            spec.marker_url, spec.instant, table=table, fallback=fallback,
+            spec.marker_url, spec.instant, table=table, fallback=fallback, initialize=False,
             timeout=settings[config.CLIENT_TIMEOUT_MS] / 1000,
             retries=settings[config.CLIENT_RETRIES])
         return client
