@@ -137,7 +137,8 @@ class WriteJob:
             raise RuntimeError("start() the write first")
         if self._spec is None:
             self._spec = TaskSpec(
-                table_url=self.table.storage.url(), instant=self.instant, write_uuid=self.write_uuid,
+                table_url=self.table.storage.url(), instant=self.instant,
+                write_uuid=self.write_uuid,
                 staging_mode=self.staging_mode,
                 storage_options=dict(self.table.storage.storage_options),
                 options=self.table.settings.explicit(), partition_by=self.partition_by,
