@@ -48,6 +48,7 @@ class WriteJob:
 
     def __init__(self, table: Table, *, partition_by: Sequence[str] = (),
                  conflict_mode: str | None = None, marker_url: str | None = None,
+                 marker_token: str | None = None,
                  validator: BatchValidator | None = None,
                  error_sink: ErrorSinkFactory | None = None, task_hook: TaskHook | None = None,
                  metadata: Mapping[str, Any] | None = None,
@@ -62,6 +63,7 @@ class WriteJob:
         if self.marker_type == "batched" and not marker_url:
             raise ConfigError("batched markers need a running marker server (marker_url)")
         self.marker_url = marker_url
+        self.marker_token = marker_token
         self.staging_mode = resolve_mode(table.storage, settings[config.STAGING_MODE])
         self.validator = validator
         self.error_sink = error_sink
@@ -143,6 +145,7 @@ class WriteJob:
                 storage_options=dict(self.table.storage.storage_options),
                 options=self.table.settings.explicit(), partition_by=self.partition_by,
                 marker_type=self.marker_type, marker_url=self.marker_url,
+                marker_token=self.marker_token,
                 validator=self.validator, error_sink=self.error_sink,
                 task_hook=self.task_hook)
         return self._spec

@@ -43,6 +43,7 @@ class TaskSpec:
     partition_by: tuple[str, ...] = ()
     marker_type: str = "direct"
     marker_url: str | None = None
+    marker_token: str | None = None
     validator: BatchValidator | None = None
     error_sink: ErrorSinkFactory | None = None
     task_hook: TaskHook | None = None
@@ -82,6 +83,7 @@ def markers_for(spec: TaskSpec, storage: Storage) -> WriteMarkers:
             table = Table(spec.table_url, spec.storage_options, settings)
         client: WriteMarkers = MarkerClient(
             spec.marker_url, spec.instant, table=table, fallback=fallback, initialize=False,
+            token=spec.marker_token,
             timeout=settings[config.CLIENT_TIMEOUT_MS] / 1000,
             retries=settings[config.CLIENT_RETRIES])
         return client

@@ -85,14 +85,23 @@ def _task_function(spec: TaskSpec) -> Any:
 
 
 def _start_marker_server(df: DataFrame, table: Table, settings: config.Settings
-                         ) -> tuple[Any, str]:
-    """The embedded marker server, listening on the driver's address for executors."""
+                         ) -> tuple[Any, str, str | None]:
+    """The embedded marker server, listening on the driver's address for executors. Off
+    loopback it requires a bearer token: a fresh one per write, shipped to the tasks."""
+    import ipaddress
+    import secrets
+
     from markerstore.server import MarkerServer
 
     host = df.sparkSession.conf.get("spark.driver.host", None) or "127.0.0.1"
-    server = MarkerServer(table, host, 0, settings)
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    token = None if loopback else secrets.token_urlsafe(32)
+    server = MarkerServer(table, host, 0, settings, token=token)
     url = server.start()
-    return server, str(url)
+    return server, str(url), token
 
 
 def _application_id(df: DataFrame) -> str | None:
@@ -138,12 +147,13 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
     columns = _partition_columns(df, partition_by)
     table = Table(path, storage_options, settings)
     server: Any = None
-    marker_url = None
+    marker_url = marker_token = None
     if settings[config.MARKERS_TYPE] == "batched":
-        server, marker_url = _start_marker_server(df, table, settings)
+        server, marker_url, marker_token = _start_marker_server(df, table, settings)
     error_table = _error_table_spec(df, settings, key, checks, validator)
     try:
-        job = WriteJob(table, partition_by=columns, marker_url=marker_url, validator=validator,
+        job = WriteJob(table, partition_by=columns, marker_url=marker_url,
+                       marker_token=marker_token, validator=validator,
                        error_sink=error_sink, task_hook=_task_hook, error_table=error_table,
                        metadata={"engine": "spark", "spark_app_id": _application_id(df)})
         job.start()
@@ -155,8 +165,15 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
             rows = data.mapInArrow(_task_function(job.spec), STATS_DDL).collect()
             job_seconds = time.perf_counter() - job_started
             results = results_from_rows(row.asDict() for row in rows)
+            if server is not None:  # no straggler's marker after this point
+                server.seal(job.instant)
             result = job.commit(results)
         except BaseException as exc:
+            if server is not None and job.instant:
+                try:
+                    server.seal(job.instant)
+                except Exception as seal_error:  # the rollback below still runs
+                    log.warning("could not seal instant %s: %s", job.instant, seal_error)
             _abort(job)
             if isinstance(exc, MarkerStoreError) or not isinstance(exc, Exception):
                 raise
