@@ -141,6 +141,9 @@ def cli() -> None:
 
 def _load_commands() -> None:
     for name in COMMAND_MODULES:
+        loading = sys.modules.get(name)
+        if loading is not None and not hasattr(loading, "register"):
+            continue  # that module is importing us (the `errortable` command): not needed
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

@@ -98,3 +98,14 @@ def test_s3_with_storage_options(moto_s3: MotoS3, s3_bucket: str) -> None:
                           *flags).stdout)
     assert rows == [{"instant": done, "state": "completed"},
                     {"instant": failed, "state": "rolledback"}]
+
+
+def test_console_scripts_start() -> None:
+    """Both entry points import cleanly (the errortable command loads markerstore's CLI
+    helpers, which load errortable's commands in turn)."""
+    bin_dir = Path(sys.executable).parent
+    for script, command in (("markerstore", "errortable"), ("errortable", "stats")):
+        out = subprocess.run([str(bin_dir / script), "--help"], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert command in out.stdout
