@@ -208,8 +208,9 @@ for _opt in (
     Option(TARGET_FILE_SIZE, 128 * 1024 * 1024, _int_min(1),
            "A task starts a new data file once the current one reaches this many bytes.",
            ("hoodie.parquet.max.file.size",)),
-    Option(ROW_GROUP_BYTES, 64 * 1024 * 1024, _int_min(1),
-           "Rows buffered (Arrow bytes in memory) before a Parquet row group is written.",
+    Option(ROW_GROUP_BYTES, 8 * 1024 * 1024, _int_min(1),
+           "Rows buffered (Arrow bytes in memory) before a Parquet row group is written; "
+           "small enough that encoding overlaps with Spark producing the next rows.",
            ("hoodie.parquet.block.size",)),
     Option(PARQUET_COMPRESSION, "snappy",
            _choice("snappy", "zstd", "gzip", "lz4", "brotli", "none",
