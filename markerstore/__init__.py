@@ -21,6 +21,7 @@ from markerstore.errors import (
     ReconcileError,
     StorageError,
     TimelineError,
+    WriteAbortedError,
     WriteConflictError,
 )
 from markerstore.markers import (
@@ -45,7 +46,7 @@ __all__ = [
     "InstantNotFoundError", "InvalidMarkerError", "MarkerClient", "MarkerName",
     "MarkerServerError", "MarkerStoreError", "MarkerTypeError", "ReconcileError",
     "ReconcileResult", "RollbackResult", "StorageError", "Table", "TimelineError",
-    "WriteConflictError", "WriteMarkers", "config",
+    "WriteAbortedError", "WriteConflictError", "WriteMarkers", "config",
 ]
 
 
