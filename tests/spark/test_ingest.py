@@ -109,3 +109,34 @@ def test_cli_ingest_from_and_to_s3(moto_s3: MotoS3, s3_bucket: str, tmp_path: Pa
     assert summary["storage_requests"]["total"] > 0
     rows = Table(table, opts).sql("SELECT sum(rows) FROM files").fetchall()
     assert rows == [(info.good,)]
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_ingest_leaves_nothing_the_next_run_does_not_clean(tmp_path: Path
+                                                                         ) -> None:
+    import signal
+    import time
+
+    sample.generate(str(tmp_path / "src"), rows=200_000, files=4)
+    table_url = str(tmp_path / "t")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([sys.executable, "-m", "markerstore.cli", "ingest",
+                             str(tmp_path / "src"), table_url, *ARGS], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    timeline = tmp_path / "t" / ".markerstore" / "timeline"
+    deadline = time.time() + 300
+    while time.time() < deadline and not any(timeline.glob("*.inflight")):
+        time.sleep(0.2)
+    assert any(timeline.glob("*.inflight")), "the ingest never started its write"
+    time.sleep(2)  # let the Spark job get going
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    table = Table(table_url)
+    table.rollback_failed()  # what the next run does first
+    states = {i.state for i in table.timeline()}
+    assert states <= {"rolledback", "completed"}, states
+    committed = {r[0] for r in table.sql("SELECT path FROM files").fetchall()}
+    on_disk = {table.storage.relative(p) for p in table.storage.find(table_url)
+               if p.endswith(".parquet") and "/.markerstore/" not in p}
+    assert on_disk == committed
