@@ -8,7 +8,6 @@ the same run, with storage request counts where requests are the cost.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import platform
 import sys
@@ -16,6 +15,8 @@ import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
+
+from markerstore._optional import import_optional
 
 MODULES = ("benchmarks.bench_markers", "benchmarks.bench_writer", "benchmarks.bench_errortable")
 
@@ -33,12 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in MODULES:
         if args.only and not any(part in name for part in args.only):
             continue
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
+        module = import_optional(name)
+        if module is None:
+            continue
         print(f"== {name}", flush=True)
         started = time.time()
         try:

@@ -5,7 +5,6 @@ Bad arguments exit 2 with a one-line message; a failed operation exits 1.
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -13,6 +12,7 @@ from typing import Any
 
 import click
 
+from markerstore._optional import import_optional
 from markerstore.errors import (
     ConfigError,
     InstantNotFoundError,
@@ -144,13 +144,9 @@ def _load_commands() -> None:
         loading = sys.modules.get(name)
         if loading is not None and not hasattr(loading, "register"):
             continue  # that module is importing us (the `errortable` command): not needed
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        module.register(cli)
+        module = import_optional(name)
+        if module is not None:
+            module.register(cli)
 
 
 _load_commands()
