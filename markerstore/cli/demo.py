@@ -33,7 +33,7 @@ def _fail_first_attempt(step: str, attempt: Any, files: list[Any]) -> None:
 
 def run_demo(folder: str, rows: int = 100_000) -> None:
     from markerstore.ingest import sample
-    from markerstore.ingest.pipeline import ingest
+    from markerstore.ingest.pipeline import ingest, spark_session
 
     source = os.path.join(folder, "source")
     url = os.path.join(folder, "events")
@@ -43,9 +43,11 @@ def run_demo(folder: str, rows: int = 100_000) -> None:
 
     _step(2, "Ingest it with Spark (local[2,4]); one task dies after writing its files")
     started = time.time()
+    # The task failure is injected on purpose: Spark's log of it is switched off.
+    spark = spark_session("local[2,4]", log_level="OFF")
     result = ingest(source, url, schema=sample.SCHEMA_DDL, checks=sample.CHECKS,
                     key=sample.KEY, partition_by=sample.PARTITION_BY, markers="batched",
-                    master="local[2,4]", progress=False, _task_hook=_fail_first_attempt)
+                    spark=spark, progress=False, _task_hook=_fail_first_attempt)
     summary = result.summary()
     for key in ("instant", "rows_read", "rows_written", "error_records_by_reason",
                 "files_committed", "files_cleaned"):

@@ -231,15 +231,23 @@ def _records_of(errors: pa.Table) -> list[dict[str, Any]]:
     return [_jsonable(r) for r in errors.to_pylist()]
 
 
-def _spark_session(master: str) -> Any:
+def spark_session(master: str = "local[*]", log_level: str | None = None) -> Any:
+    """The Spark session ingest uses when none is given: this Python in the workers, UTC,
+    no console progress (ingest draws its own), Spark's log at ERROR unless
+    MARKERSTORE_SPARK_LOG_LEVEL says otherwise."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (SparkSession.builder.master(master).appName("markerstore-ingest")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
-            .getOrCreate())
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (SparkSession.builder.master(master).appName("markerstore-ingest")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
+               .getOrCreate())
+    session.sparkContext.setLogLevel(
+        log_level or os.environ.get("MARKERSTORE_SPARK_LOG_LEVEL", "ERROR"))
+    return session
 
 
 def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
@@ -277,7 +285,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     probe = errortable.Validator(target, key, columns, dict(checks or {}))
     del probe
 
-    session = spark or _spark_session(master)
+    session = spark or spark_session(master)
     headers = {t.url: _csv_header(t, src_options) for t in tasks if t.format == "csv"}
     rows = [(i, t.url, t.format, t.start, t.end, headers.get(t.url))
             for i, t in enumerate(tasks)]
