@@ -1,7 +1,7 @@
 """Source files for ingest: list them through fsspec, cut them into tasks, read a task.
 
 Spark cannot reach every fsspec URL (s3:// needs hadoop-aws), so executors read sources
-through fsspec themselves. A task is a whole file, or for a large line-oriented file a
+through fsspec themselves. A task is a whole file, or for a large JSON-lines file a
 byte range; a range starts after the first newline at or after its start (unless it is
 0) and ends with the line that crosses its end, so every line is read exactly once.
 """
@@ -79,7 +79,9 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
         url = fs.unstrip_protocol(path)
         size = int(info.get("size") or 0)
         compressed = path.lower().endswith((".gz", ".bz2", ".zst"))
-        if file_format == "parquet" or compressed or size <= split_bytes:
+        # CSV is read whole: its header is the file's first line, and a quoted field may
+        # hold a newline, so a byte range cannot tell where its first record starts.
+        if file_format in ("parquet", "csv") or compressed or size <= split_bytes:
             tasks.append(SourceTask(url, file_format))
         else:
             for start in range(0, size, split_bytes):

@@ -80,6 +80,13 @@ def test_byte_ranges_read_every_line_exactly_once(tmp_path: Path) -> None:
     assert numbered[0][:2] == (0, 1) and numbered[-1][1] == 500
 
 
+def test_csv_is_never_split(tmp_path: Path) -> None:
+    path = tmp_path / "big.csv"
+    path.write_text("a,b\n" + "".join(f"{i},x\n" for i in range(1000)))
+    tasks = list_tasks(str(path), split_bytes=100)
+    assert len(tasks) == 1 and tasks[0].whole_file
+
+
 def test_gzip_is_read_whole(tmp_path: Path) -> None:
     path = tmp_path / "x.json.gz"
     with gzip.open(path, "wt") as handle:
