@@ -168,7 +168,9 @@ class _Reader:
         if task.format == "parquet":
             yield from self._read_parquet(task)
             return
-        extra = {"source_offset": str(task.start)} if task.start else None
+        # In a byte range of a large file, lines are counted from the range's start.
+        extra = ({"source_offset": str(task.start), "source_line_counted_from": "offset"}
+                 if task.start else None)
         ctx = self._context(task.url, extra)
         lines: list[str] = []
         first_line = 2 if task.format == "csv" else 1
