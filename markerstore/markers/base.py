@@ -13,6 +13,7 @@ import enum
 import json
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +157,27 @@ def markers_to_arrow(names: list[MarkerName], details: list[dict[str, Any]] | No
     return pa.table(columns, schema=MARKER_COLUMNS)
 
 
+def marker_items(markers: Iterable[Mapping[str, Any] | Sequence[Any]]
+                 ) -> list[tuple[tuple[str, str, IOType | str], dict[str, Any]]]:
+    """The items of a ``create_many`` call as ((partition, file, io_type), details)."""
+    items: list[tuple[tuple[str, str, IOType | str], dict[str, Any]]] = []
+    for item in markers:
+        if isinstance(item, Mapping):
+            fields = dict(item)
+            if "file" not in fields:
+                raise InvalidMarkerError(f"a marker needs a 'file': {item!r}")
+            args = (fields.pop("partition", ""), fields.pop("file"),
+                    fields.pop("io_type", IOType.CREATE))
+            items.append((args, fields))
+        else:
+            if not 2 <= len(item) <= 3:
+                raise InvalidMarkerError(f"a marker is (partition, file[, io_type]), got "
+                                         f"{item!r}")
+            io_type = item[2] if len(item) == 3 else IOType.CREATE
+            items.append(((item[0], item[1], io_type), {}))
+    return items
+
+
 class WriteMarkers(ABC):
     """The markers of one instant. Direct and batched markers implement the same calls."""
 
@@ -172,6 +194,15 @@ class WriteMarkers(ABC):
         """Record the marker; True if it is new, False if it already existed. Returns only
         once the marker is durable. `details` (task_attempt, size, checksum,
         pending_upload) are kept where the mechanism can keep them."""
+
+    def create_many(self, markers: Iterable[Mapping[str, Any] | Sequence[Any]]
+                    ) -> list[bool]:
+        """Create several markers; one answer per marker, in order, each as :meth:`create`
+        would give it. Each item is a dict (partition, file, io_type and details) or a
+        tuple (partition, file[, io_type]). A writer that opens several files at once (a
+        batch whose rows go to several partitions) asks for all their markers in one
+        call; mechanisms make that cheaper than one call each."""
+        return [self.create(*args, **details) for args, details in marker_items(markers)]
 
     def create_if_not_exists(self, partition: str, file_name: str,
                              io_type: IOType | str = IOType.CREATE, **details: Any) -> bool:

@@ -8,6 +8,8 @@ marker again gets False, not an error.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -20,10 +22,13 @@ from markerstore.markers.base import (
     WriteMarkers,
     ensure_marker_type,
     marker_folder,
+    marker_items,
     markers_to_arrow,
     read_marker_type,
 )
 from markerstore.storage import Storage
+
+CREATE_PARALLELISM = 16  # PUTs in flight in one create_many call
 
 
 class DirectWriteMarkers(WriteMarkers):
@@ -48,6 +53,36 @@ class DirectWriteMarkers(WriteMarkers):
         marker = MarkerName.build(partition, file_name, io_type)
         body = json.dumps(details, sort_keys=True, default=str).encode() if details else b""
         return self.storage.create_if_absent(self._path(marker), body)
+
+    def create_many(self, markers: Iterable[Mapping[str, Any] | Sequence[Any]]
+                    ) -> list[bool]:
+        """Create several markers, up to :data:`CREATE_PARALLELISM` PUTs at a time (one
+        object each, as :meth:`create`). Every marker is tried; if any failed, the first
+        error is raised after all are done, and the ones created stay (reconcile and
+        rollback treat a marker whose file never appeared as nothing to delete)."""
+        items = marker_items(markers)
+        if len(items) <= 1:
+            return [self.create(*args, **details) for args, details in items]
+        # A marker asked for twice in one call is created once: its first item creates
+        # it, the later ones answer False, as they would one after another.
+        first: dict[str, int] = {}
+        for i, (args, _) in enumerate(items):
+            first.setdefault(MarkerName.build(*args).name, i)
+        todo = sorted(set(first.values()))
+        results = [False] * len(items)
+        error: BaseException | None = None
+        with ThreadPoolExecutor(min(CREATE_PARALLELISM, len(todo)),
+                                "markerstore-markers") as pool:
+            futures = {i: pool.submit(self.create, *items[i][0], **items[i][1]) for i in todo}
+            for i, future in futures.items():
+                exc = future.exception()
+                if exc is not None:
+                    error = error or exc
+                else:
+                    results[i] = future.result()
+        if error is not None:
+            raise error
+        return results
 
     def update(self, partition: str, file_name: str, io_type: IOType | str = IOType.CREATE,
                **details: Any) -> None:

@@ -123,3 +123,23 @@ def test_markers_only_for_inflight_instants() -> None:
     table.commit(instant, [])
     with pytest.raises(TimelineError, match="completed"):
         table.markers(instant)
+
+
+def test_create_many_answers_each_marker_in_order(location: Location) -> None:
+    table = open_table(location)
+    instant = table.start_commit(heartbeat=False)
+    markers = table.markers(instant)
+    markers.create("day=1", "a.parquet")
+    answers = markers.create_many([
+        ("day=1", "a.parquet"),                       # existed
+        ("day=2", "b.parquet", "MERGE"),
+        {"partition": "day=3", "file": "c.parquet", "size": 7},
+        ("day=2", "b.parquet", "MERGE"),              # the same marker twice in one call
+    ] + [("day=4", f"f{i}.parquet") for i in range(20)])
+    assert answers[:2] == [False, True] and answers[2] is True and answers[3] is False
+    assert answers[4:] == [True] * 20
+    assert len(markers.all()) == 23
+    with pytest.raises(InvalidMarkerError, match="file"):
+        markers.create_many([{"partition": "p"}])
+    with pytest.raises(InvalidMarkerError, match=r"\.\."):
+        markers.create_many([("..", "x.parquet")])
