@@ -167,18 +167,30 @@ def marker_names(table: pa.Table) -> list[str]:
 
 
 def dedupe(table: pa.Table) -> pa.Table:
-    """One row per marker (the first in table order): a crash between the write and the
-    delete of a compaction, or a flush whose answer was lost, leaves a marker twice.
-    Vectorized, so that compacting 100,000 rows does not stall the server."""
+    """One row per marker: a crash between the write and the delete of a compaction, or a
+    flush whose answer was lost, leaves a marker twice, and a details update (size,
+    checksum, pending upload) adds a row. The rows of a marker merge into one: the
+    earliest ``created_at``, and of each detail its latest value that is not null. Rows
+    keep the order of each marker's first row. Vectorized, so that compacting 100,000
+    rows does not stall the server."""
     if table.num_rows < 2:
         return table
-    keys = table.select(list(KEY_COLUMNS)).append_column(
-        "_row", pa.array(range(table.num_rows), pa.int64()))
-    first = keys.group_by(list(KEY_COLUMNS), use_threads=False).aggregate([("_row", "min")])
-    if first.num_rows == table.num_rows:
+    table = table.cast(MARKER_COLUMNS)
+    indexed = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
+    firsts = indexed.select([*KEY_COLUMNS, "_row"]).group_by(
+        list(KEY_COLUMNS), use_threads=False).aggregate([("_row", "min")])
+    if firsts.num_rows == table.num_rows:
         return table
-    rows = first.column("_row_min")
-    return table.take(pc.take(rows, pc.sort_indices(rows)))
+    latest_last = indexed.take(pc.sort_indices(
+        indexed, sort_keys=[("created_at", "ascending"), ("_row", "ascending")]))
+    merged = latest_last.group_by(list(KEY_COLUMNS), use_threads=False).aggregate(
+        [("_row", "min"), ("created_at", "min")]
+        + [(name, "last") for name in DETAIL_KEYS])
+    merged = merged.take(pc.sort_indices(merged.column("_row_min")))
+    columns = {name: merged.column(name) for name in KEY_COLUMNS}
+    columns.update({name: merged.column(f"{name}_last") for name in DETAIL_KEYS})
+    columns["created_at"] = merged.column("created_at_min")
+    return pa.table([columns[f.name] for f in MARKER_COLUMNS], schema=MARKER_COLUMNS)
 
 
 # --- encoding -------------------------------------------------------------------------------
@@ -328,21 +340,25 @@ def _relation(storage: Storage, segments: list[SegmentFile], con: duckdb.DuckDBP
     return relation
 
 
+# One row per marker, merged as :func:`dedupe` merges them.
+_MERGE_SQL = (
+    f"SELECT {', '.join(KEY_COLUMNS)}, "
+    + ", ".join(f"arg_max({d}, created_at) FILTER (WHERE {d} IS NOT NULL) AS {d}"
+                for d in DETAIL_KEYS)
+    + f", min(created_at) AS created_at FROM s GROUP BY ALL ORDER BY {', '.join(KEY_COLUMNS)}")
+
+
 def read_batched(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
                  ) -> duckdb.DuckDBPyRelation:
     """The markers of a BATCHED folder as a DuckDB relation of MARKER_COLUMNS, one row
     per marker. The rows are materialized, so the relation stays valid after a later
     compaction deletes the segments it came from."""
-    keys = ", ".join(KEY_COLUMNS)
-    columns = [f.name for f in MARKER_COLUMNS]
     for _ in range(READ_ATTEMPTS):
         segments = list_segments(storage, instant)
         if not segments:
             return con.from_arrow(MARKER_COLUMNS.empty_table())
         try:
-            relation = _relation(storage, segments, con).query(
-                "s", f"SELECT DISTINCT ON ({keys}) {', '.join(columns)} FROM s "
-                     f"ORDER BY {keys}, created_at")
+            relation = _relation(storage, segments, con).query("s", _MERGE_SQL)
             assert relation is not None
             rows = relation.to_arrow_table()
         except (FileNotFoundError, duckdb.IOException):

@@ -105,6 +105,12 @@ class _Routes:
             "Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     async def create(self, request: web.Request) -> web.Response:
+        return await self._create(request, update=False)
+
+    async def details(self, request: web.Request) -> web.Response:
+        return await self._create(request, update=True)
+
+    async def _create(self, request: web.Request, update: bool) -> web.Response:
         instant = request.match_info["instant"]
         try:
             body = await request.json(loads=json.loads)
@@ -123,8 +129,13 @@ class _Routes:
         request_id = request.headers.get("X-Request-Id")
         if request_id is not None and len(request_id) > MAX_REQUEST_ID_CHARS:
             raise ServiceError(400, "bad_request", "X-Request-Id is too long")
-        created = await self.service.create(instant, items, request_id)
+        created = await self.service.create(instant, items, request_id, update=update)
         names = [marker.name for marker, _ in items]
+        seen: set[str] = set()
+        for i, name in enumerate(names):  # a marker twice in one request: created once
+            if name in seen:
+                created[i] = False
+            seen.add(name)
         if batch:
             return web.json_response({"created": created, "markers": names})
         return web.json_response({"created": created[0], "marker": names[0]})
@@ -224,6 +235,7 @@ class MarkerServer:
         app.router.add_get("/health", routes.health)
         app.router.add_get("/metrics", routes.metrics)
         app.router.add_post(API + "/{instant}/create", routes.create)
+        app.router.add_post(API + "/{instant}/details", routes.details)
         app.router.add_get(API + "/{instant}", routes.all)
         app.router.add_get(API + "/{instant}/exists", routes.exists)
         app.router.add_get(API + "/{instant}/has", routes.has)

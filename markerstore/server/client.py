@@ -40,7 +40,7 @@ from markerstore.errors import (
     MarkerServerError,
     MarkerTypeError,
 )
-from markerstore.markers.base import BATCHED, IOType, MarkerName, WriteMarkers
+from markerstore.markers.base import BATCHED, IOType, MarkerName, WriteMarkers, marker_items
 from markerstore.markers.direct import DirectWriteMarkers
 from markerstore.markers.segments import DETAIL_KEYS, rows_to_table
 
@@ -255,18 +255,10 @@ class MarkerClient(WriteMarkers):
         return bool(answer["created"])
 
     def create_many(self, markers: Iterable[Mapping[str, Any] | Sequence[Any]]) -> list[bool]:
-        """Create several markers in few requests; one answer per marker, in order. Each
-        item is a dict (partition, file, io_type and details) or a tuple
-        (partition, file, io_type)."""
-        bodies = []
-        for item in markers:
-            if isinstance(item, Mapping):
-                fields = dict(item)
-                bodies.append(self._body(fields.pop("partition", ""), fields.pop("file"),
-                                         fields.pop("io_type", IOType.CREATE), fields))
-            else:
-                io_type = item[2] if len(item) >= 3 else IOType.CREATE
-                bodies.append(self._body(item[0], item[1], io_type, {}))
+        """Create several markers in one request (or a few: :data:`CHUNK` each), all in
+        the same segment flush; one answer per marker, in order. Each item is a dict
+        (partition, file, io_type and details) or a tuple (partition, file[, io_type])."""
+        bodies = [self._body(*args, details) for args, details in marker_items(markers)]
         results: list[bool] = []
         for start in range(0, len(bodies), CHUNK):
             chunk = bodies[start:start + CHUNK]
@@ -280,6 +272,17 @@ class MarkerClient(WriteMarkers):
             else:
                 results.extend(bool(c) for c in answer["created"])
         return results
+
+    def update(self, partition: str, file_name: str, io_type: IOType | str = IOType.CREATE,
+               **details: Any) -> None:
+        """Record details (size, checksum, pending upload) of a marker, durably: the
+        server writes them as a new row of the marker, which readers merge with its
+        first. Creates the marker if it does not exist."""
+        body = self._body(partition, file_name, io_type, details)
+        answer = self._call("POST", "/details", body=body, request_id=uuid.uuid4().hex)
+        if answer is None:
+            assert self._direct is not None
+            self._direct.update(partition, file_name, io_type, **details)
 
     def all(self) -> list[str]:
         answer = self._call("GET")

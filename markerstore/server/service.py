@@ -354,9 +354,12 @@ class MarkerService(SegmentWriter):
 
     # --- creates -----------------------------------------------------------------------------
     async def create(self, instant: str, items: list[tuple[MarkerName, dict[str, Any]]],
-                     request_id: str | None = None) -> list[bool]:
+                     request_id: str | None = None, update: bool = False) -> list[bool]:
         """Queue markers and wait until they are durable; True for each one this request
-        created (or an earlier try of it, same `request_id`), False if it already existed."""
+        created (or an earlier try of it, same `request_id`), False if it already existed.
+        `update`: the rows carry new details (size, checksum, pending upload) of markers
+        that may exist already; each row is written even then, and readers merge a
+        marker's rows (the latest value of each detail)."""
         started = time.perf_counter()
         self._last_create = time.monotonic()
         state = await self.state(instant, write=True)
@@ -365,14 +368,14 @@ class MarkerService(SegmentWriter):
         answers: list[bool | asyncio.Future[bool]] = []
         for marker, row in items:
             name = marker.name
-            if name in state.names:
+            if name in state.names and not update:
                 created = request_id is not None and state.creators.get(name) == request_id
                 self._creates("created" if created else "existed")
                 answers.append(created)
                 continue
             future: asyncio.Future[bool] = loop.create_future()
             future.add_done_callback(_consume)
-            state.pending.append(Pending(marker, row, request_id, future, started))
+            state.pending.append(Pending(marker, row, request_id, future, started, update))
             state.outstanding = max(0, state.outstanding - 1)
             state.pending_ids[(marker.partition, file_id(marker.file_name))] += 1
             self._waiting += 1

@@ -45,6 +45,7 @@ class Pending:
     request_id: str | None
     future: asyncio.Future[bool]
     enqueued: float
+    update: bool = False  # its row is written even if the marker is held (new details)
 
 
 @dataclass

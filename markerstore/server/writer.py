@@ -142,9 +142,13 @@ class SegmentWriter:
             return
         members: Members = {}
         durable = []
+        updates: list[Pending] = []  # rows with new details, written whatever is held
         for pending in batch:
             name = pending.marker.name
-            if name in state.names:
+            if pending.update and (name in state.names or name in state.writing
+                                   or name in members):
+                updates.append(pending)
+            elif name in state.names:
                 durable.append(pending)
             elif name in state.writing:  # another flush in flight writes it: wait for it
                 state.writing[name].append(pending)
@@ -156,16 +160,18 @@ class SegmentWriter:
             created = self._held(state, pending)
             self._creates("created" if created else "existed")
             self._settle(state, pending, created)
-        if not members:
+        if not members and not updates:
             return
         state.writing.update(members)
         state.flushes += 1
         started = time.perf_counter()
         state.flush_starts.append(started)
-        self._spawn(state, self._flush(state, members, started))
+        self._spawn(state, self._flush(state, members, started, updates))
 
-    async def _flush(self, state: DirState, members: Members, started: float) -> None:
-        rows = [waiting[0].row for waiting in members.values()]
+    async def _flush(self, state: DirState, members: Members, started: float,
+                     updates: list[Pending] | None = None) -> None:
+        updates = updates or []
+        rows = [waiting[0].row for waiting in members.values()] + [p.row for p in updates]
         try:
             segment = await self._run(self._flush_pool, self._flush_sync, state.instant,
                                       state.initialized, rows, state.next_seq)
@@ -182,12 +188,15 @@ class SegmentWriter:
                 503, "flush_failed",
                 f"writing the segment of {len(members)} marker(s) of instant {state.instant} "
                 f"failed, so none of them is acknowledged: {type(exc).__name__}: {exc}")
-            self._fail(state, [p for waiting in members.values() for p in waiting], error)
+            self._fail(state, [p for waiting in members.values() for p in waiting] + updates,
+                       error)
             return
         state.flushes -= 1
         state.flush_starts.remove(started)
         state.initialized = state.written_here = True
-        state.add_segment(segment, members.keys())
+        state.add_segment(segment, [*members.keys(), *(p.marker.name for p in updates)])
+        if len(segment.rows) > len(members):
+            state.overlapping = True  # a marker now has more than one row
         for name, waiting in members.items():
             state.writing.pop(name, None)
             if waiting[0].request_id is not None:
@@ -203,6 +212,11 @@ class SegmentWriter:
                 created += answer
                 existed += not answer
                 self._settle(state, pending, answer)
+        for pending in updates:
+            answer = self._held(state, pending)
+            existed += not answer
+            created += answer
+            self._settle(state, pending, answer)
         self._creates("created", created)
         self._creates("existed", existed)
         state.outstanding += created + existed

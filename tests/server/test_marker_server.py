@@ -302,3 +302,60 @@ def test_clients_waiting_for_answers_share_segments(mem_table: Table, serve: Ser
     assert len(clients[0].all()) == 320
     assert batches <= 80  # about 16 markers a segment, not one
     assert wall < 20 * 0.5  # faster than one round per interval
+
+
+def test_details_update_is_durable_and_merged_everywhere(tmp_path: Any, serve: Serve) -> None:
+    """A task records its file's size, checksum and pending upload in the marker after
+    the file is written: a new row, which every reader merges with the first one."""
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    first = serve(table)
+    client = MarkerClient(first.url, instant)
+    assert client.create("d=1", "a_w.parquet", "CREATE", task_attempt="0.1")
+    assert client.create("d=1", "b_w.parquet", "CREATE", task_attempt="1.1")
+    upload = {"bucket": "bk", "key": "t/d=1/a_w.parquet", "upload_id": "u1", "etags": ["e"]}
+    client.update("d=1", "a_w.parquet", "CREATE", size=10, checksum="crc", pending_upload=upload)
+    client.update("d=1", "c_w.parquet", "CREATE", size=3)  # not created before: now it is
+    assert client.all() == ["d=1/a_w.parquet.marker.CREATE", "d=1/b_w.parquet.marker.CREATE",
+                            "d=1/c_w.parquet.marker.CREATE"]
+
+    def row_a(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        return next(r for r in rows if r["file"] == "a_w.parquet")
+
+    for rows in (client.to_arrow().to_pylist(),                       # the server's memory
+                 read_batched_table(table.storage, instant).to_pylist()):  # DuckDB
+        a = row_a(rows)
+        assert (a["task_attempt"], a["size"], a["checksum"]) == ("0.1", 10, "crc")
+        assert a["pending_upload"] is not None and "u1" in a["pending_upload"]
+        assert len(rows) == 3
+    relation = table.markers(instant, type="batched", url=first.url)
+    assert relation.create_many([("d=1", "a_w.parquet")]) == [False]  # still one marker
+    first.stop()
+    # a restarted server loads both rows of the marker and still merges them, also
+    # after compacting everything into one segment
+    second = serve(Table(str(tmp_path / "t")),
+                   options={"markerstore.markers.batch.max_segments": 4})
+    again = MarkerClient(second.url, instant)
+    for i in range(6):
+        again.create("d=2", f"x{i}_w.parquet")
+    deadline = time.time() + 10
+    while len(list_segments(table.storage, instant)) > 3 and time.time() < deadline:
+        time.sleep(0.05)
+    assert len(list_segments(table.storage, instant)) <= 3  # compacted (10 flushes)
+    rows = read_batched_table(table.storage, instant).to_pylist()
+    assert len(rows) == 9
+    a = row_a(rows)
+    assert (a["task_attempt"], a["size"], a["checksum"]) == ("0.1", 10, "crc")
+    assert "u1" in a["pending_upload"]
+    stored = sum(read_segment(table.storage, s).num_rows
+                 for s in list_segments(table.storage, instant))
+    assert stored >= 9
+
+
+def test_a_marker_twice_in_one_request_is_created_once(mem_table: Table, serve: Serve) -> None:
+    instant = mem_table.start_commit(heartbeat=False)
+    server = serve(mem_table)
+    client = MarkerClient(server.url, instant)
+    assert client.create_many([("p", "a_w.parquet"), ("p", "b_w.parquet"),
+                               ("p", "a_w.parquet")]) == [True, True, False]
+    assert read_batched_table(mem_table.storage, instant).num_rows == 2
