@@ -77,10 +77,11 @@ def _reasons(errors: pa.Table) -> pa.ChunkedArray | pa.Array:
 
 def record_details(markers: WriteMarkers, partition: str, file_name: str,
                    **details: Any) -> None:
-    """Put details (size, checksum, pending upload) in an existing CREATE marker, where the
-    mechanism can: direct markers rewrite the marker object; a mechanism with an `update`
-    call uses it; otherwise they go with a repeated create, which a mechanism that dedupes
-    by name may drop (rollback and job commit also find uploads by listing, by name)."""
+    """Put details (size, checksum, pending upload) in an existing CREATE marker: both
+    mechanisms have an `update` call (direct markers rewrite the marker object; batched
+    markers write a details row that readers merge). A mechanism without one gets a
+    repeated create, which may drop them (rollback and job commit also find uploads by
+    listing, by name)."""
     update = getattr(markers, "update", None)
     if callable(update):
         update(partition, file_name, IOType.CREATE, **details)
@@ -164,6 +165,7 @@ class TaskWriter:
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
         self._closed: list[tuple[FileStats, str]] = []
         self._targets: list[str] = []
+        self._marked: dict[str, str] = {}  # partition -> file name whose marker is made
         self._seq = 0
         self._state = "open"
         self._result: TaskResult | None = None
@@ -192,8 +194,31 @@ class TaskWriter:
             raise ValueError(f"partition column(s) {missing} are not in the data "
                              f"(columns: {batch.schema.names})")
         keep = [n for n in batch.schema.names if n not in self.partition_by]
-        for values, rows in split_by_partition(batch, self.partition_by):
-            self._append(partition_path(self.partition_by, values), rows.select(keep))
+        pieces = [(partition_path(self.partition_by, values), rows.select(keep))
+                  for values, rows in split_by_partition(batch, self.partition_by)]
+        fresh = [p for p, _ in pieces if p not in self._open and p not in self._marked]
+        if len(fresh) > 1:
+            self._mark_many(fresh)
+        for partition, rows in pieces:
+            self._append(partition, rows)
+
+    def _next_name(self) -> str:
+        name = FileName(self.write_uuid, self._seq, self.attempt.partition_id,
+                        self.attempt.stage_id, self.attempt.task_attempt_id,
+                        self.instant).name
+        self._seq += 1
+        return name
+
+    def _mark_many(self, partitions: list[str]) -> None:
+        """The markers of the files a batch opens in several partitions, in one call (one
+        request and one segment with batched markers; parallel PUTs with direct ones)."""
+        started = time.perf_counter()
+        names = {p: self._next_name() for p in partitions}
+        self.markers.create_many([{"partition": p, "file": n, "io_type": IOType.CREATE,
+                                   "task_attempt": self.attempt.label}
+                                  for p, n in names.items()])
+        self._marked.update(names)
+        self._add_time("markers", started)
 
     def _validate(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         assert self.validator is not None
@@ -229,15 +254,15 @@ class TaskWriter:
                 self._close(handle)
 
     def _new_file(self, partition: str, schema: pa.Schema) -> _OpenFile:
-        name = FileName(self.write_uuid, self._seq, self.attempt.partition_id,
-                        self.attempt.stage_id, self.attempt.task_attempt_id,
-                        self.instant).name
-        self._seq += 1
+        name = self._marked.pop(partition, None)
+        if name is None:
+            name = self._next_name()
+            started = time.perf_counter()
+            # Invariant 1: the marker is durable before the file exists.
+            self.markers.create(partition, name, IOType.CREATE,
+                                task_attempt=self.attempt.label)
+            self._add_time("markers", started)
         path = relative_path(partition, name)
-        started = time.perf_counter()
-        # Invariant 1: the marker is durable before the file exists.
-        self.markers.create(partition, name, IOType.CREATE, task_attempt=self.attempt.label)
-        self._add_time("markers", started)
         target = self.staging.target(self.attempt.task_attempt_id, path)
         self._targets.append(target)
         if self.staging.writes_os_paths:

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from commit_checks import TINY, batches, data_files, open_table, uploads
 
+from markerstore import Table
 from markerstore.commit import FileName, TaskAttempt, TaskWriter, WriteJob, run_task
 from markerstore.commit.names import HIVE_DEFAULT_PARTITION, partition_path
 from markerstore.commit.staging import MultipartStaging, staging_for
@@ -34,6 +35,20 @@ def test_partition_paths_escape_like_spark() -> None:
     assert partition_path(["a"], [None]) == f"a={HIVE_DEFAULT_PARTITION}"
     assert partition_path(["a"], [True]) == "a=true"
     assert partition_path([], []) == ""
+
+
+def test_timestamp_partition_values_are_formatted_like_spark() -> None:
+    import datetime as dt
+
+    utc = dt.timezone.utc
+    plus2 = dt.timezone(dt.timedelta(hours=2))
+    assert partition_path(["t"], [dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=utc)]) == \
+        "t=2024-01-02 03%3A04%3A05"
+    assert partition_path(["t"], [dt.datetime(2024, 1, 2, 3, 4, 5, 250000, tzinfo=plus2)]) == \
+        "t=2024-01-02 03%3A04%3A05.25"  # wall clock of the session time zone, no offset
+    assert partition_path(["t"], [dt.datetime(2024, 1, 2, 3, 4, 5, 7)]) == \
+        "t=2024-01-02 03%3A04%3A05.000007"
+    assert partition_path(["d"], [dt.date(2024, 1, 2)]) == "d=2024-01-02"
 
 
 def test_split_by_partition_groups_rows() -> None:
@@ -71,6 +86,40 @@ def test_marker_is_durable_before_the_file_exists(location: Any) -> None:
     assert len(result.files) > 3
     assert seen and all(marker and not exists for _, marker, exists in seen)
     assert sorted(p for p, _, _ in seen) == sorted(f.path for f in result.files)
+    job.commit([result])
+
+
+def test_a_batch_opening_files_in_several_partitions_marks_them_in_one_call(
+        tmp_path: Any) -> None:
+    table = Table(str(tmp_path / "t"))
+    job = WriteJob(table, partition_by=["day"]).start()
+    calls: list[list[str]] = []
+
+    class Spy(DirectWriteMarkers):
+        def create(self, partition: str, file_name: str, io_type: Any = IOType.CREATE,
+                   **details: Any) -> bool:
+            calls.append([partition])
+            return super().create(partition, file_name, io_type, **details)
+
+        def create_many(self, markers: Any) -> list[bool]:
+            items = list(markers)
+            calls.append(["many"] + [m["partition"] for m in items])
+            return DirectWriteMarkers.create_many(self, items)
+
+    markers = Spy(table.storage, job.instant, initialize=False)
+    staging = staging_for(table.storage, job.instant, job.write_uuid, table.settings)
+    writer = TaskWriter(markers, staging, TaskAttempt(0, 1, 0, 5), partition_by=["day"])
+    for batch in batches(1000, days=4):
+        writer.write(batch)
+    result = writer.commit()
+    # the first batch opens four files: one call; create_many's own creates follow it
+    assert calls[0] == ["many", "day=0", "day=1", "day=2", "day=3"]
+    assert sorted(c[0] for c in calls[1:5]) == ["day=0", "day=1", "day=2", "day=3"]
+    assert len(calls) == 5  # no file rolled: no other marker
+    assert sorted(f.path.split("/")[0] for f in result.files) == [
+        "day=0", "day=1", "day=2", "day=3"]
+    assert sorted(m.split("/")[0] for m in markers.all()) == [
+        "day=0", "day=1", "day=2", "day=3"]
     job.commit([result])
 
 
