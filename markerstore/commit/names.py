@@ -94,6 +94,17 @@ def escape_value(text: str) -> str:
     return "".join(f"%{ord(c):02X}" if c in _ESCAPE else c for c in text)
 
 
+def format_timestamp(value: _dt.datetime) -> str:
+    """A timestamp as Spark writes it in a partition folder name: wall-clock time in the
+    value's own time zone (Arrow batches from Spark carry the session time zone), no
+    offset, the fraction of a second only if any, without trailing zeros:
+    ``2024-01-02 03:04:05`` or ``2024-01-02 03:04:05.25``."""
+    text = value.replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S")
+    if value.microsecond:
+        text += f".{value.microsecond:06d}".rstrip("0")
+    return text
+
+
 def format_value(value: Any) -> str:
     """A partition value as Spark writes it in a folder name."""
     if value is None:
@@ -101,7 +112,7 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, _dt.datetime):
-        text = value.isoformat(sep=" ")
+        text = format_timestamp(value)
     elif isinstance(value, bytes):
         text = value.hex()
     else:

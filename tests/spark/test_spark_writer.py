@@ -174,3 +174,27 @@ def test_bad_arguments_fail_before_any_work(spark: Any, tmp_path: Any) -> None:
                  options={"s3.multipart.committer.conflict-mode": "fail"})
     assert not os.path.exists(tmp_path / "t" / ".markerstore" / "timeline")
     assert Table(str(tmp_path / "t")).timeline() == []
+
+
+def test_partition_folders_are_named_as_spark_names_them(spark: Any, tmp_path: Any) -> None:
+    """Timestamps (with and without a fraction), dates, strings that need escaping, nulls
+    and booleans: the same folder names as Spark's own writer."""
+    df = spark.sql(
+        "SELECT id, ts, d, s, b FROM VALUES "
+        "(1, TIMESTAMP'2024-01-02 03:04:05', DATE'2024-01-02', 'a/b c', true), "
+        "(2, TIMESTAMP'2024-01-02 03:04:05.25', DATE'2024-02-03', NULL, false), "
+        "(3, NULL, NULL, 'x=y%', NULL) AS t(id, ts, d, s, b)")
+    columns = ["ts", "d", "s", "b"]
+    ms.write(df.repartition(1), str(tmp_path / "ours"), partition_by=columns)
+    df.repartition(1).write.partitionBy(*columns).parquet(str(tmp_path / "spark"))
+
+    def folders(root: Any) -> set[str]:
+        found = set()
+        for folder, _, files in os.walk(root):
+            relative = os.path.relpath(folder, root)
+            if any(f.endswith(".parquet") for f in files) and not relative.startswith("."):
+                found.add(relative)
+        return found
+
+    assert folders(tmp_path / "ours") == folders(tmp_path / "spark")
+    assert len(folders(tmp_path / "spark")) == 3
