@@ -70,6 +70,21 @@ def register_recovery_hook(hook: RecoveryHook) -> None:
         _RECOVERY_HOOKS.append(hook)
 
 
+# Steps `rollback_failed` runs after rolling back: finishing what the writers of completed
+# or rolled-back instants left (see register_finish_hook).
+FinishHook = Callable[["Table"], Any]
+_FINISH_HOOKS: list[FinishHook] = []
+
+
+def register_finish_hook(hook: FinishHook) -> None:
+    """A step run by :meth:`Table.rollback_failed` (so by the next write and by
+    ``markerstore rollback``): it finishes what a writer that died after its instant
+    became terminal left behind (the commit protocol: files a completed replace had yet to
+    delete, staging areas). It must be idempotent."""
+    if hook not in _FINISH_HOOKS:
+        _FINISH_HOOKS.append(hook)
+
+
 def _load_recovery() -> None:
     # The commit protocol registers its recovery and cleanup hooks when imported.
     with contextlib.suppress(ImportError):
@@ -366,13 +381,18 @@ class Table:
         return result
 
     def rollback_failed(self, policy: str | None = None) -> list[RollbackResult]:
-        """Roll back every failed inflight instant (see :meth:`failed_instants`), and delete
-        the leftover marker folders of completed instants."""
+        """Roll back every failed inflight instant (see :meth:`failed_instants`), finish
+        what the writers of terminal instants left (finish hooks: e.g. the files a
+        completed replace had yet to delete), and delete the leftover marker folders of
+        completed instants."""
         results = []
         for instant in self.failed_instants(policy):
             result = self.rollback(instant, force=True)
             assert isinstance(result, RollbackResult)
             results.append(result)
+        _load_recovery()
+        for hook in list(_FINISH_HOOKS):
+            hook(self)
         self.clean_markers()
         return results
 

@@ -31,7 +31,7 @@ from markerstore.commit.staging import STAGING_DIR, remove_staging_area, staging
 from markerstore.commit.stats import PendingUpload
 from markerstore.markers import RollbackResult, register_rollback_hook
 from markerstore.storage import Storage
-from markerstore.table import Table, register_recovery_hook
+from markerstore.table import Table, register_finish_hook, register_recovery_hook
 from markerstore.timeline import COMPLETED, ROLLEDBACK, Timeline, is_instant
 
 log = logging.getLogger(__name__)
@@ -224,3 +224,4 @@ def sweep(table: Table, *, dry_run: bool = False) -> SweepReport:
 
 register_rollback_hook(rollback_cleanup)
 register_recovery_hook(roll_forward)
+register_finish_hook(finish_terminal_plans)

@@ -21,6 +21,7 @@ from commit_checks import (
     commit_all,
     data_files,
     duckdb_rows,
+    live_paths,
     open_table,
     split,
     uploads,
@@ -98,13 +99,22 @@ def test_next_write_recovers_a_crashed_commit(location: Any, step: str) -> None:
     assert_clean(table)
 
 
-@pytest.mark.parametrize("step", ["after_reconcile", "publish"])
+@pytest.mark.parametrize("step", ["after_reconcile", "publish", "after_complete"])
 def test_markerstore_rollback_recovers_a_crashed_commit(location: Any, step: str) -> None:
-    if (location.kind, step) not in (("local", "after_reconcile"), ("s3", "publish")):
+    """`markerstore rollback` rolls a failed write back or forward; after a writer that
+    died once its replace was completed, it deletes the replaced files that writer had
+    yet to delete."""
+    if (location.kind, step) not in (("local", "after_reconcile"), ("s3", "publish"),
+                                     ("local", "after_complete")):
         pytest.skip("one storage per step (the next-write test covers every pair)")
     table = open_table(location)
     commit_all(table, split(OLD, 2), conflict_mode="append")
-    crashed = crash_write(table, step, partition_by=["day"], mode="append")
+    completed = step == "after_complete"
+    crashed = crash_write(table, step, partition_by=None if completed else ["day"],
+                          mode="replace" if completed else "append")
+    if completed:
+        assert read_plan(table.storage, crashed["instant"]) is not None
+        assert len(data_files(table)) > len(live_paths(table))  # replaced files still there
     cli = [sys.executable, "-m", "markerstore.cli", "rollback", table.path, "--force",
            "--json"]
     for key, value in table.storage.storage_options.items():
@@ -112,10 +122,15 @@ def test_markerstore_rollback_recovers_a_crashed_commit(location: Any, step: str
     proc = subprocess.run(cli, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
-    assert [r["instant"] for r in rows] == [crashed["instant"]]
     outcome = STEPS[step]
-    assert rows[0]["status"] == ("rolled back" if outcome == "back" else "rolled forward")
-    assert_exactly_committed(table, expected_rows(outcome, "append"))
+    if completed:
+        assert rows == []  # nothing to roll back: the commit stands, its cleanup is done
+        assert read_plan(table.storage, crashed["instant"]) is None
+    else:
+        assert [r["instant"] for r in rows] == [crashed["instant"]]
+        assert rows[0]["status"] == ("rolled back" if outcome == "back" else "rolled forward")
+    assert_exactly_committed(table, expected_rows(outcome, "replace" if completed
+                                                  else "append"))
     assert_clean(table)
 
 
