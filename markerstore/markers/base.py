@@ -15,6 +15,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -117,12 +118,12 @@ class MarkerName:
         partition, _, file_name = head.rpartition("/")
         return cls.build(partition, file_name, io)
 
-    @property
+    @cached_property
     def data_path(self) -> str:
         """The data file, relative to the table."""
         return f"{self.partition}/{self.file_name}" if self.partition else self.file_name
 
-    @property
+    @cached_property
     def name(self) -> str:
         return f"{self.data_path}{MARKER_INFIX}{self.io_type.value}"
 

@@ -44,7 +44,7 @@ from markerstore.markers.segments import (
     rows_to_table,
 )
 from markerstore.server.metrics import Registry
-from markerstore.server.state import DirState, Pending, Segment, file_id
+from markerstore.server.state import DirState, Pending, Segment, Waiter, file_id
 from markerstore.server.writer import SegmentWriter, ServiceError
 from markerstore.storage import Storage
 from markerstore.timeline import is_instant
@@ -364,30 +364,28 @@ class MarkerService(SegmentWriter):
         self._last_create = time.monotonic()
         state = await self.state(instant, write=True)
         self._check_conflicts(state, [m for m, _ in items])
-        loop = asyncio.get_running_loop()
-        answers: list[bool | asyncio.Future[bool]] = []
-        for marker, row in items:
+        results = [False] * len(items)
+        waiter: Waiter | None = None
+        for index, (marker, row) in enumerate(items):
             name = marker.name
             if name in state.names and not update:
                 created = request_id is not None and state.creators.get(name) == request_id
                 self._creates("created" if created else "existed")
-                answers.append(created)
+                results[index] = created
                 continue
-            future: asyncio.Future[bool] = loop.create_future()
-            future.add_done_callback(_consume)
-            state.pending.append(Pending(marker, row, request_id, future, started, update))
+            if waiter is None:
+                waiter = Waiter(asyncio.get_running_loop().create_future(), results)
+                waiter.future.add_done_callback(_consume)
+            waiter.remaining += 1
+            state.pending.append(Pending(marker, row, request_id, waiter, index, started,
+                                         update))
             state.outstanding = max(0, state.outstanding - 1)
-            state.pending_ids[(marker.partition, file_id(marker.file_name))] += 1
+            if self.conflict_detection:
+                state.pending_ids[(marker.partition, file_id(marker.file_name))] += 1
             self._waiting += 1
-            answers.append(future)
-        futures = [a for a in answers if isinstance(a, asyncio.Future)]
-        if futures:
+        if waiter is not None:
             self._maybe_flush(state)  # e.g. the clients of the last batches are all back
-        if len(futures) == 1:
-            await futures[0]
-        elif futures:
-            await asyncio.gather(*futures)
-        results = [a.result() if isinstance(a, asyncio.Future) else a for a in answers]
+            results = await waiter.future
         self._ack_seconds.observe(time.perf_counter() - started)
         return results
 

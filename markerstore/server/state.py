@@ -36,16 +36,42 @@ class Segment:
         return int(self.rows.num_rows)
 
 
-@dataclass
+@dataclass(eq=False)
+class Waiter:
+    """The answers of one request: a marker each; its future is done once every marker
+    that waited for a flush has its answer, or at the first failure."""
+
+    future: asyncio.Future[list[bool]]
+    results: list[bool]
+    remaining: int = 0
+
+    def answer(self, index: int, result: bool) -> None:
+        self.results[index] = result
+        self.remaining -= 1
+        if self.remaining == 0 and not self.future.done():
+            self.future.set_result(self.results)
+
+    def fail(self, error: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+
+
+@dataclass(eq=False)
 class Pending:
     """A create waiting for the next flush of its marker folder."""
 
     marker: MarkerName
     row: dict[str, Any]
     request_id: str | None
-    future: asyncio.Future[bool]
+    waiter: Waiter
+    index: int  # of the marker in its request
     enqueued: float
     update: bool = False  # its row is written even if the marker is held (new details)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(partition, file id), what early conflict detection compares."""
+        return (self.marker.partition, file_id(self.marker.file_name))
 
 
 @dataclass

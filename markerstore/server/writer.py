@@ -20,7 +20,7 @@ import pyarrow as pa
 from markerstore.markers.base import BATCHED, ensure_marker_type
 from markerstore.markers.segments import dedupe, delete_segments, rows_to_table, write_segment
 from markerstore.server.metrics import Histogram, Registry
-from markerstore.server.state import DirState, Pending, Segment, file_id, plan_compaction
+from markerstore.server.state import DirState, Pending, Segment, plan_compaction
 from markerstore.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,7 @@ class SegmentWriter:
     storage: Storage
     registry: Registry
     fmt: str
+    conflict_detection: bool
     interval: float
     max_segments: int
     compact_target: int
@@ -76,16 +77,15 @@ class SegmentWriter:
                 error: BaseException | None = None) -> None:
         """Answer one create (exactly once)."""
         self._waiting -= 1
-        key = (pending.marker.partition, file_id(pending.marker.file_name))
-        state.pending_ids[key] -= 1
-        if state.pending_ids[key] <= 0:
-            del state.pending_ids[key]
-        if pending.future.done():
-            return  # its client went away
+        if self.conflict_detection:
+            key = pending.key
+            state.pending_ids[key] -= 1
+            if state.pending_ids[key] <= 0:
+                del state.pending_ids[key]
         if error is not None:
-            pending.future.set_exception(error)
+            pending.waiter.fail(error)
         else:
-            pending.future.set_result(result)
+            pending.waiter.answer(pending.index, result)
 
     def _fail(self, state: DirState, batch: list[Pending], error: ServiceError) -> None:
         for pending in batch:
