@@ -2,10 +2,11 @@
 
 S3 is moto's server in its own process behind :class:`S3Proxy`, which adds 20 ms to every
 request as real S3's latency would. The marker server also runs as its own process (as
-it would in a Spark driver, apart from the executors); the 64 clients are threads of this
-process, each with its own connection pool. Storage requests are counted by
-:class:`Storage` (botocore's hooks): in this process for direct markers and for
-reconcile, and by the server (its ``/metrics``) for batched creates and deletes.
+it would in a Spark driver, apart from the executors); the 64 clients are threads of 4
+client processes (the tasks of 4 executors), each client with its own connection pool.
+Storage requests are counted by :class:`Storage` (botocore's hooks): in the client
+processes for direct creates, in this process for reconcile and direct deletes, and by
+the server (its ``/metrics``) for batched creates and deletes.
 
 Direct markers at 100,000 take about ten minutes through a 20 ms proxy on a moto that
 serves ~300 requests/s; ``--direct-max N`` scales the direct row above N markers from the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import multiprocessing
 import os
 import re
 import signal
@@ -42,6 +44,7 @@ CLIENTS = 64
 DELAY_MS = 20
 INTERVAL_MS = 50
 GROUP = 16  # markers per create_many call of a client
+PROCESSES = 4  # client processes (executors); the clients are their threads
 BUCKET = "bench-markers"
 PHASES = ("create", "reconcile", "delete")
 
@@ -87,38 +90,90 @@ def _paths(names: list[tuple[str, str]]) -> list[str]:
     return [f"{p}/{f}" for p, f in names]
 
 
-def _run_clients(create: Callable[[int, list[tuple[str, str]]], Any],
-                 names: list[tuple[str, str]], group: int = 1,
-                 clients: int = CLIENTS) -> tuple[float, list[float]]:
-    """`clients` threads create the markers, each one call after another, `group` markers a
-    call; (wall s, one ack latency per marker: that of its call)."""
-    latencies: list[list[float]] = [[] for _ in range(clients)]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(clients + 1)
+@dataclass(frozen=True)
+class ClientSpec:
+    """What a client process needs to build its markers objects (picklable)."""
+
+    mechanism: str  # "direct": `target` is the table URL; "batched": the server URL
+    target: str
+    instant: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _markers_of(spec: ClientSpec) -> tuple[Any, Callable[[], dict[str, int]]]:
+    """One markers object per client thread and how to read this process's requests."""
+    if spec.mechanism == "direct":
+        table = Table(spec.target, spec.options)
+        shared = DirectWriteMarkers(table.storage, spec.instant, initialize=False)
+        return (lambda: shared), table.storage_requests
+    return (lambda: MarkerClient(spec.target, spec.instant, initialize=False)), dict
+
+
+def _client_process(spec: ClientSpec, work: list[list[tuple[str, str]]], group: int,
+                    barrier: Any, results: Any) -> None:
+    """A process of client threads (an executor's tasks): one thread a client, each makes
+    its calls one after another; puts (latencies, requests, start, end) on `results`."""
+    make, requests = _markers_of(spec)
+    clients = [make() for _ in work]
+    calls = [_create_call(c, group) for c in clients]
+    latencies: list[list[float]] = [[] for _ in work]
+    errors: list[str] = []
+    before = requests()
+    local = threading.Barrier(len(work) + 1)
 
     def worker(k: int) -> None:
-        mine = names[k::clients]
-        barrier.wait()
+        local.wait()
         try:
-            for start in range(0, len(mine), group):
-                chunk = mine[start:start + group]
+            for first in range(0, len(work[k]), group):
+                chunk = work[k][first:first + group]
                 started = time.perf_counter()
-                create(k, chunk)
+                calls[k](chunk)
                 latencies[k].extend([(time.perf_counter() - started) * 1000] * len(chunk))
         except BaseException as exc:
-            errors.append(exc)
+            errors.append(repr(exc))
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(clients)]
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(work))]
     for thread in threads:
         thread.start()
     barrier.wait()
-    started = time.perf_counter()
+    started = time.time()
+    local.wait()
     for thread in threads:
         thread.join()
-    wall = time.perf_counter() - started
+    ended = time.time()
+    after = requests()
+    results.put(([x for per in latencies for x in per],
+                 {k: after.get(k, 0) - before.get(k, 0) for k in after}, started, ended, errors))
+
+
+def _run_clients(spec: ClientSpec, names: list[tuple[str, str]], group: int = 1,
+                 clients: int = CLIENTS, processes: int = PROCESSES
+                 ) -> tuple[float, list[float], int]:
+    """`clients` clients create the markers, in `processes` processes of threads (as the
+    tasks of several executors), each client one call after another, `group` markers a
+    call. Returns (wall s, one ack latency per marker: that of its call, the storage
+    requests the client processes made)."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(processes + 1)
+    results = context.Queue()
+    work = [names[k::clients] for k in range(clients)]
+    procs = [context.Process(target=_client_process,
+                             args=(spec, work[p::processes], group, barrier, results))
+             for p in range(processes)]
+    for proc in procs:
+        proc.start()
+    try:
+        barrier.wait(timeout=300)
+        outcomes = [results.get(timeout=3600) for _ in procs]
+    finally:
+        for proc in procs:
+            proc.join(timeout=60)
+    errors = [e for outcome in outcomes for e in outcome[4]]
     if errors:
-        raise RuntimeError(f"{len(errors)} client(s) failed: {errors[0]!r}") from errors[0]
-    return wall, [x for per in latencies for x in per]
+        raise RuntimeError(f"{len(errors)} client(s) failed: {errors[0]}")
+    wall = max(o[3] for o in outcomes) - min(o[2] for o in outcomes)
+    latencies = [x for o in outcomes for x in o[0]]
+    return wall, latencies, sum(o[1].get("total", 0) for o in outcomes)
 
 
 def _delta(before: dict[str, int], after: dict[str, int]) -> int:
@@ -139,11 +194,11 @@ def _direct(options: dict[str, Any], n: int, group: int = 1) -> Run:
     instant = table.start_commit(heartbeat=False)
     names = _names(n, instant)
     run = Run("direct", n, group)
-    before = table.storage_requests()
-    call = _create_call(DirectWriteMarkers(table.storage, instant), group)
-    wall, run.latencies_ms = _run_clients(lambda _k, chunk: call(chunk), names, group)
+    DirectWriteMarkers(table.storage, instant)  # the driver writes MARKERS.type
+    spec = ClientSpec("direct", table.path, instant, options)
+    wall, run.latencies_ms, requests = _run_clients(spec, names, group)
     run.seconds["create"] = wall
-    run.requests["create"] = _delta(before, table.storage_requests())
+    run.requests["create"] = requests
     _reconcile(table, instant, names, run)
     before = table.storage_requests()
     started = time.perf_counter()
@@ -283,11 +338,11 @@ def _batched(options: dict[str, Any], endpoint: str, n: int, group: int = 1) -> 
     run = Run("batched", n, group)
     server = ServerProcess(table_url, options, endpoint)
     try:
-        clients = [MarkerClient(server.url, instant) for _ in range(CLIENTS)]
+        driver = MarkerClient(server.url, instant)  # opens the folder, as the driver does
         before = server.requests()
         acks_before = server.histogram("markerstore_marker_ack_seconds")
-        calls = [_create_call(client, group) for client in clients]
-        wall, run.latencies_ms = _run_clients(lambda k, chunk: calls[k](chunk), names, group)
+        spec = ClientSpec("batched", server.url, instant)
+        wall, run.latencies_ms, _ = _run_clients(spec, names, group)
         run.seconds["create"] = wall
         run.requests["create"] = _delta(before, server.requests())
         acks = [(le, after - prior) for (le, after), (_, prior)
@@ -300,7 +355,7 @@ def _batched(options: dict[str, Any], endpoint: str, n: int, group: int = 1) -> 
         _reconcile(table, instant, names, run)
         before = server.requests()
         started = time.perf_counter()
-        clients[0].delete_all()
+        driver.delete_all()
         run.seconds["delete"] = time.perf_counter() - started
         run.requests["delete"] = _delta(before, server.requests())
     finally:
@@ -391,12 +446,13 @@ def _section(rows: list[list[Run]], throughput: list[tuple[str, float]],
         f"partitions at once; the writer makes that call). Direct `create_many` makes its "
         f"PUTs {GROUP} at a time. S3 is moto in its own process behind a proxy (its own "
         f"process too) adding {DELAY_MS} ms per request; the marker server runs in its own "
-        f"process with `batch.interval_ms={INTERVAL_MS}`; the clients are threads of the "
-        "benchmark process. Storage requests are counted by `Storage` (botocore hooks), "
+        f"process with `batch.interval_ms={INTERVAL_MS}`; the clients are threads of "
+        f"{PROCESSES} client processes (the tasks of {PROCESSES} executors), started before "
+        "the clock starts. Storage requests are counted by `Storage` (botocore hooks), "
         "retries included. Ack latency is that of the call that created the marker, "
         "measured by the clients, and by the server itself (the bucket bound of its "
         "`markerstore_marker_ack_seconds` histogram), which leaves out the time the client "
-        "threads wait for the interpreter. Each batched total has its ratio to the faster "
+        "threads wait for their interpreter. Each batched total has its ratio to the faster "
         f"direct run of the same size in parentheses. {load}")
     lines.append("")
     lines.append("| markers | mechanism | markers per call | create s | reconcile s "

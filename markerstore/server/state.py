@@ -94,7 +94,6 @@ class DirState:
     written_here: bool = False
     flushes: int = 0  # flushes in flight
     writing: dict[str, list[Pending]] = field(default_factory=dict)  # names being flushed
-    flush_starts: list[float] = field(default_factory=list)  # of flushes in flight
     # Creates answered by flushes whose clients have not sent a create since (see
     # writer.SegmentWriter._should_flush).
     outstanding: int = 0
@@ -135,10 +134,6 @@ class DirState:
         # this server writes itself never overlap, so only then does compaction dedupe.
         state.overlapping = sum(s.num_rows for s in segments) != len(state.names)
         return state
-
-    @property
-    def oldest_flush(self) -> float:
-        return min(self.flush_starts, default=float("inf"))
 
     @property
     def segment_count(self) -> int:

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PIPELINE = 4  # flushes of one marker folder in flight at once
+FULL_BATCH = 512  # pending creates that start a flush beside one in flight
 Members = dict[str, list[Pending]]  # marker name -> the creates waiting on its write
 
 
@@ -116,19 +117,22 @@ class SegmentWriter:
         make them later. So 64 clients that each wait for their answer before the next
         create fill one segment per round trip instead of splitting across ticks, while
         creates that come in at random (tasks that then write a file for minutes) still
-        gather for an interval. With a flush in flight, another starts only when that one
-        is slow (running for an interval) and the waiting creates are overdue: one slow
-        write then delays only its own batch.
+        gather for an interval. :data:`FULL_BATCH` pending creates start a flush at once.
+        With a flush in flight, another starts beside it (up to :data:`PIPELINE`) for
+        creates that are overdue or when :data:`FULL_BATCH` are pending: one slow write
+        then delays only its own batch, and clients that send many markers per request
+        are not held to one storage write per round trip.
         """
         if not state.pending or self._blocked(state):
             return False
         now = time.perf_counter()
         waited = now - state.pending[0].enqueued
         if state.flushes == 0:
-            return waited >= self.interval or state.outstanding == 0
+            return (waited >= self.interval or state.outstanding == 0
+                    or len(state.pending) >= FULL_BATCH)
         if state.flushes >= PIPELINE or not state.initialized:
             return False
-        return waited >= self.interval and now - state.oldest_flush >= self.interval
+        return waited >= self.interval or len(state.pending) >= FULL_BATCH
 
     def _maybe_flush(self, state: DirState) -> None:
         if self._should_flush(state):
@@ -165,7 +169,6 @@ class SegmentWriter:
         state.writing.update(members)
         state.flushes += 1
         started = time.perf_counter()
-        state.flush_starts.append(started)
         self._spawn(state, self._flush(state, members, started, updates))
 
     async def _flush(self, state: DirState, members: Members, started: float,
@@ -177,7 +180,6 @@ class SegmentWriter:
                                       state.initialized, rows, state.next_seq)
         except Exception as exc:
             state.flushes -= 1
-            state.flush_starts.remove(started)
             for name in members:
                 state.writing.pop(name, None)
             self._count("markerstore_marker_batches_total", "Batches flushed, by result.",
@@ -192,7 +194,6 @@ class SegmentWriter:
                        error)
             return
         state.flushes -= 1
-        state.flush_starts.remove(started)
         state.initialized = state.written_here = True
         state.add_segment(segment, [*members.keys(), *(p.marker.name for p in updates)])
         if len(segment.rows) > len(members):
