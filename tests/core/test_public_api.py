@@ -12,3 +12,18 @@ def test_every_public_name_resolves() -> None:
         assert missing == [], f"{module.__name__}: {missing}"
     assert issubclass(markerstore.WriteAbortedError, markerstore.MarkerStoreError)
     assert markerstore.MarkerClient.__module__ == "markerstore.server.client"
+
+
+def test_every_package_is_in_the_distribution() -> None:
+    """A real (not editable) install ships only the packages pyproject.toml lists."""
+    from pathlib import Path
+
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {".".join(init.parent.relative_to(root).parts)
+             for top in ("markerstore", "errortable")
+             for init in (root / top).rglob("__init__.py")}
+    assert found - listed == set()
