@@ -266,9 +266,7 @@ class MarkerClient(WriteMarkers):
                                 request_id=uuid.uuid4().hex)
             if answer is None:
                 assert self._direct is not None
-                direct = self._direct
-                results.extend(direct.create(b.pop("partition"), b.pop("file"),
-                                             b.pop("io_type"), **b) for b in chunk)
+                results.extend(self._direct.create_many(chunk))
             else:
                 results.extend(bool(c) for c in answer["created"])
         return results

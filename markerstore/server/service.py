@@ -377,11 +377,11 @@ class MarkerService(SegmentWriter):
                 waiter = Waiter(asyncio.get_running_loop().create_future(), results)
                 waiter.future.add_done_callback(_consume)
             waiter.remaining += 1
-            state.pending.append(Pending(marker, row, request_id, waiter, index, started,
-                                         update))
+            pending = Pending(marker, row, request_id, waiter, index, started, update)
+            state.pending.append(pending)
             state.outstanding = max(0, state.outstanding - 1)
             if self.conflict_detection:
-                state.pending_ids[(marker.partition, file_id(marker.file_name))] += 1
+                state.pending_ids[pending.key] += 1
             self._waiting += 1
         if waiter is not None:
             self._maybe_flush(state)  # e.g. the clients of the last batches are all back

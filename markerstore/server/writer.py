@@ -172,8 +172,7 @@ class SegmentWriter:
         self._spawn(state, self._flush(state, members, started, updates))
 
     async def _flush(self, state: DirState, members: Members, started: float,
-                     updates: list[Pending] | None = None) -> None:
-        updates = updates or []
+                     updates: list[Pending]) -> None:
         rows = [waiting[0].row for waiting in members.values()] + [p.row for p in updates]
         try:
             segment = await self._run(self._flush_pool, self._flush_sync, state.instant,
