@@ -44,7 +44,14 @@ from markerstore.markers.segments import (
     rows_to_table,
 )
 from markerstore.server.metrics import Registry
-from markerstore.server.state import DirState, Pending, Segment, Waiter, file_id
+from markerstore.server.state import (
+    DirState,
+    Pending,
+    Segment,
+    Waiter,
+    compaction_target,
+    file_id,
+)
 from markerstore.server.writer import SegmentWriter, ServiceError
 from markerstore.storage import Storage
 from markerstore.timeline import is_instant
@@ -79,7 +86,7 @@ class MarkerService(SegmentWriter):
         self.num_threads = int(settings[config.BATCH_NUM_THREADS])
         self.fmt = str(settings[config.BATCH_FORMAT])
         self.max_segments = int(settings[config.BATCH_MAX_SEGMENTS])
-        self.compact_target = self.max_segments - max(1, self.max_segments // 4)
+        self.compact_target = compaction_target(self.max_segments)
         self.conflict_detection = bool(settings[config.EARLY_CONFLICT_DETECTION])
         self.instant_check = settings[config.SERVER_INSTANT_CHECK_MS] / 1000
         self.states: dict[str, DirState] = {}

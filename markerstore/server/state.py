@@ -147,6 +147,14 @@ class DirState:
         return self.flushes > 0 or self.compacting
 
 
+def compaction_target(bound: int) -> int:
+    """How many segments a folder is compacted down to, for a bound of `bound`: about half
+    of it (at least 3), so a folder that gains a segment every few tens of milliseconds
+    (clients that fill flushes back to back) does not reach the bound, and hold its
+    creates, while a compaction writes."""
+    return min(bound - 1, max(3, bound // 2 + 1))
+
+
 def plan_compaction(sizes: list[int], target: int) -> list[int]:
     """Indexes of the segments to merge into one so that at most `target` remain.
 

@@ -26,7 +26,7 @@ from markerstore.markers.segments import (
     segment_name,
     write_segment,
 )
-from markerstore.server.state import plan_compaction
+from markerstore.server.state import compaction_target, plan_compaction
 
 
 def _rows(n: int, start: int = 0, partition: str = "day=1") -> pa.Table:
@@ -101,7 +101,7 @@ def test_compaction_plan_keeps_the_bound_at_100k_markers() -> None:
     marker is rewritten only a few times."""
     rng = random.Random(7)
     for bound in (4, 8, 20):
-        target = bound - max(1, bound // 4)
+        target = compaction_target(bound)
         sizes: list[int] = []
         total = rewritten = 0
         while total < 100_000:
