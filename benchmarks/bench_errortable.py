@@ -106,7 +106,7 @@ def bench_write(base: str, n: int, fmt: str, columnar: bool) -> dict[str, float]
     counted = errortable.query(commit.url, "SELECT count(*) FROM errors").fetchall()[0][0]
     assert counted == n, f"wrote {n} error records but read {counted}"
     return {"n": n, "build_s": build_s, "write_s": write_s, "build_cpu": build_cpu,
-            "write_cpu": write_cpu, "bytes": sum(s.size for s in stats)}
+            "write_cpu": write_cpu, "bytes": sum(s.size for s in stats if s is not None)}
 
 
 _GEN = """

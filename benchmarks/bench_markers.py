@@ -19,11 +19,13 @@ Run alone: ``python -m benchmarks.bench_markers [--quick] [--direct-max N]``.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import multiprocessing
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -45,6 +47,7 @@ DELAY_MS = 20
 INTERVAL_MS = 50
 GROUP = 16  # markers per create_many call of a client
 PROCESSES = 4  # client processes (executors); the clients are their threads
+ROUNDS = 3  # rounds of each batched run at the first size (seconds each); the median is shown
 BUCKET = "bench-markers"
 PHASES = ("create", "reconcile", "delete")
 
@@ -64,6 +67,7 @@ class Run:
     server_p50_ms: float | None = None  # bucket bounds of the server's own ack histogram
     server_p99_ms: float | None = None
     flushes: int | None = None  # segments the creates were written in
+    rounds: int = 1  # rounds run; this is the median one (by create time)
 
     @property
     def total_seconds(self) -> float:
@@ -116,6 +120,10 @@ def _client_process(spec: ClientSpec, work: list[list[tuple[str, str]]], group: 
     make, requests = _markers_of(spec)
     clients = [make() for _ in work]
     calls = [_create_call(c, group) for c in clients]
+    # The modules and clients loaded so far live as long as the process. Out of the
+    # collector's full passes (which here stall all the process's threads for 80-130 ms
+    # over them), so that a client's latency is that of its markers, not of its host.
+    gc.freeze()
     latencies: list[list[float]] = [[] for _ in work]
     errors: list[str] = []
     before = requests()
@@ -141,6 +149,7 @@ def _client_process(spec: ClientSpec, work: list[list[tuple[str, str]]], group: 
     for thread in threads:
         thread.join()
     ended = time.time()
+    gc.unfreeze()  # so that what the process loaded is released as usual at its exit
     after = requests()
     results.put(([x for per in latencies for x in per],
                  {k: after.get(k, 0) - before.get(k, 0) for k in after}, started, ended, errors))
@@ -363,6 +372,14 @@ def _batched(options: dict[str, Any], endpoint: str, n: int, group: int = 1) -> 
     return run
 
 
+def _median_round(rounds: list[Run]) -> Run:
+    """The round whose create time is the median (all its figures are that round's)."""
+    median = statistics.median_low([r.seconds["create"] for r in rounds])
+    chosen = next(r for r in rounds if r.seconds["create"] == median)
+    chosen.rounds = len(rounds)
+    return chosen
+
+
 def _throughput(options: dict[str, Any], endpoint: str, n: int) -> list[tuple[str, float]]:
     """Acknowledged creates per second with more than one create in flight per client."""
     table_url = f"s3://{BUCKET}/throughput-{uuid.uuid4().hex[:6]}"
@@ -448,7 +465,13 @@ def _section(rows: list[list[Run]], throughput: list[tuple[str, float]],
         f"process too) adding {DELAY_MS} ms per request; the marker server runs in its own "
         f"process with `batch.interval_ms={INTERVAL_MS}`; the clients are threads of "
         f"{PROCESSES} client processes (the tasks of {PROCESSES} executors), started before "
-        "the clock starts. Storage requests are counted by `Storage` (botocore hooks), "
+        "the clock starts; each process takes what it loaded at start out of the garbage "
+        "collector's full passes (`gc.freeze()`), which otherwise stall all its threads "
+        "for 80-130 ms once a run, a pause of the host process that no marker mechanism "
+        "causes. The batched runs of a size go before the direct ones (direct runs leave "
+        "moto holding more memory, and slower); at the first size each batched run is "
+        f"made {ROUNDS} times and the median round (by create time) is shown, since it "
+        "lasts only seconds. Storage requests are counted by `Storage` (botocore hooks), "
         "retries included. Ack latency is that of the call that created the marker, "
         "measured by the clients, and by the server itself (the bucket bound of its "
         "`markerstore_marker_ack_seconds` histogram), which leaves out the time the client "
@@ -474,8 +497,9 @@ def _section(rows: list[list[Run]], throughput: list[tuple[str, float]],
                 f"{_ms(run.percentile(0.5))} / {_ms(run.percentile(0.99))}"
             server = "" if run.server_p50_ms is None else \
                 f"<= {_ms(run.server_p50_ms)} / <= {_ms(run.server_p99_ms)}"
+            rounds = f" (median of {run.rounds})" if run.rounds > 1 else ""
             lines.append(
-                f"| {run.markers:,} | {run.mechanism}{est} | {run.group} "
+                f"| {run.markers:,} | {run.mechanism}{est}{rounds} | {run.group} "
                 f"| {run.seconds['create']:.1f} "
                 f"| {run.seconds['reconcile']:.2f} | {run.seconds['delete']:.2f} "
                 f"| {run.total_seconds:.1f}{ratio_t} "
@@ -572,6 +596,12 @@ def run(quick: bool = False, direct_max: int | None = None) -> str:
         rows: list[list[Run]] = []
         measured_direct: Run | None = None
         for n in sizes:
+            # Batched first: direct runs leave moto holding more memory, which slows it
+            # for whatever runs next; the batched runs leave it as they found it.
+            rounds = ROUNDS if n == sizes[0] else 1
+            batched = [_median_round([_batched(options, proxy.endpoint, n, group)
+                                      for _ in range(rounds)])
+                       for group in (1, GROUP)]
             runs: list[Run] = []
             if n <= limit or measured_direct is None:
                 measured_direct = _direct(options, n)
@@ -580,8 +610,7 @@ def run(quick: bool = False, direct_max: int | None = None) -> str:
                     runs.append(_direct(options, n, GROUP))
             else:
                 runs.append(_scaled(measured_direct, n))
-            runs.append(_batched(options, proxy.endpoint, n))
-            runs.append(_batched(options, proxy.endpoint, n, GROUP))
+            runs += batched
             rows.append(runs)
             print(f"   {n:,} markers: " + "; ".join(
                 f"{r.mechanism}x{r.group} {r.total_seconds:.1f} s {r.total_requests} req"

@@ -142,8 +142,21 @@ def match_any(method: str, path: str) -> bool:
     return True
 
 
+class _ProxyServer(ThreadingHTTPServer):
+    # Room for every client connecting at once (socketserver's default backlog is 5: a
+    # burst of connections beyond it waits for SYN retries, seconds each).
+    request_queue_size = 2048
+    daemon_threads = True
+
+
 class S3Proxy:
-    """An HTTP proxy on loopback in front of an S3 endpoint: delay, faults, counts."""
+    """An HTTP proxy on loopback in front of an S3 endpoint: delay, faults, counts.
+
+    At most :data:`UPSTREAM_CONNECTIONS` requests are forwarded at once; the rest wait in
+    the proxy, as they would in S3's queue, rather than overflow the backlog of the
+    upstream server (moto's: 128)."""
+
+    UPSTREAM_CONNECTIONS = 96
 
     def __init__(self, upstream: str, delay_ms: float = 0.0) -> None:
         parts = urlsplit(upstream)
@@ -153,6 +166,7 @@ class S3Proxy:
         self.faults: list[Fault] = []
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self._upstream = threading.BoundedSemaphore(self.UPSTREAM_CONNECTIONS)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.endpoint = ""
@@ -243,8 +257,7 @@ class S3Proxy:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _ProxyServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -252,6 +265,11 @@ class S3Proxy:
 
     def _forward(self, method: str, path: str, headers: Any, body: bytes
                  ) -> tuple[int, list[tuple[str, str]], bytes]:
+        with self._upstream:
+            return self._forward_one(method, path, headers, body)
+
+    def _forward_one(self, method: str, path: str, headers: Any, body: bytes
+                     ) -> tuple[int, list[tuple[str, str]], bytes]:
         conn = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=120)
         try:
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
