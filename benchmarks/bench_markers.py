@@ -67,7 +67,8 @@ class Run:
     server_p50_ms: float | None = None  # bucket bounds of the server's own ack histogram
     server_p99_ms: float | None = None
     flushes: int | None = None  # segments the creates were written in
-    rounds: int = 1  # rounds run; this is the median one (by create time)
+    rounds: list[tuple[float, float]] = field(default_factory=list)  # (creates/s, p99 ms)
+    # of every round run, when this is the median round of several (by create time)
 
     @property
     def total_seconds(self) -> float:
@@ -376,7 +377,9 @@ def _median_round(rounds: list[Run]) -> Run:
     """The round whose create time is the median (all its figures are that round's)."""
     median = statistics.median_low([r.seconds["create"] for r in rounds])
     chosen = next(r for r in rounds if r.seconds["create"] == median)
-    chosen.rounds = len(rounds)
+    if len(rounds) > 1:
+        chosen.rounds = [(r.markers / r.seconds["create"], r.percentile(0.99) or 0.0)
+                         for r in rounds]
     return chosen
 
 
@@ -497,7 +500,7 @@ def _section(rows: list[list[Run]], throughput: list[tuple[str, float]],
                 f"{_ms(run.percentile(0.5))} / {_ms(run.percentile(0.99))}"
             server = "" if run.server_p50_ms is None else \
                 f"<= {_ms(run.server_p50_ms)} / <= {_ms(run.server_p99_ms)}"
-            rounds = f" (median of {run.rounds})" if run.rounds > 1 else ""
+            rounds = f" (median of {len(run.rounds)})" if run.rounds else ""
             lines.append(
                 f"| {run.markers:,} | {run.mechanism}{est}{rounds} | {run.group} "
                 f"| {run.seconds['create']:.1f} "
@@ -507,6 +510,12 @@ def _section(rows: list[list[Run]], throughput: list[tuple[str, float]],
                 f"| {rate:,.0f} | {_flushes(run)} "
                 f"| {'' if run.segments is None else run.segments} |")
     lines.append("")
+    for run in (r for group_runs in rows for r in group_runs if r.rounds):
+        each = ", ".join(f"{rate:,.0f}/s p99 {p99:.0f} ms" for rate, p99 in run.rounds)
+        lines.append(f"- Rounds of batched, {run.group} per call, {run.markers:,} markers "
+                     f"(creates/s, client ack p99): {each}")
+    if any(r.rounds for group_runs in rows for r in group_runs):
+        lines.append("")
     if throughput:
         lines.append("Server throughput with more than one create in flight per client "
                      "(acknowledged creates per second, each acknowledged only after its "
