@@ -533,7 +533,7 @@ def _section(rows: list[list[Run]], throughput: list[tuple[str, float]],
     lines.append("| batched, markers per call | storage requests vs direct (<= 1%) "
                  "| faster than direct end to end (>= 20x) "
                  f"| ack p99, client / server (<= {bound} ms) "
-                 "| acknowledged creates/s (>= 10,000) |")
+                 "| creates/s, each client waiting for its answer (>= 10,000) |")
     lines.append("|---:|---|---|---|---|")
     for run in (r for r in first if r.mechanism == "batched"):
         share = 100 * run.total_requests / direct.total_requests
@@ -546,6 +546,17 @@ def _section(rows: list[list[Run]], throughput: list[tuple[str, float]],
             f"| {speed:.1f}x {_verdict(speed >= 20)} "
             f"| {p99:.0f} / <= {server_p99:.0f} ms {_verdict(p99 <= bound)} "
             f"| {rate:,.0f} {_verdict(rate >= 10_000)} |")
+    if throughput:
+        label, rate = throughput[0]
+        lines += [
+            "",
+            f"Server throughput, measured apart with clients that keep it fed ({label}): "
+            f"{rate:,.0f} acknowledged creates/s {_verdict(rate >= 10_000)} against the "
+            "10,000/s target. In the runs above each client waits for its answer, so "
+            f"the create rate is bounded by the markers in flight ({CLIENTS} x the markers "
+            "per call) over the round trip (a storage write, plus the wait for a batch to "
+            "fill), not by what the server can acknowledge.",
+        ]
     lines += [
         "",
         f"With one marker per call, {CLIENTS} clients that each wait for their answer put "
