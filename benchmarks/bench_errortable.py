@@ -99,6 +99,7 @@ def bench_write(base: str, n: int, fmt: str, columnar: bool) -> dict[str, float]
                 writer.close()
             write_s += time.perf_counter() - started
             write_cpu += time.process_time() - cpu
+        assert writer.stats is not None, "a closed error writer has its file stats"
         stats.append(writer.stats)
         done += rows
         task += 1
@@ -106,7 +107,7 @@ def bench_write(base: str, n: int, fmt: str, columnar: bool) -> dict[str, float]
     counted = errortable.query(commit.url, "SELECT count(*) FROM errors").fetchall()[0][0]
     assert counted == n, f"wrote {n} error records but read {counted}"
     return {"n": n, "build_s": build_s, "write_s": write_s, "build_cpu": build_cpu,
-            "write_cpu": write_cpu, "bytes": sum(s.size for s in stats if s is not None)}
+            "write_cpu": write_cpu, "bytes": sum(s.size for s in stats)}
 
 
 _GEN = """

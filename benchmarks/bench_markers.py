@@ -510,11 +510,12 @@ def _section(rows: list[list[Run]], throughput: list[tuple[str, float]],
                 f"| {rate:,.0f} | {_flushes(run)} "
                 f"| {'' if run.segments is None else run.segments} |")
     lines.append("")
-    for run in (r for group_runs in rows for r in group_runs if r.rounds):
+    repeated = [r for group_runs in rows for r in group_runs if r.rounds]
+    for run in repeated:
         each = ", ".join(f"{rate:,.0f}/s p99 {p99:.0f} ms" for rate, p99 in run.rounds)
         lines.append(f"- Rounds of batched, {run.group} per call, {run.markers:,} markers "
                      f"(creates/s, client ack p99): {each}")
-    if any(r.rounds for group_runs in rows for r in group_runs):
+    if repeated:
         lines.append("")
     if throughput:
         lines.append("Server throughput with more than one create in flight per client "
