@@ -4,10 +4,12 @@ It runs on one asyncio event loop; storage work runs in thread pools. The pendin
 creates of a marker folder are deduplicated against the markers it holds and written as
 ONE new segment once the oldest has waited ``batch.interval_ms`` (a dispatcher checks
 four times an interval), or earlier when the clients answered last are all back (see
-writer.py; up to ``batch.num_threads`` flushes run in parallel). A create is answered only after
-its segment is durable; a failed write fails every create of the batch (503), and none of
-them is held, so a retry writes them again. A folder's state is loaded from its segments
-on its first request, so a restarted server knows every marker it acknowledged before.
+writer.py; up to ``batch.num_threads`` flushes run in parallel). A create is answered
+only after its segment is durable; a failed storage write fails every create of the
+batch (503), and none of them is held, so a retry writes them again (a bad request never
+gets into a batch: see validate.py). A folder's state is loaded from its segments on its
+first request, so a restarted server knows every marker it acknowledged before; an
+instant with no folder is not held, unless it is written or sealed.
 """
 
 from __future__ import annotations
