@@ -170,38 +170,52 @@ def test_a_poisoned_request_fails_alone(tmp_path: Any, serve: Serve, http: Any,
     assert on_storage == set(done)  # nothing of the bad requests, not even their good half
 
 
+def _batches(server: MarkerServer, result: str) -> float:
+    prefix = f'markerstore_marker_batches_total{{result="{result}"}} '
+    for line in server.registry.render().splitlines():
+        if line.startswith(prefix):
+            return float(line[len(prefix):])
+    return 0.0
+
+
 def test_a_row_that_cannot_be_encoded_fails_only_its_request(mem_table: Table,
                                                              serve: Serve) -> None:
     """The second net: a row that got past the door but does not encode fails its own
-    request (400) and is not held; the create in the same batch is written."""
+    request (400) and is not held; the other rows of its batch are written, and another
+    request for the same marker is written by the next flush with its own row."""
     instant = mem_table.start_commit(heartbeat=False)
-    server = serve(mem_table, options={"markerstore.markers.batch.interval_ms": 2000})
+    server = serve(mem_table, options={"markerstore.markers.batch.interval_ms": 300})
     client = MarkerClient(server.url, instant)
-    # one flush answers two creates: the next batch waits for two creates to come back
-    assert client.create_many([("p", "a_w.parquet"), ("p", "b_w.parquet")]) == [True, True]
+    # one flush answers three creates: the next batch waits for three creates to come back
+    assert client.create_many([("p", "a_w.parquet"), ("p", "b_w.parquet"),
+                               ("p", "c_w.parquet")]) == [True, True, True]
     service = server.service
     bad = MarkerName.build("p", "bad_w.parquet", "CREATE")
     good = MarkerName.build("p", "good_w.parquet", "CREATE")
     bad_row = {**marker_row(bad, {}, 0), "size": 2**64}
-    good_row = marker_row(good, {"size": 3}, 0)
-    batches = service.registry.render().count('result="ok"')
+    batches = _batches(server, "ok")
 
-    async def both() -> list[Any]:
-        return await asyncio.gather(service.create(instant, [(bad, bad_row)]),
-                                    service.create(instant, [(good, good_row)]),
-                                    return_exceptions=True)
+    async def three() -> list[Any]:
+        return await asyncio.gather(
+            service.create(instant, [(bad, bad_row)], "r-bad"),
+            service.create(instant, [(bad, marker_row(bad, {"size": 4}, 0))], "r-same"),
+            service.create(instant, [(good, marker_row(good, {"size": 3}, 0))], "r-good"),
+            return_exceptions=True)
 
     assert server._loop is not None
-    bad_answer, good_answer = asyncio.run_coroutine_threadsafe(both(), server._loop).result(30)
-    assert isinstance(bad_answer, ServiceError) and bad_answer.status == 400
-    assert "bad_w.parquet" in bad_answer.message
+    answers = asyncio.run_coroutine_threadsafe(three(), server._loop).result(30)
+    bad_answer, same_answer, good_answer = answers
+    assert isinstance(bad_answer, ServiceError) and bad_answer.status == 400, answers
+    assert "bad_w.parquet" in bad_answer.message and "cannot be written" in bad_answer.message
     assert good_answer == [True]
-    assert service.registry.render().count('result="ok"') == batches  # one flush, both
-    assert client.all() == ["p/a_w.parquet.marker.CREATE", "p/b_w.parquet.marker.CREATE",
-                            "p/good_w.parquet.marker.CREATE"]
-    names = [r["file"] for r in read_batched_table(mem_table.storage, instant).to_pylist()]
-    assert sorted(names) == ["a_w.parquet", "b_w.parquet", "good_w.parquet"]
-    assert client.create("p", "bad_w.parquet", size=4)  # a good row for it: written
+    assert same_answer == [True]  # its own row, in the next flush
+    assert _batches(server, "ok") == batches + 2 and _batches(server, "failed") == 0
+    assert client.all() == [f"p/{n}_w.parquet.marker.CREATE"
+                            for n in ("a", "b", "bad", "c", "good")]
+    rows = {r["file"]: r["size"]
+            for r in read_batched_table(mem_table.storage, instant).to_pylist()}
+    assert rows == {"a_w.parquet": None, "b_w.parquet": None, "c_w.parquet": None,
+                    "bad_w.parquet": 4, "good_w.parquet": 3}
 
 
 def test_delete_refuses_a_direct_instant(tmp_path: Any, serve: Serve, http: Any) -> None:
