@@ -27,7 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from markerstore import config
-from markerstore.errors import MarkerTypeError, StorageError
+from markerstore.errors import MarkerStoreError, MarkerTypeError, StorageError
 from markerstore.markers.base import (
     BATCHED,
     DIRECT,
@@ -248,11 +248,11 @@ class MarkerService(SegmentWriter):
     def _load_sync(self, instant: str) -> DirState:
         try:
             mechanism = read_marker_type(self.storage, instant)
-        except MarkerTypeError as exc:
-            raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
         except StorageError as exc:
             raise ServiceError(503, "storage_error", f"loading the markers of instant "
                                f"{instant} failed: {exc}") from exc
+        except MarkerStoreError as exc:  # MARKERS.type missing, corrupt or unexpected
+            raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
         if mechanism == DIRECT:
             raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
                                "DIRECT; one instant uses one marker mechanism")
@@ -263,6 +263,8 @@ class MarkerService(SegmentWriter):
         except StorageError as exc:
             raise ServiceError(503, "storage_error", f"loading the markers of instant "
                                f"{instant} failed: {exc}") from exc
+        except MarkerStoreError as exc:  # a segment whose rows are not valid markers
+            raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
         segments = [Segment(f, rows) for f, rows in loaded]
         log.info("marker server: loaded %d segment(s) of instant %s", len(segments), instant)
         return DirState.from_segments(instant, segments, max_seq, initialized=True)
@@ -503,13 +505,13 @@ class MarkerService(SegmentWriter):
         client."""
         try:
             mechanism = await self._run(self._io_pool, read_marker_type, self.storage, instant)
-        except MarkerTypeError as exc:
-            raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
-                               f"not known to be BATCHED, so they are not deleted: {exc}"
-                               ) from exc
         except StorageError as exc:
             raise ServiceError(503, "storage_error", f"reading MARKERS.type of instant "
                                f"{instant} failed: {exc}") from exc
+        except MarkerStoreError as exc:  # MARKERS.type missing, corrupt or unexpected
+            raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
+                               f"not known to be BATCHED, so they are not deleted: {exc}"
+                               ) from exc
         if mechanism == DIRECT:
             raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
                                "DIRECT; the marker server deletes only BATCHED markers")

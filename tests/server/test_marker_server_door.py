@@ -14,7 +14,7 @@ import urllib3
 
 from markerstore import MarkerClient, Table
 from markerstore.markers import BATCHED, DIRECT, ensure_marker_type, read_marker_type
-from markerstore.markers.base import MarkerName
+from markerstore.markers.base import MarkerName, marker_folder
 from markerstore.markers.segments import (
     list_segments,
     marker_row,
@@ -240,6 +240,22 @@ def test_delete_refuses_a_direct_instant(tmp_path: Any, serve: Serve, http: Any)
     assert not isinstance(result, list)
     assert not data.exists()
     assert [f.rpartition("/")[2] for f in result.deleted_files] == [partial]
+
+
+@pytest.mark.parametrize("type_file", [None, b"SOMETHING-ELSE", b""])
+def test_delete_refuses_a_folder_of_unknown_mechanism(mem_table: Table, serve: Serve,
+                                                      http: Any,
+                                                      type_file: bytes | None) -> None:
+    instant = mem_table.start_commit(heartbeat=False)
+    mem_table.commit(instant, [])  # not inflight: only the mechanism can refuse
+    folder = marker_folder(mem_table.storage, instant)
+    mem_table.storage.put(f"{folder}/day=1/f_w.parquet.marker.CREATE", b"")
+    if type_file is not None:
+        mem_table.storage.put(f"{folder}/MARKERS.type", type_file)
+    server = serve(mem_table)
+    status, answer = http("DELETE", f"{server.url}/v1/markers/{instant}")
+    assert status == 409 and answer["error"] == "marker_type", answer
+    assert mem_table.storage.exists(f"{folder}/day=1/f_w.parquet.marker.CREATE")
 
 
 def test_delete_refuses_an_inflight_instant_that_is_not_sealed(mem_table: Table,
