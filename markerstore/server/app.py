@@ -165,6 +165,9 @@ class MarkerServer:
         token = token if token is not None else os.environ.get(TOKEN_ENV) or None
         if token is not None and not token.strip():
             raise ConfigError("the marker server token is empty")
+        if token is not None and not all("!" <= c <= "~" for c in token):
+            raise ConfigError("the marker server token must be printable ASCII without "
+                              "spaces (it travels in an HTTP header)")
         if not is_loopback(host) and not token:
             raise ConfigError(
                 f"binding the marker server to {host} (not loopback) requires a token: pass "

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import urllib3
 
-from markerstore import MarkerClient, Table
+from markerstore import ConfigError, MarkerClient, Table
 from markerstore.markers import BATCHED, DIRECT, ensure_marker_type, read_marker_type
 from markerstore.markers.base import MarkerName, marker_folder
 from markerstore.markers.segments import (
@@ -340,3 +340,10 @@ def test_a_header_that_is_not_latin1_is_401(mem_table: Table, serve: Serve) -> N
     client = MarkerClient(server.url, instant, token="s3cret")
     assert client.create("p", "f_w.parquet")
     assert client.all() == ["p/f_w.parquet.marker.CREATE"]
+
+
+@pytest.mark.parametrize("token", ["caf\u00e9", "two words", "tab\there", "x\udcff"])
+def test_a_token_that_cannot_travel_in_a_header_is_refused(mem_table: Table,
+                                                          token: str) -> None:
+    with pytest.raises(ConfigError, match="printable ASCII"):
+        MarkerServer(mem_table, token=token)
