@@ -3,7 +3,9 @@
 Routes are documented in docs/HTTP_API.md. The server serves ONE table: every route
 names an instant, which must be an instant id, and maps to
 ``<base>/.markerstore/markers/<instant>/`` and nowhere else; partitions and file names are
-validated like direct markers' (no absolute path, no ``..``, no separator in a file name).
+validated like direct markers' (no absolute path, no ``..``, no separator in a file name),
+and every other field is checked before a request is queued (validate.py), so one
+client's bad request is its own 400 and never fails another's flush.
 """
 
 from __future__ import annotations
