@@ -3,7 +3,9 @@
 Routes are documented in docs/HTTP_API.md. The server serves ONE table: every route
 names an instant, which must be an instant id, and maps to
 ``<base>/.markerstore/markers/<instant>/`` and nowhere else; partitions and file names are
-validated like direct markers' (no absolute path, no ``..``, no separator in a file name).
+validated like direct markers' (no absolute path, no ``..``, no separator in a file name),
+and every other field is checked before a request is queued (validate.py), so one
+client's bad request is its own 400 and never fails another's flush.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
-import json
 import logging
 import os
 import threading
@@ -22,9 +23,7 @@ from aiohttp import web
 
 from markerstore import config
 from markerstore.errors import ConfigError, InvalidMarkerError, MarkerServerError
-from markerstore.markers.base import MarkerName
-from markerstore.markers.segments import marker_row, now_ms
-from markerstore.server import metrics
+from markerstore.server import metrics, validate
 from markerstore.server.service import MarkerService, ServiceError
 
 if TYPE_CHECKING:
@@ -34,13 +33,8 @@ log = logging.getLogger(__name__)
 
 TOKEN_ENV = "MARKERSTORE_SERVER_TOKEN"
 API = "/v1/markers"
-MAX_MARKERS_PER_REQUEST = 10_000
-MAX_NAME_BYTES = 1024
-MAX_FIELD_CHARS = 256
-MAX_REQUEST_ID_CHARS = 128
-_FIELDS = frozenset({"partition", "file", "io_type", "task_attempt", "size", "checksum",
-                     "pending_upload"})
 _PUBLIC = frozenset({"/health"})
+_METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "HEAD", "OPTIONS", "PATCH"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -57,34 +51,6 @@ def is_loopback(host: str) -> bool:
 
 def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": code, "message": message}, status=status)
-
-
-def parse_marker(obj: Any) -> tuple[MarkerName, dict[str, Any]]:
-    """A create request's marker and its segment row; InvalidMarkerError on bad input."""
-    if not isinstance(obj, dict):
-        raise InvalidMarkerError(f"a marker is a JSON object, got {type(obj).__name__}")
-    unknown = set(obj) - _FIELDS
-    if unknown:
-        raise InvalidMarkerError(f"unknown field(s) {sorted(unknown)}; a marker has "
-                                 f"{sorted(_FIELDS)}")
-    if "file" not in obj:
-        raise InvalidMarkerError("a marker needs a 'file'")
-    marker = MarkerName.build(obj.get("partition", ""), obj["file"],
-                              obj.get("io_type", "CREATE"))
-    if len(marker.name.encode("utf-8")) > MAX_NAME_BYTES:
-        raise InvalidMarkerError(f"marker name longer than {MAX_NAME_BYTES} bytes")
-    size = obj.get("size")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
-        raise InvalidMarkerError(f"size must be a non-negative integer, got {size!r}")
-    for key in ("task_attempt", "checksum"):
-        value = obj.get(key)
-        if value is not None and (not isinstance(value, str) or len(value) > MAX_FIELD_CHARS):
-            raise InvalidMarkerError(f"{key} must be a string of at most {MAX_FIELD_CHARS} "
-                                     "characters")
-    pending = obj.get("pending_upload")
-    if pending is not None and not isinstance(pending, (dict, str)):
-        raise InvalidMarkerError("pending_upload must be a JSON object (or its JSON text)")
-    return marker, marker_row(marker, obj, now_ms())
 
 
 class _Routes:
@@ -112,23 +78,15 @@ class _Routes:
 
     async def _create(self, request: web.Request, update: bool) -> web.Response:
         instant = request.match_info["instant"]
-        try:
-            body = await request.json(loads=json.loads)
-        except web.HTTPException:
-            raise
-        except ValueError as exc:
-            raise ServiceError(400, "bad_json", f"the body is not JSON: {exc}") from None
-        batch = isinstance(body, dict) and "markers" in body
-        raw = body["markers"] if batch else [body]
-        if not isinstance(raw, list) or not raw:
-            raise ServiceError(400, "bad_request", "'markers' must be a non-empty list")
-        if len(raw) > MAX_MARKERS_PER_REQUEST:
-            raise ServiceError(413, "too_many_markers",
-                               f"at most {MAX_MARKERS_PER_REQUEST} markers per request")
-        items = [parse_marker(obj) for obj in raw]
-        request_id = request.headers.get("X-Request-Id")
-        if request_id is not None and len(request_id) > MAX_REQUEST_ID_CHARS:
-            raise ServiceError(400, "bad_request", "X-Request-Id is too long")
+        raw, batch = validate.markers_of(validate.loads(await request.read()))
+        items = []
+        for index, obj in enumerate(raw):
+            try:
+                items.append(validate.parse_marker(obj))
+            except InvalidMarkerError as exc:
+                where = f"marker {index}: " if batch else ""
+                raise InvalidMarkerError(f"{where}{exc}") from None
+        request_id = validate.request_id(request.headers.get("X-Request-Id"))
         created = await self.service.create(instant, items, request_id, update=update)
         names = [marker.name for marker, _ in items]
         seen: set[str] = set()
@@ -159,8 +117,8 @@ class _Routes:
         query = request.query
         if "file" not in query:
             raise InvalidMarkerError("query parameter 'file' is required")
-        marker = MarkerName.build(query.get("partition", ""), query["file"],
-                                  query.get("io_type", "CREATE"))
+        marker = validate.marker(query.get("partition", ""), query["file"],
+                                 query.get("io_type", "CREATE"))
         return web.json_response(
             {"exists": await self.service.has(request.match_info["instant"], marker)})
 
@@ -209,6 +167,9 @@ class MarkerServer:
         token = token if token is not None else os.environ.get(TOKEN_ENV) or None
         if token is not None and not token.strip():
             raise ConfigError("the marker server token is empty")
+        if token is not None and not all("!" <= c <= "~" for c in token):
+            raise ConfigError("the marker server token must be printable ASCII without "
+                              "spaces (it travels in an HTTP header)")
         if not is_loopback(host) and not token:
             raise ConfigError(
                 f"binding the marker server to {host} (not loopback) requires a token: pass "
@@ -250,8 +211,12 @@ class MarkerServer:
         if self.token is not None and request.path not in _PUBLIC:
             header = request.headers.get("Authorization", "")
             scheme, _, given = header.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    given.strip().encode(), self.token.encode()):
+            try:
+                offered = given.strip().encode("utf-8")
+            except UnicodeEncodeError:  # bytes that are not UTF-8: never the token
+                offered = b""
+            if scheme.lower() != "bearer" or not offered or not hmac.compare_digest(
+                    offered, self.token.encode("utf-8")):
                 response = _error(401, "unauthorized",
                                   "missing or wrong bearer token (Authorization: Bearer ...)")
                 response.headers["WWW-Authenticate"] = 'Bearer realm="markerstore"'
@@ -281,7 +246,8 @@ class MarkerServer:
         except Exception as exc:
             log.exception("marker server: %s %s failed", request.method, request.path)
             response = _error(500, "internal", f"{type(exc).__name__}: {exc}")
-        key = (_endpoint(request), request.method, response.status)
+        method = request.method if request.method in _METHODS else "other"
+        key = (_endpoint(request), method, response.status)
         counter = self._request_counters.get(key)
         if counter is None:
             counter = self._request_counters[key] = self.registry.counter(

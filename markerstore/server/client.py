@@ -307,6 +307,8 @@ class MarkerClient(WriteMarkers):
         return bool(answer["exists"])
 
     def delete_all(self) -> bool:
+        """Delete the instant's markers on the server. While the instant is inflight the
+        server refuses (409) unless it is sealed first (:meth:`seal`)."""
         answer = self._call("DELETE")
         if answer is None:
             assert self._direct is not None

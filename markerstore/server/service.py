@@ -4,10 +4,12 @@ It runs on one asyncio event loop; storage work runs in thread pools. The pendin
 creates of a marker folder are deduplicated against the markers it holds and written as
 ONE new segment once the oldest has waited ``batch.interval_ms`` (a dispatcher checks
 four times an interval), or earlier when the clients answered last are all back (see
-writer.py; up to ``batch.num_threads`` flushes run in parallel). A create is answered only after
-its segment is durable; a failed write fails every create of the batch (503), and none of
-them is held, so a retry writes them again. A folder's state is loaded from its segments
-on its first request, so a restarted server knows every marker it acknowledged before.
+writer.py; up to ``batch.num_threads`` flushes run in parallel). A create is answered
+only after its segment is durable; a failed storage write fails every create of the
+batch (503), and none of them is held, so a retry writes them again (a bad request never
+gets into a batch: see validate.py). A folder's state is loaded from its segments on its
+first request, so a restarted server knows every marker it acknowledged before; an
+instant with no folder is not held, unless it is written or sealed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from markerstore import config
-from markerstore.errors import MarkerTypeError, StorageError
+from markerstore.errors import MarkerStoreError, MarkerTypeError, StorageError
 from markerstore.markers.base import (
     BATCHED,
     DIRECT,
@@ -200,10 +202,14 @@ class MarkerService(SegmentWriter):
             self._start_refresh()
 
     # --- loading -----------------------------------------------------------------------------
-    async def state(self, instant: str, *, write: bool = False) -> DirState:
+    async def state(self, instant: str, *, write: bool = False, hold: bool = False
+                    ) -> DirState:
         """The state of an instant's marker folder, loaded from storage on first use.
         `write`: the instant must be inflight (creates of a finished instant are refused),
-        which is checked before anything is read from its folder."""
+        which is checked before anything is read from its folder. The state is held
+        (kept in memory) when the folder exists, or for `write` or `hold`; a read of an
+        instant that has no marker folder gets an empty state that nothing keeps, so
+        requests for unknown instants allocate nothing that stays."""
         if not is_instant(instant):
             raise ServiceError(400, "bad_instant",
                                f"{instant[:40]!r} is not an instant id (17 digits)")
@@ -220,6 +226,8 @@ class MarkerService(SegmentWriter):
                 task = asyncio.get_running_loop().create_task(self._load(instant))
                 self._loading[instant] = task
             state = await asyncio.shield(task)
+            if write or hold:
+                state = self.states.setdefault(instant, state)
         if write:
             if state.gone:
                 raise ServiceError(409, "instant_not_inflight", state.gone)
@@ -233,16 +241,18 @@ class MarkerService(SegmentWriter):
             state = await self._run(self._io_pool, self._load_sync, instant)
         finally:
             self._loading.pop(instant, None)
+        if not state.initialized:
+            return self.states.get(instant, state)  # no folder: held only if asked to
         return self.states.setdefault(instant, state)
 
     def _load_sync(self, instant: str) -> DirState:
         try:
             mechanism = read_marker_type(self.storage, instant)
-        except MarkerTypeError as exc:
-            raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
         except StorageError as exc:
             raise ServiceError(503, "storage_error", f"loading the markers of instant "
                                f"{instant} failed: {exc}") from exc
+        except MarkerStoreError as exc:  # MARKERS.type missing, corrupt or unexpected
+            raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
         if mechanism == DIRECT:
             raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
                                "DIRECT; one instant uses one marker mechanism")
@@ -253,6 +263,8 @@ class MarkerService(SegmentWriter):
         except StorageError as exc:
             raise ServiceError(503, "storage_error", f"loading the markers of instant "
                                f"{instant} failed: {exc}") from exc
+        except MarkerStoreError as exc:  # a segment whose rows are not valid markers
+            raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
         segments = [Segment(f, rows) for f, rows in loaded]
         log.info("marker server: loaded %d segment(s) of instant %s", len(segments), instant)
         return DirState.from_segments(instant, segments, max_seq, initialized=True)
@@ -463,8 +475,13 @@ class MarkerService(SegmentWriter):
         """Refuse every later create of the instant (409), and return once no flush of it
         is running. Its writer seals it before it commits or rolls back, so that no
         straggling task can add a segment to a folder that is about to be deleted.
-        Returns the number of markers held."""
+        Returns the number of markers held. An instant with no marker folder that is not
+        inflight either is not held: creates for it are refused anyway."""
         state = await self.state(instant)
+        if instant not in self.states:
+            if not await self._inflight_now(instant):
+                return len(state.names)
+            state = self.states.setdefault(instant, state)
         if not state.sealed:
             state.sealed = True
             state.gone = (f"the markers of instant {instant} are sealed (its writer is "
@@ -476,15 +493,44 @@ class MarkerService(SegmentWriter):
             await asyncio.wait(list(state.tasks))
         return len(state.names)
 
+    async def _inflight_now(self, instant: str) -> bool:
+        """Whether a listing of the timeline started now shows the instant inflight."""
+        view = await self._fresh_view(time.monotonic())
+        return instant in view.inflight
+
+    async def _check_deletable(self, instant: str, state: DirState | None) -> None:
+        """DELETE removes only BATCHED markers, and only of an instant that is sealed or
+        no longer inflight: the markers of an instant still being written are what its
+        rollback needs, and a DIRECT folder belongs to a writer that is not this server's
+        client."""
+        try:
+            mechanism = await self._run(self._io_pool, read_marker_type, self.storage, instant)
+        except StorageError as exc:
+            raise ServiceError(503, "storage_error", f"reading MARKERS.type of instant "
+                               f"{instant} failed: {exc}") from exc
+        except MarkerStoreError as exc:  # MARKERS.type missing, corrupt or unexpected
+            raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
+                               f"not known to be BATCHED, so they are not deleted: {exc}"
+                               ) from exc
+        if mechanism == DIRECT:
+            raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
+                               "DIRECT; the marker server deletes only BATCHED markers")
+        if (state is None or not state.sealed) and await self._inflight_now(instant):
+            raise ServiceError(409, "instant_inflight", f"instant {instant} is inflight and "
+                               "its markers are not sealed; seal them (POST .../seal) before "
+                               "deleting them, right before its commit or rollback")
+
     async def delete_all(self, instant: str) -> bool:
         """Delete the instant's marker folder; creates still queued are refused (409), and
-        a flush already writing finishes (and is answered) first."""
+        a flush already writing finishes (and is answered) first. Refused (409) for DIRECT
+        markers and for an instant that is inflight and not sealed."""
         if not is_instant(instant):
             raise ServiceError(400, "bad_instant",
                                f"{instant[:40]!r} is not an instant id (17 digits)")
         loading = self._loading.get(instant)
         if loading is not None:
             await asyncio.wait([loading])
+        await self._check_deletable(instant, self.states.get(instant))
         state = self.states.get(instant)
         if state is not None:
             if not state.sealed:

@@ -18,7 +18,13 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from markerstore.markers.base import BATCHED, ensure_marker_type
-from markerstore.markers.segments import dedupe, delete_segments, rows_to_table, write_segment
+from markerstore.markers.segments import (
+    dedupe,
+    delete_segments,
+    encode,
+    rows_to_table,
+    write_segment,
+)
 from markerstore.server.metrics import Histogram, Registry
 from markerstore.server.state import DirState, Pending, Segment, plan_compaction
 from markerstore.storage import Storage
@@ -39,6 +45,18 @@ class ServiceError(Exception):
         self.status = status
         self.code = code
         self.message = message
+
+
+def unencodable(rows: list[dict[str, Any]], fmt: str) -> dict[int, str]:
+    """The rows that cannot be encoded as a segment on their own, by index, with why."""
+    bad = {}
+    for index, row in enumerate(rows):
+        try:
+            encode(rows_to_table([row]), fmt)
+        except Exception as exc:
+            lines = str(exc).splitlines() or [""]
+            bad[index] = f"{type(exc).__name__}: {lines[0][:200]}"
+    return bad
 
 
 class SegmentWriter:
@@ -173,10 +191,12 @@ class SegmentWriter:
 
     async def _flush(self, state: DirState, members: Members, started: float,
                      updates: list[Pending]) -> None:
-        rows = [waiting[0].row for waiting in members.values()] + [p.row for p in updates]
+        entries = [*members.values(), *([p] for p in updates)]  # one row each
+        rows = [waiting[0].row for waiting in entries]
         try:
-            segment = await self._run(self._flush_pool, self._flush_sync, state.instant,
-                                      state.initialized, rows, state.next_seq)
+            segment, rejected = await self._run(self._flush_pool, self._flush_sync,
+                                                state.instant, state.initialized, rows,
+                                                state.next_seq)
         except Exception as exc:
             state.flushes -= 1
             for name in members:
@@ -193,6 +213,35 @@ class SegmentWriter:
                        error)
             return
         state.flushes -= 1
+        if rejected:
+            self._reject(state, members, updates, entries, rejected)
+        if segment is not None:
+            self._written(state, segment, members, updates, started)
+        self._maybe_flush(state)
+
+    def _reject(self, state: DirState, members: Members, updates: list[Pending],
+                entries: list[list[Pending]], rejected: dict[int, str]) -> None:
+        """The second net behind the checks at the door: rows that could not be encoded
+        fail their own requests (400), and nobody else's. Another request waiting for the
+        same marker is queued again, for the next flush to write its own row."""
+        creates = len(members)  # entries: the members' first, then the updates
+        for index, reason in rejected.items():
+            first, *others = entries[index]
+            name = first.marker.name
+            if index < creates:
+                members.pop(name, None)
+                state.writing.pop(name, None)
+            else:
+                updates.remove(first)
+            log.warning("marker server: refused marker %r of instant %s at the flush: %s",
+                        name, state.instant, reason)
+            self._fail(state, [first], ServiceError(
+                400, "invalid_marker", f"marker {name!r} cannot be written: {reason}"))
+            state.pending[:0] = others
+
+    def _written(self, state: DirState, segment: Segment, members: Members,
+                 updates: list[Pending], started: float) -> None:
+        """Hold and answer what a flush wrote."""
         state.initialized = state.written_here = True
         state.add_segment(segment, [*members.keys(), *(p.marker.name for p in updates)])
         if len(segment.rows) > len(members):
@@ -220,14 +269,30 @@ class SegmentWriter:
         self._creates("created", created)
         self._creates("existed", existed)
         state.outstanding += created + existed
-        self._maybe_flush(state)
 
     def _flush_sync(self, instant: str, initialized: bool, rows: list[dict[str, Any]],
-                    next_seq: Callable[[], int]) -> Segment:
+                    next_seq: Callable[[], int]) -> tuple[Segment | None, dict[int, str]]:
+        """Write `rows` as one segment. Should a row fail to encode despite the checks at
+        the door, the rows that do not encode on their own are left out (returned by
+        index with the reason) and the others are written."""
         if not initialized:
             ensure_marker_type(self.storage, instant, BATCHED)
-        table = rows_to_table(rows)
-        return Segment(write_segment(self.storage, instant, table, self.fmt, next_seq), table)
+        try:
+            table = rows_to_table(rows)
+            return Segment(write_segment(self.storage, instant, table, self.fmt, next_seq),
+                           table), {}
+        except OSError:
+            raise  # storage (StorageError is an OSError): the whole batch failed
+        except Exception:
+            rejected = unencodable(rows, self.fmt)
+            if not rejected:
+                raise
+        kept = [row for i, row in enumerate(rows) if i not in rejected]
+        if not kept:
+            return None, rejected
+        table = rows_to_table(kept)
+        return Segment(write_segment(self.storage, instant, table, self.fmt, next_seq),
+                       table), rejected
 
     # --- compaction ----------------------------------------------------------------------------
     def _maybe_compact(self, state: DirState) -> None:

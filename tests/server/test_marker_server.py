@@ -49,6 +49,7 @@ def test_create_dedupe_and_queries(mem_table: Table, serve: Serve) -> None:
     # on storage: MARKERS.type says BATCHED, DuckDB reads the same markers
     assert read_marker_type(mem_table.storage, instant) == BATCHED
     assert read_batched_table(mem_table.storage, instant).num_rows == 3
+    assert client.seal() == 3  # the markers of an inflight instant go only once sealed
     assert client.delete_all()
     assert not client.exists()
     assert client.all() == []
@@ -313,7 +314,8 @@ def test_details_update_is_durable_and_merged_everywhere(tmp_path: Any, serve: S
     client = MarkerClient(first.url, instant)
     assert client.create("d=1", "a_w.parquet", "CREATE", task_attempt="0.1")
     assert client.create("d=1", "b_w.parquet", "CREATE", task_attempt="1.1")
-    upload = {"bucket": "bk", "key": "t/d=1/a_w.parquet", "upload_id": "u1", "etags": ["e"]}
+    upload = {"bucket": "bk", "key": "t/d=1/a_w.parquet", "upload_id": "u1",
+              "parts": [[1, "e"]], "size": 10}
     client.update("d=1", "a_w.parquet", "CREATE", size=10, checksum="crc", pending_upload=upload)
     client.update("d=1", "c_w.parquet", "CREATE", size=3)  # not created before: now it is
     assert client.all() == ["d=1/a_w.parquet.marker.CREATE", "d=1/b_w.parquet.marker.CREATE",
