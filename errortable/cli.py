@@ -25,11 +25,15 @@ from errortable.retention import expire as expire_errors
 from markerstore.cli.main import (
     OneLineGroup,
     emit,
+    emit_relation,
     json_flag,
+    open_table,
     parse_storage_options,
     storage_option_flag,
+    unsafe_sql_flag,
 )
 from markerstore.errors import NotAnErrorTableError
+from markerstore.sql import sandbox
 from markerstore.table import Table
 
 PROG = "errortable"
@@ -49,6 +53,8 @@ def _command(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Unknown paths are bad arguments (exit 2); warnings go to stderr."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        open_table(kwargs["path"], kwargs.get("storage_options", ()),
+                   what=" (not an error table, nor a table with one)")
         try:
             with _warnings_to_stderr():
                 return fn(*args, **kwargs)
@@ -73,16 +79,18 @@ def cli() -> None:
 @click.argument("path")
 @click.argument("sql")
 @_strict_flag
+@unsafe_sql_flag
 @storage_option_flag
 @json_flag
 @_command
-def query(path: str, sql: str, strict: bool, storage_options: tuple[str, ...],
-          as_json: bool) -> None:
-    """Run SQL over the view `errors` (committed rows) of PATH."""
-    relation = reader.query(path, sql, parse_storage_options(storage_options), strict=strict)
-    columns = list(relation.columns)
-    rows = [dict(zip(columns, values, strict=True)) for values in relation.fetchall()]
-    emit(rows, as_json, columns)
+def query(path: str, sql: str, strict: bool, unsafe_sql: bool,
+          storage_options: tuple[str, ...], as_json: bool) -> None:
+    """Run SQL over the view `errors` (committed rows) of PATH: one read-only statement
+    that reads the view and nothing else, unless --unsafe-sql."""
+    if not unsafe_sql:
+        sandbox.check(sql)  # refused before the view is built
+    con = reader.connect(path, parse_storage_options(storage_options), strict=strict)
+    emit_relation(sandbox.run(con, sql, unsafe=unsafe_sql), as_json)
 
 
 @cli.command()
@@ -169,15 +177,17 @@ def expire(path: str, older_than: str, dry_run: bool, storage_options: tuple[str
 @click.option("--target", default=None, help="Replay into this table instead of each "
               "record's own target table.")
 @click.option("--dry-run", is_flag=True, help="Only report what would be replayed.")
+@unsafe_sql_flag
 @storage_option_flag
 @json_flag
 @_command
-def replay(path: str, where: str, target: str | None, dry_run: bool,
+def replay(path: str, where: str, target: str | None, dry_run: bool, unsafe_sql: bool,
            storage_options: tuple[str, ...], as_json: bool) -> None:
     """Re-ingest selected (fixed) error records into their target table as a new commit,
-    once: replayed records are recorded and never replayed again."""
+    once: replayed records are recorded and never replayed again. The --where condition
+    reads the errors view and nothing else, unless --unsafe-sql."""
     result = replay_errors(path, where, parse_storage_options(storage_options),
-                           dry_run=dry_run, target=target)
+                           dry_run=dry_run, target=target, unsafe_sql=unsafe_sql)
     if as_json:
         emit(result.to_dict(), True)
         return
