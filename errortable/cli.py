@@ -22,6 +22,7 @@ from errortable.reader import CorruptErrorFileWarning
 from errortable.recovery import recover as recover_table
 from errortable.replays import replay as replay_errors
 from errortable.retention import expire as expire_errors
+from errortable.retention import parse_duration
 from markerstore.cli.main import (
     OneLineGroup,
     emit,
@@ -32,7 +33,7 @@ from markerstore.cli.main import (
     storage_option_flag,
     unsafe_sql_flag,
 )
-from markerstore.errors import NotAnErrorTableError
+from markerstore.errors import ConfigError, NotAnErrorTableError
 from markerstore.sql import sandbox
 from markerstore.table import Table
 
@@ -67,6 +68,16 @@ def _command(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _strict_flag(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--strict", is_flag=True,
                         help="Fail on a corrupt error file instead of skipping it.")(fn)
+
+
+def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A bad duration is a bad argument, found before the table is read."""
+    if value is not None:
+        try:
+            parse_duration(value)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return value
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -147,6 +158,7 @@ def show(path: str, commit: str | None, limit: int, strict: bool,
 @cli.command()
 @click.argument("path")
 @click.option("--older-than", "older_than", required=True, metavar="DURATION",
+              callback=_duration,
               help="Expire error commits older than this: 30d, 12h, 2w, ...")
 @click.option("--dry-run", is_flag=True, help="Only report what would be expired.")
 @storage_option_flag
@@ -186,6 +198,8 @@ def replay(path: str, where: str, target: str | None, dry_run: bool, unsafe_sql:
     """Re-ingest selected (fixed) error records into their target table as a new commit,
     once: replayed records are recorded and never replayed again. The --where condition
     reads the errors view and nothing else, unless --unsafe-sql."""
+    if target is not None:
+        open_table(target, storage_options)
     result = replay_errors(path, where, parse_storage_options(storage_options),
                            dry_run=dry_run, target=target, unsafe_sql=unsafe_sql)
     if as_json:

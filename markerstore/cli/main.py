@@ -217,23 +217,38 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class CommandsGroup(OneLineGroup):
+    """The `markerstore` group: its commands are loaded from COMMAND_MODULES when first
+    looked up, not at import (errortable's command module imports this one, in either
+    order), so the group is the same whichever module was imported first."""
+
+    _loaded = False
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            _load_commands(self)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._load()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=CommandsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="markerstore", prog_name="markerstore")
 def cli() -> None:
     """Markers, commits and audits for PySpark writes to a data lake (local disk or S3)."""
 
 
-def _load_commands() -> None:
+def _load_commands(group: click.Group) -> None:
     for name in COMMAND_MODULES:
-        loading = sys.modules.get(name)
-        if loading is not None and not hasattr(loading, "register"):
-            continue  # that module is importing us (the `errortable` command): not needed
         module = import_optional(name)
         if module is not None:
-            module.register(cli)
-
-
-_load_commands()
+            module.register(group)
 
 
 def main() -> None:
