@@ -33,8 +33,8 @@ def parse_checks(pairs: tuple[str, ...]) -> dict[str, str]:
         try:
             statements = con.extract_statements(f"SELECT ({expr}) AS v")
         except duckdb.Error as exc:
-            raise click.UsageError(f"--check {name.strip()}: {expr.strip()!r} is not a SQL "
-                                   f"expression: {duckdb_message(exc)}") from None
+            raise click.UsageError(f"--check {name.strip()}: {expr.strip()!r} is not a valid SQL "
+                                   f"boolean expression: {duckdb_message(exc)}") from None
         if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
             raise click.UsageError(f"--check {name.strip()}: {expr.strip()!r} is not one SQL "
                                    "expression")

@@ -34,7 +34,7 @@ GOOD = {"instant": "20240101000000000", "query": "SELECT 1", "sql": "SELECT 1",
 # Bad values of free-text options that are parsed (beyond click's own types).
 BAD_TEXT = {"storage_options": ("novalue", "key=value"),
             "options": ("no.such.option=1", "unknown option"),
-            "checks": ("broken=amount >", "not a SQL expression"),
+            "checks": ("broken=amount >", "not a valid SQL boolean expression"),
             "older_than": ("99999999999d", "too long")}
 
 
@@ -225,7 +225,7 @@ def test_the_errortable_group_is_the_same_one_line_group() -> None:
 @pytest.mark.parametrize("args, expect", [
     (["--option", "markerstore.no.such=1"], "unknown option"),
     (["--option", "markerstore.markers.batch.interval_ms=soon"], "interval_ms"),
-    (["--check", "positive=amount >"], "not a SQL expression"),
+    (["--check", "positive=amount >"], "not a valid SQL boolean expression"),
     (["--check", "two=amount > 0) AS v; SELECT (1"], "not one SQL expression"),
 ])
 def test_ingest_refuses_bad_options_and_checks_before_spark(places: dict[str, str],
