@@ -243,3 +243,20 @@ def test_ingest_refuses_bad_options_and_checks_before_spark(places: dict[str, st
     assert out.stdout.split() == ["2", "False"], (out.stdout, out.stderr)
     assert out.stderr.count("\n") == 1 and expect in out.stderr
     assert not Path(places["new"]).exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"PAR1 truncated"])
+def test_an_unreadable_segment_is_one_line_and_exit_1(tmp_path: Path, content: bytes) -> None:
+    """A truncated or empty Parquet segment raised DuckDB's own exception with a traceback."""
+    from markerstore.markers.base import BATCHED, ensure_marker_type, marker_folder
+    from markerstore.markers.segments import segment_name
+
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    ensure_marker_type(table.storage, instant, BATCHED)
+    table.storage.put(f"{marker_folder(table.storage, instant)}/{segment_name(0, 'parquet')}",
+                      content)
+    for args in (["markers", table.path, instant],
+                 ["sql", table.path, "SELECT count(*) FROM markers"]):
+        result = invoke(markerstore_cli, "markerstore", args)
+        assert_one_line(result, "markerstore", 1, "")
