@@ -53,10 +53,14 @@ def _duckdb_usage_errors() -> tuple[type[BaseException], ...]:
             duckdb.PermissionException)
 
 
-def _duckdb_errors() -> tuple[type[BaseException], ...]:
-    import duckdb
+def _table_content_errors() -> tuple[type[BaseException], ...]:
+    """What a table holds is bad: never the caller's arguments, so exit 1 even where the
+    class also subclasses ValueError."""
+    import markerstore.errors as errors
 
-    return (duckdb.Error,)
+    corrupt = getattr(errors, "CorruptTableError", None)  # where the storage checks exist
+    return (errors.InvalidMarkerError, errors.MarkerTypeError,
+            *((corrupt,) if isinstance(corrupt, type) else ()))
 
 
 def _debug() -> bool:
@@ -78,7 +82,7 @@ class OneLineGroup(click.Group):
         except click.exceptions.Abort:
             click.echo(f"{prog}: aborted", err=True)
             sys.exit(130)
-        except Exception as exc:  # every failure is one line; see exit_code_for
+        except Exception as exc:  # every failure is one line; see describe_error
             if _debug():
                 raise
             code, message = describe_error(exc)
@@ -91,6 +95,8 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
     table that cannot be read, 1 with a hint for anything unexpected."""
     import duckdb
 
+    if isinstance(exc, _table_content_errors()):
+        return 1, str(exc)
     if isinstance(exc, (*USAGE_ERRORS, *_duckdb_usage_errors())):
         message = (exc.format_message() if isinstance(exc, click.ClickException)
                    else duckdb_message(exc))
@@ -99,7 +105,7 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
         return 2, message
     if isinstance(exc, click.ClickException):
         return exc.exit_code, exc.format_message()
-    if isinstance(exc, (MarkerStoreError, OSError, *_duckdb_errors())):
+    if isinstance(exc, (MarkerStoreError, OSError, duckdb.Error)):
         return 1, duckdb_message(exc) or type(exc).__name__
     return 1, (f"unexpected {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the "
                "traceback)")

@@ -181,3 +181,29 @@ def test_sandboxed_views_on_every_storage(location: Location) -> None:
     assert sandbox.select(con, "SELECT path FROM markers").fetchall() == [("d=2/b.parquet",)]
     with pytest.raises(Exception, match="disabled by configuration"):
         sandbox.select(con, "SELECT * FROM read_text('/etc/hostname')").fetchall()
+
+
+@pytest.mark.parametrize("query", [
+    "EXPLAIN ANALYZE COPY (SELECT 1) TO 'x.csv'",
+    "explain   analyse SELECT 1",
+    "EXPLAIN COPY (SELECT 1) TO 'x.csv'",
+    "EXPLAIN (FORMAT json) COPY (SELECT 1) TO 'x.csv'",
+    "/* hidden */ EXPLAIN ANALYZE COPY (SELECT 1) TO 'x.csv'",
+    "-- comment\nCOPY (SELECT 1) TO 'x.csv'",
+    "PIVOT (SELECT 1 AS a) ON a",
+    "SELECT 1; COPY (SELECT 1) TO 'x.csv'",
+    "DETACH memory",
+    "USE memory",
+    "CHECKPOINT",
+    "SET VARIABLE x = 1",
+])
+def test_check_refuses_everything_but_one_read_only_statement(query: str) -> None:
+    with pytest.raises(SqlRefusedError):
+        sandbox.check(query)
+
+
+@pytest.mark.parametrize("query", ["SELECT 1", "EXPLAIN SELECT 1", "with a as (select 1) "
+                                   "select * from a", "VALUES (1)", "DESCRIBE SELECT 1",
+                                   "SUMMARIZE SELECT 1", "SELECT 1;", "FROM range(3)"])
+def test_check_lets_read_only_statements_through(query: str) -> None:
+    sandbox.check(query)
