@@ -6,8 +6,8 @@ then close the connection with :func:`lock`:
 
 - ``enable_external_access = false``: no file, URL or directory outside the paths the
   views themselves read (registered with :func:`allow_paths`: the local Parquet error
-  files the `errors` view scans lazily), no ``ATTACH``, ``INSTALL``, ``LOAD``, no
-  extension auto-loading;
+  files the `errors` view scans lazily, then set as ``allowed_paths``), no ``ATTACH``,
+  ``INSTALL``, ``LOAD``, no extension auto-loading;
 - ``python_enable_replacements = false``: no Python variable is scanned by name;
 - ``lock_configuration = true``: no ``SET``/``PRAGMA``/``RESET`` can undo any of it.
 
@@ -22,6 +22,7 @@ engine (``--unsafe-sql``).
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Iterable
 
 import duckdb
@@ -44,16 +45,18 @@ LOCKDOWN = (
 )
 
 
+# Files each connection's views read lazily, set as DuckDB's allowed_paths when it is
+# locked (so a connection that is never locked pays nothing for them).
+_ALLOWED: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, set[str]] = \
+    weakref.WeakKeyDictionary()
+
+
 def allow_paths(con: duckdb.DuckDBPyConnection, paths: Iterable[str]) -> None:
-    """Let a locked connection read these files (a view that scans them lazily). Only
-    read: writing statements never pass :func:`check`. No effect while unlocked."""
-    new = list(paths)
-    if not new:
-        return
-    rows = con.execute("SELECT current_setting('allowed_paths')").fetchall()
-    known = list(rows[0][0] or []) if rows else []
-    merged = known + [p for p in new if p not in set(known)]
-    con.execute("SET allowed_paths = $paths", {"paths": merged})
+    """Let `con`, once locked, read these files (a view that scans them lazily). Only
+    read: writing statements never pass :func:`check`."""
+    new = set(paths)
+    if new:
+        _ALLOWED.setdefault(con, set()).update(new)
 
 
 def is_locked(con: duckdb.DuckDBPyConnection) -> bool:
@@ -64,6 +67,9 @@ def is_locked(con: duckdb.DuckDBPyConnection) -> bool:
 def lock(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Close `con` to everything but its views (and the paths they read); idempotent."""
     if not is_locked(con):
+        allowed = sorted(_ALLOWED.pop(con, set()))
+        if allowed:
+            con.execute("SET allowed_paths = $paths", {"paths": allowed})
         for statement in LOCKDOWN:
             con.execute(statement)
     return con
