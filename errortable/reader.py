@@ -35,6 +35,7 @@ from errortable.recovery import (
 )
 from errortable.writer import IDENTITY_FILE, OPERATION
 from markerstore.errors import CorruptErrorFileError, MarkerStoreError, NotAnErrorTableError
+from markerstore.sql.sandbox import allow_paths
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
@@ -291,6 +292,7 @@ def register_errors(con: duckdb.DuckDBPyConnection, readers: list[tuple[ErrorTab
     for k, (reader, source_filter) in enumerate(readers):
         dataset, avro = reader.sources_for(source_filter)
         if isinstance(dataset, LocalParquet):
+            allow_paths(con, dataset.files)  # the only files a sandboxed query may read
             parts.append(dataset.sql())
         elif dataset is not None:
             con.register(f"__{name}_pq_{k}", dataset)
@@ -372,8 +374,14 @@ def read(path: str | Table, storage_options: Mapping[str, Any] | None = None, *,
 
 
 def query(path: str | Table, sql: str, storage_options: Mapping[str, Any] | None = None, *,
-          strict: bool = False) -> duckdb.DuckDBPyRelation:
-    """Run `sql` over the view `errors` at `path`."""
+          strict: bool = False, sandbox: bool = False) -> duckdb.DuckDBPyRelation:
+    """Run `sql` over the view `errors` at `path`. This Python API runs DuckDB's full engine
+    (the caller already runs code); ``sandbox=True`` runs it as `errortable query` does:
+    one read-only statement that reads only the `errors` view (see docs/SECURITY.md)."""
+    from markerstore.sql.sandbox import select
+
+    if sandbox:
+        return select(connect(path, storage_options, strict=strict), sql)
     return connect(path, storage_options, strict=strict).sql(sql)
 
 

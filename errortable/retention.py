@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 DONE_DIR = ".markerstore/expired"
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+MAX_DURATION = timedelta(days=365_000)  # a cutoff a thousand years back still fits a date
 
 
 def parse_duration(text: str | timedelta) -> timedelta:
@@ -38,7 +39,13 @@ def parse_duration(text: str | timedelta) -> timedelta:
     match = _DURATION.match(str(text))
     if not match:
         raise ConfigError(f"expected a duration like 30d, 12h, 90m, 45s or 2w, got {text!r}")
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        delta = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError:
+        delta = MAX_DURATION + MAX_DURATION
+    if delta > MAX_DURATION:
+        raise ConfigError(f"duration {text!r} is too long (at most {MAX_DURATION.days}d)")
+    return delta
 
 
 @dataclass

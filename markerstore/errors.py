@@ -2,6 +2,8 @@
 
     MarkerStoreError
     ├── ConfigError (ValueError)             unknown option key, bad option value
+    ├── TableNotFoundError (LookupError)     no markerstore table at the path given
+    ├── SqlRefusedError (ValueError)         the SQL sandbox refused a query
     ├── StorageError (OSError)               a storage request failed after its retries
     ├── InvalidMarkerError (ValueError)      a marker name, partition, file or IO type is bad
     ├── MarkerTypeError                      MARKERS.type is missing, empty or unexpected
@@ -34,6 +36,16 @@ class MarkerStoreError(Exception):
 
 class ConfigError(MarkerStoreError, ValueError):
     """An option key is unknown or its value cannot be parsed."""
+
+
+class TableNotFoundError(MarkerStoreError, LookupError):
+    """There is no markerstore table (no `.markerstore` folder) at the path given, or the
+    path is a regular file."""
+
+
+class SqlRefusedError(MarkerStoreError, ValueError):
+    """The SQL sandbox refused a query: not one read-only statement (COPY, ATTACH, EXPORT,
+    INSTALL, LOAD, PRAGMA, SET, CREATE, ...), or empty."""
 
 
 class StorageError(MarkerStoreError, OSError):

@@ -411,13 +411,18 @@ class Table:
 
     # --- queries ---------------------------------------------------------------------------
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        """Run SQL over the views `commits`, `files` (of completed commits) and `markers`."""
+        """Run SQL over the views `commits`, `files` (of completed commits) and `markers`.
+
+        This is DuckDB's full engine (any file, COPY, ATTACH, SET, ...): the caller already
+        runs Python. For SQL from someone else, use the sandbox that `markerstore sql`
+        uses: ``markerstore.sql.sandbox.run(table.connect(), query)`` (docs/SECURITY.md)."""
         from markerstore.sql import connect
 
         return connect(self).sql(query)
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection with this table's views, for several queries."""
+        """A DuckDB connection with this table's views, for several queries (the full
+        engine, like :meth:`sql`)."""
         from markerstore.sql import connect
 
         return connect(self)
