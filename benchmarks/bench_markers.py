@@ -113,7 +113,9 @@ def _markers_of(spec: ClientSpec) -> tuple[Any, Callable[[], dict[str, int]]]:
         table = Table(spec.target, spec.options)
         shared = DirectWriteMarkers(table.storage, spec.instant, initialize=False)
         return (lambda: shared), table.storage_requests
-    return (lambda: MarkerClient(spec.target, spec.instant, initialize=False)), dict
+    retries = spec.options.get("retries")
+    return (lambda: MarkerClient(spec.target, spec.instant, initialize=False,
+                                 retries=retries)), dict
 
 
 def _client_process(spec: ClientSpec, work: list[list[tuple[str, str]]], group: int,
