@@ -358,6 +358,7 @@ def _batched(options: dict[str, Any], endpoint: str, n: int, group: int = 1) -> 
         run.server_p99_ms = _bucket_quantile(acks, 0.99)
         run.flushes = int(server.metric("markerstore_marker_batch_markers_count"))
         run.segments = len(list_segments(table.storage, instant))
+        driver.seal()  # as job commit does: no straggler's marker after this point
         _reconcile(table, instant, names, run)
         before = server.requests()
         started = time.perf_counter()
