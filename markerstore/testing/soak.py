@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -44,35 +44,60 @@ def _log(text: str) -> None:
     print(f"{datetime.now(timezone.utc):%H:%M:%S} {text}", flush=True)
 
 
+RUN_SECONDS = {"local": (0.05, 0.8), "s3": (0.2, 2.0)}  # a server's life before its kill
+
+
 def run(server_kills: int, driver_kills: int, *, clients: int = 64, seed: int = 13,
-        storages: Sequence[str] = STORAGES, rows: int = 2000, quiet: bool = False
-        ) -> dict[str, Any]:
-    """Run both parts on each storage; the figures for :func:`markdown`."""
-    progress = None if quiet else _log
-    started_at = datetime.now(timezone.utc)
-    load_start = _load()
+        storages: Sequence[str] = STORAGES, rows: int = 2000, quiet: bool = False,
+        after_part: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run both parts on each storage; the figures for :func:`markdown` (also given to
+    `after_part` after each part, so that a campaign cut short still reports)."""
+    figures: dict[str, Any] = {
+        "started": datetime.now(timezone.utc), "load_start": _load(), "clients": clients,
+        "servers": [], "drivers": [], "failures": [], "done": False}
     began = time.perf_counter()
-    servers: list[ServerKillReport] = []
-    drivers: list[DriverKillReport] = []
+    progress = None if quiet else _log
+
+    def part_done() -> None:
+        figures["seconds"], figures["load_end"] = time.perf_counter() - began, _load()
+        if after_part is not None:
+            after_part(figures)
+
     with tempfile.TemporaryDirectory(prefix="soak-") as scratch:
         moto = MotoS3(process=True).start() if "s3" in storages else None
         try:
             for offset, kind in enumerate(storages):
                 url, options = _location(kind, scratch, moto)
                 if server_kills:
-                    servers.append(server_kill_campaign(
-                        Table(f"{url}/markers", options), server_kills, clients=clients,
-                        seed=seed + offset, storage_options=options, progress=progress))
+                    _part(figures["failures"], f"marker server kills on {kind}",
+                          figures["servers"], server_kill_campaign,
+                          Table(f"{url}/markers", options), server_kills, clients=clients,
+                          seed=seed + offset, storage_options=options,
+                          run_seconds=RUN_SECONDS[kind], progress=progress)
+                    part_done()
                 if driver_kills:
-                    drivers.append(driver_kill_campaign(
-                        f"{url}/events", driver_kills, storage_options=options,
-                        seed=seed + 100 + offset, rows=rows, progress=progress))
+                    _part(figures["failures"], f"Spark driver kills on {kind}",
+                          figures["drivers"], driver_kill_campaign, f"{url}/events",
+                          driver_kills, storage_options=options, seed=seed + 100 + offset,
+                          rows=rows, progress=progress)
+                    part_done()
         finally:
             if moto is not None:
                 moto.stop()
-    return {"started": started_at, "seconds": time.perf_counter() - began,
-            "load_start": load_start, "load_end": _load(), "clients": clients,
-            "servers": servers, "drivers": drivers}
+    figures["done"] = True
+    part_done()
+    return figures
+
+
+def _part(failures: list[str], name: str, into: list[Any], part: Callable[..., Any],
+          *args: Any, **kwargs: Any) -> None:
+    """Run one part, its report into `into`; an exception is recorded (the campaign goes
+    on, and the report says so)."""
+    try:
+        into.append(part(*args, **kwargs))
+    except Exception as exc:
+        _log(f"{name} failed: {exc!r}")
+        failures.append(f"{name}: {type(exc).__name__}: {exc}")
 
 
 def _location(kind: str, scratch: str, moto: MotoS3 | None) -> tuple[str, dict[str, Any]]:
@@ -108,6 +133,11 @@ def markdown(figures: dict[str, Any], command: str) -> str:
         f"{sum(r.recoveries for r in drivers)} recoveries, "
         f"{inconsistencies(figures)} inconsistencies.**", "",
     ]
+    if not figures.get("done", True):
+        lines += ["**The campaign is still running (or was stopped): these are the parts "
+                  "it finished.**", ""]
+    for failure in figures.get("failures", []):
+        lines += [f"**A part of the campaign failed and did not finish:** {failure}", ""]
     if servers:
         lines += _server_section(servers, figures["clients"])
     if drivers:
@@ -118,14 +148,16 @@ def markdown(figures: dict[str, Any], command: str) -> str:
 def _server_section(reports: list[ServerKillReport], clients: int) -> list[str]:
     lines = [
         "## The marker server, SIGKILLed", "",
-        f"`markerstore serve` runs as its own process; {clients} client threads create "
-        "markers through it, each call after the last answer, half of the calls `create` "
-        "(one marker) and half `create_many` (2 to 16 markers in 16 partitions); after a "
-        "random 0.05-0.8 s the server gets SIGKILL. Then the folder on storage (the "
-        "segment reader) must hold every marker a client got a success answer for. Flushes "
-        "every 2 ms and a compaction every 4 segments give kills many writes and "
-        "compactions to land in. Every 50 kills a new instant; at its end a fresh server "
-        "must list every acknowledged marker and create none of them again.", "",
+        f"`markerstore serve` runs as its own process (forked from one that imported "
+        f"it once); {clients} client threads create markers through it, each call after "
+        "the last answer, half of the calls `create` (one marker) and half `create_many` "
+        "(2 to 16 markers in 16 partitions); after a random 0.05-0.8 s (local disk; "
+        "0.2-2 s on S3) the server gets SIGKILL. Then the folder on storage (the segment "
+        "reader) must hold every marker a client got a success answer for. Flushes every "
+        "2 ms and a compaction every 4 segments give kills many writes and compactions to "
+        "land in. Every 50 kills a new instant; at its end a fresh server (a new "
+        "`markerstore serve`) must list every acknowledged marker and create none of them "
+        "again.", "",
         "| storage | seed | kills | instants | acknowledged markers | acknowledged `create` "
         "/ `create_many` calls | lost after a kill | unknown to a fresh server "
         "| created again | minutes |",
@@ -149,7 +181,7 @@ def _driver_section(reports: list[DriverKillReport]) -> list[str]:
         "driver, its JVM and its Python workers) that reads the table with Spark's own "
         "reader, makes a complete write, then starts another write and is SIGKILLed as a "
         "group: at a random step of job commit (half of the rounds) or at a random moment "
-        "of the write (0 to 1.2 times the complete write's duration). Each write is "
+        "of the write (0 to 0.8 times the complete write's duration). Each write is "
         f"{reports[0].rows_per_write:,} rows in 3 partitions with the error table on (a "
         "null key every 25th row, a failing check every 7th), direct or batched markers "
         "chosen at random. Recovery is `markerstore rollback TABLE --force` and the next "
@@ -194,14 +226,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default="docs/RELIABILITY.md")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    figures = run(args.server_kills, args.driver_kills, clients=args.clients, seed=args.seed,
-                  storages=args.storage or STORAGES, rows=args.rows)
-    command = "python -m markerstore.testing.soak " + " ".join(argv or sys.argv[1:])
+    command = ("python -m markerstore.testing.soak " + " ".join(argv or sys.argv[1:])).strip()
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(markdown(figures, command.strip()))
+
+    def write(figures: dict[str, Any]) -> None:
+        Path(args.output).write_text(markdown(figures, command))
+
+    figures = run(args.server_kills, args.driver_kills, clients=args.clients, seed=args.seed,
+                  storages=args.storage or STORAGES, rows=args.rows, after_part=write)
     _log(f"wrote {args.output}: {losses(figures)} lost, "
          f"{inconsistencies(figures)} inconsistencies")
-    return 1 if losses(figures) or inconsistencies(figures) else 0
+    return 1 if losses(figures) or inconsistencies(figures) or figures["failures"] else 0
 
 
 if __name__ == "__main__":

@@ -299,7 +299,7 @@ def driver_kill_campaign(url: str, kills: int, *, storage_options: Mapping[str, 
         kill = None
         if round_ < kills:
             kill = ({"step": rng.choice(STEPS)} if rng.random() < 0.5
-                    else {"fraction": rng.uniform(0.0, 1.2)})
+                    else {"fraction": rng.uniform(0.0, 0.8)})
         args = {"url": url, "storage_options": options, "markers": markers, "rows": rows,
                 "first": first, "kill": kill}
         first += 2 * rows
@@ -354,7 +354,8 @@ def _round(args: dict[str, Any], report: DriverKillReport,
             return
         if "fraction" in kill:
             time.sleep(kill["fraction"] * done["seconds"])
-            point = "random moment"
+            late = driver.next(0.01)  # the write may be done already (a warm JVM is faster)
+            point = "random moment" if late is None else "after the write completed"
         else:
             # the driver kills itself at that step, or the write never reaches it
             survived = driver.next(900)
