@@ -17,9 +17,8 @@ from markerstore.testing.s3 import MotoS3
 from markerstore.testing.server_kills import server_kill_campaign
 from markerstore.testing.spark_kills import check_table, driver_kill_campaign
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_killed_marker_server_loses_no_acknowledged_marker(kind: str, tmp_path: Any,
                                                            request: pytest.FixtureRequest
@@ -41,6 +40,7 @@ def test_killed_marker_server_loses_no_acknowledged_marker(kind: str, tmp_path: 
     assert report.creates > 0 and report.create_many_calls > 0
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.skipif(not os.environ.get("MARKERSTORE_SOAK_SPARK"),
                     reason="a Spark driver kill takes about 2.5 minutes on this shared "
