@@ -33,6 +33,7 @@ from markerstore.testing.server_kills import ServerKillReport, server_kill_campa
 from markerstore.testing.spark_kills import DriverKillReport, driver_kill_campaign
 
 STORAGES = ("local", "s3")
+FULL = (1_000, 100)  # the full campaign: server kills, driver kills (both storages)
 
 
 def _load() -> str:
@@ -133,6 +134,12 @@ def markdown(figures: dict[str, Any], command: str) -> str:
         f"{sum(r.recoveries for r in drivers)} recoveries, "
         f"{inconsistencies(figures)} inconsistencies.**", "",
     ]
+    server_kills = sum(r.kills for r in servers)
+    driver_kills = sum(r.kills for r in drivers)
+    if server_kills < FULL[0] or driver_kills < FULL[1]:
+        lines += [f"This run is smaller than the full campaign (`make soak`: {FULL[0]:,} "
+                  f"marker server kills and {FULL[1]} driver kills over both storages, "
+                  "hours on a shared 2-core machine).", ""]
     if not figures.get("done", True):
         lines += ["**The campaign is still running (or was stopped): these are the parts "
                   "it finished.**", ""]
