@@ -34,8 +34,16 @@ from errortable.recovery import (
     same_table,
 )
 from errortable.writer import IDENTITY_FILE, OPERATION
-from markerstore.errors import CorruptErrorFileError, MarkerStoreError, NotAnErrorTableError
+from markerstore.errors import (
+    CorruptErrorFileError,
+    CorruptTableError,
+    MarkerStoreError,
+    NotAnErrorTableError,
+)
+from markerstore.paths import checked_paths
 from markerstore.table import Table
+from markerstore.timeline import is_instant
+from markerstore.timeline.checks import check_count, check_list
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +123,25 @@ class CommittedInstant:
     lazily_rolled_forward: bool = False
 
 
+def expire_record(table: Table, instant: str, meta: Mapping[str, Any]
+                  ) -> dict[str, dict[str, Any]]:
+    """What the expire commit `instant` recorded (error instant -> {files, rows, ...}),
+    checked: instant ids, valid table-relative file paths, row counts. A bad entry is a
+    CorruptTableError naming the commit, before anything is read or deleted."""
+    where = table._timeline.commit_url(instant)
+    expired = meta.get("expired") or {}
+    if not isinstance(expired, dict):
+        raise CorruptTableError(where, "'expired' must be an object of error instants")
+    for error_instant, info in expired.items():
+        if not is_instant(error_instant) or not isinstance(info, dict):
+            raise CorruptTableError(where, f"'expired' holds {error_instant!r:.40}: "
+                                           f"{info!r:.80}, not an error instant's record")
+        checked_paths(check_list(info.get("files", []), "files", where), where,
+                      what=f"expired file of {error_instant}")
+        check_count(info.get("rows"), f"expired rows of {error_instant}", where)
+    return expired
+
+
 def is_error_table(table: Table) -> bool:
     """Whether `table` is an error table (ErrorCommit.open marks it)."""
     return table.storage.exists(table.storage.path(IDENTITY_FILE))
@@ -140,9 +167,9 @@ class ErrorTableReader:
     def expired(self) -> dict[str, dict[str, Any]]:
         """Error instants removed by `expire`, with what was recorded about them."""
         result: dict[str, dict[str, Any]] = {}
-        for _, meta in self.table._timeline.completed():
+        for instant, meta in self.table._timeline.completed():
             if meta.get("operation") == EXPIRE_OPERATION:
-                result.update(meta.get("expired") or {})
+                result.update(expire_record(self.table, instant, meta))
         return result
 
     def replayed(self) -> pa.Table:

@@ -83,5 +83,5 @@ def check_contained(root: str, paths: Iterable[str], source: str) -> None:
         folder = os.path.realpath(parent)
         if folder != base and not folder.startswith(prefix):
             raise CorruptTableError(
-                source, f"{path!r} lies under a symbolic link that leads out of the table "
-                        f"(to {folder})")
+                source, f"{path!r} resolves outside the table (its folder is {folder}: "
+                        "a symbolic link or '..' leads out)")

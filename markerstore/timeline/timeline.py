@@ -193,6 +193,10 @@ class Timeline:
         self._metadata_cache.pop(instant, None)
         return self._is_tombstone(instant)
 
+    def commit_url(self, instant: str) -> str:
+        """Where the metadata of `instant` lives (to name it in an error)."""
+        return self.storage.url(self._file(instant, ".commit"))
+
     def commit_metadata(self, instant: str) -> dict[str, Any]:
         """The metadata of a completed instant."""
         payload = self._read_commit_file(instant)
