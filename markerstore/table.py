@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import os
+import re
 import socket
 import time
 import uuid
@@ -41,8 +41,8 @@ from markerstore.storage import Storage
 from markerstore.timeline import (
     COMPLETED,
     INFLIGHT,
-    REQUESTED,
     META_DIR,
+    REQUESTED,
     ROLLEDBACK,
     Heartbeats,
     HeartbeatThread,

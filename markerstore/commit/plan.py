@@ -29,6 +29,7 @@ from markerstore.commit.stats import FileStats
 from markerstore.errors import CorruptTableError
 from markerstore.paths import path_problem
 from markerstore.storage import Storage
+from markerstore.timeline import META_DIR, is_instant
 from markerstore.timeline.checks import (
     check_count,
     check_file_entries,
@@ -36,7 +37,6 @@ from markerstore.timeline.checks import (
     check_path,
     check_str,
 )
-from markerstore.timeline import META_DIR, is_instant
 
 PLANS_DIR = f"{META_DIR}/plans"
 INTENT = "intent"

@@ -19,6 +19,7 @@ Why readers can trust what they list:
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
@@ -369,7 +370,7 @@ def read_batched(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
             continue
         relation = con.from_arrow(rows.cast(MARKER_COLUMNS))
         check_marker_rows(relation, storage.url(marker_folder(storage, instant)),
-                          lambda p, f: _segment_holding(storage, segments, p, f))
+                          functools.partial(_segment_holding, storage, segments))
         return relation
     raise StorageError(f"the segments of instant {instant} kept changing while being read")
 
