@@ -37,6 +37,7 @@ from markerstore.markers import (
     reconcile,
     rollback_from_markers,
 )
+from markerstore.paths import path_problem
 from markerstore.storage import Storage
 from markerstore.timeline import (
     COMPLETED,
@@ -241,8 +242,9 @@ class Table:
         path = entry.path
         if "://" in path or path.startswith("/"):
             path = self.storage.relative(path)
-        if not path or path.startswith("..") or "/../" in f"/{path}/":
-            raise ValueError(f"file path {entry.path!r} is not inside the table")
+        problem = path_problem(path)
+        if problem is not None:
+            raise ValueError(f"file path {entry.path!r} is not inside the table: it {problem}")
         return DataFile(path, entry.size, entry.rows, entry.checksum)
 
     def commit(self, instant: str, files: Iterable[str | DataFile | Mapping[str, Any]],

@@ -295,3 +295,45 @@ def test_a_linked_marker_folder_is_unlinked_not_emptied(tmp_path: Path) -> None:
     table.clean_markers()
     assert (victim / "p" / "x.txt.marker.CREATE").exists()
     assert not folder.exists() and not folder.is_symlink()
+
+
+def test_crafted_publish_plan_is_rolled_back_not_forward(tmp_path: Path) -> None:
+    """A publish plan of a failed write naming a file outside the table: roll forward
+    would 'publish' it and, when the commit then fails, unpublish (delete) it."""
+    place = Place("local", str(tmp_path), {})
+    place.put("victim/y.txt")
+    table = Table(place.table_url, options={"markerstore.write.staging.mode": "rename"})
+    instant = table.start_commit(heartbeat=False)
+    marked_write(table, instant, ["p/own.parquet"])
+    plan = {"instant": instant, "write_uuid": table.write_uuid(instant), "phase": "publish",
+            "conflict_mode": "append", "scopes": [""], "staging_mode": "rename",
+            "files": [{"path": "../../victim/y.txt", "rows": 1, "bytes": 8}],
+            "replaced_files": [], "metadata": {}}
+    table.storage.put(table.storage.path(".markerstore/plans", f"{instant}.json"),
+                      json.dumps(plan).encode())
+    result = table.rollback(instant, force=True)
+    assert not result.rolled_forward
+    assert result.deleted_files == ["p/own.parquet"]
+    assert place.exists("victim/y.txt")
+
+
+@pytest.mark.s3
+def test_crafted_pending_upload_of_another_key_is_not_aborted(moto_s3: MotoS3) -> None:
+    from markerstore.commit import s3
+
+    bucket = moto_s3.create_bucket(f"sec-{uuid.uuid4().hex[:12]}")
+    place = Place("s3", f"s3://{bucket}", moto_s3.storage_options())
+    table = place.table()
+    victim = place.storage()
+    upload = victim.fs.call_s3("create_multipart_upload", Bucket=bucket, Key="victim/big.bin")
+    pending = {"bucket": bucket, "key": "victim/big.bin", "upload_id": upload["UploadId"],
+               "parts": [], "size": 0}
+    instant = table.start_commit(heartbeat=False)
+    ensure_marker_type(table.storage, instant, BATCHED)
+    rows = rows_to_table([{"partition": "p", "file": "own.parquet", "io_type": "CREATE",
+                           "pending_upload": json.dumps(pending), "created_at": now_ms()}])
+    write_segment(table.storage, instant, rows, "parquet", itertools.count().__next__)
+    with pytest.raises(CorruptTableError, match="victim/big.bin.*not at that file's key"):
+        table.rollback(instant, force=True)
+    keys = [u.key for u in s3.list_uploads(victim, prefix="victim/")]
+    assert keys == ["victim/big.bin"]
