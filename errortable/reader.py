@@ -143,11 +143,6 @@ class SourceFilter:
         return same_table(instant.source_table, self.url)
 
 
-class ErrorTableMismatchWarning(UserWarning):
-    """An error table linked to a table holds rows of another table id only (the message
-    names both): a copy of another table's error table, or a table re-created at a path."""
-
-
 def expire_record(table: Table, instant: str, meta: Mapping[str, Any]
                   ) -> dict[str, dict[str, Any]]:
     """What the expire commit `instant` recorded (error instant -> {files, rows, ...}),
@@ -342,8 +337,10 @@ class ErrorTableReader:
 
 
     def _say_mismatch(self, instants: list[CommittedInstant], source: SourceFilter) -> None:
-        """Say so when this error table is linked to `source` (by its URL or by being
-        its ``<table>_errors``) but holds rows of other table ids only."""
+        """Say so (a logged warning naming both ids) when this error table is linked to
+        `source` (by its URL or by being its ``<table>_errors``) but holds rows of other
+        table ids only: a copy of another table's error table, or a table re-created at
+        this path. Better than an errors view that is silently empty."""
         from errortable.config import SUFFIX_DEFAULT
 
         others = sorted({c.source_table_id for c in instants if c.source_table_id})
@@ -354,8 +351,7 @@ class ErrorTableReader:
         message = (f"error table {self.url} holds rows of table id(s) {', '.join(others[:3])}"
                    f", not of {source.url} (id {source.table_id}); it belongs to another "
                    "table (a copy, or a table re-created at this path), so no rows are shown")
-        log.warning("%s", message)
-        warnings.warn(message, ErrorTableMismatchWarning, stacklevel=4)
+        log.warning("%s", message)  # one line on stderr, also where logging is not set up
 
 
 def _opt_str(value: Any) -> str | None:
