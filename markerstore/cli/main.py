@@ -58,9 +58,7 @@ def _table_content_errors() -> tuple[type[BaseException], ...]:
     class also subclasses ValueError."""
     import markerstore.errors as errors
 
-    corrupt = getattr(errors, "CorruptTableError", None)  # where the storage checks exist
-    return (errors.InvalidMarkerError, errors.MarkerTypeError,
-            *((corrupt,) if isinstance(corrupt, type) else ()))
+    return (errors.InvalidMarkerError, errors.MarkerTypeError, errors.CorruptTableError)
 
 
 def _debug() -> bool:
