@@ -4,7 +4,7 @@ With ``df.write.format("markerstore")`` Spark calls the source's ``writer()`` in
 worker on the driver, and ``commit()`` / ``abort()`` in another; Spark may kill an idle
 worker at any time. The write's heartbeat (and, for batched markers, the marker server)
 must live from the job's start to its commit, so ``writer()`` launches this process
-(``python -m markerstore.spark.jobhost``) in its own session:
+(``python -m markerstore.server.jobhost``) in its own session:
 
 1. it reads a JSON line (table, options, whether to serve markers, the pid to watch),
    starts the marker server if asked, and answers ``{"pid", "url", "token"}``;
@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from markerstore import config
 from markerstore.errors import MarkerStoreError
 from markerstore.table import Table
 from markerstore.timeline import INFLIGHT, REQUESTED
@@ -50,21 +51,29 @@ class JobHost:
 
     @classmethod
     def launch(cls, table: Table, *, serve_markers: bool, bind_host: str = "127.0.0.1",
-               token: str | None = None) -> tuple[JobHost, subprocess.Popen[str]]:
-        """Start the host process; returns the handle and the process (keep the latter
-        in this process to send the instants with :meth:`beat`)."""
+               token: str | None = None) -> subprocess.Popen[str]:
+        """Start the host process and send it its request; :meth:`ready` waits for its
+        answer (the process starts while the caller does other work)."""
         request = {"table": table.storage.url(), "storage_options":
                    dict(table.storage.storage_options),
                    "options": table.settings.explicit(), "serve_markers": serve_markers,
                    "bind_host": bind_host, "token": token, "watch_pid": os.getppid()}
-        proc = subprocess.Popen([sys.executable, "-m", "markerstore.spark.jobhost"],
+        proc = subprocess.Popen([sys.executable, "-m", "markerstore.server.jobhost"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                 start_new_session=True)
         # Reap it whenever it ends (this worker may live on long after the write).
         threading.Thread(target=proc.wait, name="markerstore-jobhost-reaper",
                          daemon=True).start()
-        answer = _exchange(proc, request)
-        return cls(int(answer["pid"]), answer.get("url"), answer.get("token")), proc
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        return proc
+
+    @classmethod
+    def ready(cls, proc: subprocess.Popen[str]) -> JobHost:
+        """The started host's handle (its marker server is listening)."""
+        answer = _exchange(proc, None)
+        return cls(int(answer["pid"]), answer.get("url"), answer.get("token"))
 
     def beat(self, proc: subprocess.Popen[str],
              instants: Sequence[tuple[Table, str]]) -> None:
@@ -96,10 +105,12 @@ class JobHost:
             log.warning("job host %d did not stop within %.0f s", self.pid, timeout)
 
 
-def _exchange(proc: subprocess.Popen[str], message: dict[str, Any]) -> dict[str, Any]:
+def _exchange(proc: subprocess.Popen[str], message: dict[str, Any] | None
+              ) -> dict[str, Any]:
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(json.dumps(message) + "\n")
-    proc.stdin.flush()
+    if message is not None:
+        proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
     line = proc.stdout.readline()
     if not line:
         raise MarkerStoreError(f"the job host (pid {proc.pid}) ended before answering")
@@ -147,7 +158,8 @@ class _Host:
 
     def beat(self, entries: list[list[Any]]) -> None:
         for url, storage_options, options, instant in entries:
-            table = Table(url, storage_options, options)
+            table = Table(url, storage_options,
+                          {k: v for k, v in options.items() if k in config.OPTIONS})
             self.beats.append(table.heartbeats.start(instant))
             if self.main is None:
                 self.main = (table, instant)
@@ -186,9 +198,9 @@ class _Host:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    import errortable  # noqa: F401  (its option keys are in the write's options)
-
     request = json.loads(sys.stdin.readline())
+    # The host needs the core's settings only (heartbeats, storage, marker server).
+    request["options"] = {k: v for k, v in request["options"].items() if k in config.OPTIONS}
     host = _Host(request)
     signal.signal(signal.SIGTERM, lambda *_: host.stopping.set())
     try:
