@@ -233,7 +233,9 @@ def start_source_job(request: SourceRequest, schema: StructType, overwrite: bool
         else:
             proc.kill()
         raise
-    return SourceJob(job.spec, pickle.dumps(job), host, request.query_id)
+    from pyspark import cloudpickle  # the job may hold closures (validators, test hooks)
+
+    return SourceJob(job.spec, cloudpickle.dumps(job), host, request.query_id)
 
 
 # --- Spark's interfaces ----------------------------------------------------------------------
