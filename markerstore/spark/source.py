@@ -301,7 +301,14 @@ class MarkerStoreStreamWriter(DataSourceStreamArrowWriter):
         if source is None:
             raise ConfigError(f"batch {batchId}: no started job to commit")
         results = [m.result for m in messages if isinstance(m, TaskMessage)]
-        source.commit(results, batch_id=batchId)
+        result = source.commit(results, batch_id=batchId)
+        if result is not None:
+            log.info("batch %d of query %s: %r", batchId, self.request.query_id, result)
+            self.committed(result, batchId)
+
+    def committed(self, result: CommitResult, batch_id: int) -> None:
+        """Called in the commit worker after each batch's commit (a subclass may record
+        the CommitResult: it lives in a Spark worker, not in your process)."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         source = self._source(messages)
@@ -315,9 +322,11 @@ def _state_file(query_id: str | None) -> str:
 
 
 def _save_state(source: SourceJob) -> None:
+    from pyspark import cloudpickle
+
     path = _state_file(source.query_id)
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
-        pickle.dump(source, out)
+        cloudpickle.dump(source, out)
 
 
 def _load_state(query_id: str | None) -> SourceJob | None:
