@@ -24,6 +24,7 @@ import os
 import pickle
 import secrets
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -208,34 +209,50 @@ def start_source_job(request: SourceRequest, schema: StructType, overwrite: bool
     batched = settings[config.MARKERS_TYPE] == "batched"
     token = None if _loopback(driver_host) else secrets.token_urlsafe(32)
     proc = JobHost.launch(table, serve_markers=batched, bind_host=driver_host, token=token)
-    host: JobHost | None = None
+    # Batched markers: the tasks need the server's URL, so wait for it. Direct markers:
+    # the host takes the heartbeats over in the background, while Spark runs the tasks.
+    host = JobHost.ready(proc) if batched else JobHost(proc.pid)
     try:
-        if batched:  # the tasks need the marker server's URL
-            host = JobHost.ready(proc)
         metadata = {"engine": "spark", "interface": "stream" if streaming else "format"}
-        job = start_job(table, schema, partition_by=columns,
-                        marker_url=host.url if host else None,
-                        marker_token=host.token if host else None, key=request.key,
-                        checks=request.checks, task_hook=task_hook, metadata=metadata)
-        instants = [(table, job.instant)]
-        if job.error_commit is not None:
-            instants.append((job.error_commit.table, job.error_commit.instant))
-        try:
-            host = host or JobHost.ready(proc)
-            host.beat(proc, instants)
-        except BaseException as exc:
-            raise abort_job(job, exc)  # noqa: B904 (chains exc)
-        for owner, instant in instants:
-            owner.hand_over_heartbeat(instant)
+        job = start_job(table, schema, partition_by=columns, marker_url=host.url,
+                        marker_token=host.token, key=request.key, checks=request.checks,
+                        task_hook=task_hook, metadata=metadata)
     except BaseException:
-        if host is not None:
-            host.stop()
-        else:
-            proc.kill()
+        host.stop()
         raise
+    instants = [(table, job.instant)]
+    if job.error_commit is not None:
+        instants.append((job.error_commit.table, job.error_commit.instant))
+    if batched:
+        _hand_over(host, proc, instants)
+    else:
+        threading.Thread(target=_hand_over, args=(host, proc, instants), daemon=True,
+                         name=f"markerstore-handover-{job.instant}").start()
     from pyspark import cloudpickle  # the job may hold closures (validators, test hooks)
 
     return SourceJob(job.spec, cloudpickle.dumps(job), host, request.query_id)
+
+
+def _hand_over(host: JobHost, proc: Any, instants: list[tuple[Table, str]]) -> None:
+    """Give the instants' heartbeats to the job host, then stop beating them here. If the
+    host cannot take them (it failed, or the write is already over and stopped it), stop
+    here all the same: a live write without a beat is rolled back by the next writer and
+    its commit then fails (never the reverse)."""
+    try:
+        if host.url is None:
+            JobHost.ready(proc)
+        host.beat(proc, instants)
+    except Exception as exc:
+        log.warning("the job host did not take the heartbeats of %s: %s",
+                    [i for _, i in instants], exc)
+        host.stop()
+    for owner, instant in instants:
+        owner.hand_over_heartbeat(instant)
+        try:
+            if owner.state(instant) not in (REQUESTED, INFLIGHT):
+                owner.heartbeats.delete(instant)
+        except Exception as exc:
+            log.warning("instant %s: could not tidy its heartbeat: %s", instant, exc)
 
 
 # --- Spark's interfaces ----------------------------------------------------------------------
