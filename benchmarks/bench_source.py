@@ -122,7 +122,7 @@ def bench_stream(spark: Any, batches: int, rows: int, marker_type: str) -> dict[
 
 
 def run(quick: bool = False) -> str:
-    rows, rounds = (200_000, 2) if quick else (2_000_000, 3)
+    rows, rounds = (200_000, 2) if quick else (1_000_000, 3)
     batches, batch_rows = (3, 20_000) if quick else (10, 100_000)
     spark = _spark(os.cpu_count() or 2)
     try:
