@@ -243,8 +243,10 @@ def _hand_over(host: JobHost, proc: Any, instants: list[tuple[Table, str]]) -> N
             JobHost.ready(proc)
         host.beat(proc, instants)
     except Exception as exc:
-        log.warning("the job host did not take the heartbeats of %s: %s",
-                    [i for _, i in instants], exc)
+        over = _over(*instants[0])  # a write done before its host was up stops it early
+        (log.debug if over else log.warning)(
+            "the job host did not take the heartbeats of %s: %s", [i for _, i in instants],
+            exc)
         host.stop()
     for owner, instant in instants:
         owner.hand_over_heartbeat(instant)
@@ -253,6 +255,13 @@ def _hand_over(host: JobHost, proc: Any, instants: list[tuple[Table, str]]) -> N
                 owner.heartbeats.delete(instant)
         except Exception as exc:
             log.warning("instant %s: could not tidy its heartbeat: %s", instant, exc)
+
+
+def _over(table: Table, instant: str) -> bool:
+    try:
+        return table.state(instant) not in (REQUESTED, INFLIGHT)
+    except Exception:
+        return False
 
 
 # --- Spark's interfaces ----------------------------------------------------------------------
