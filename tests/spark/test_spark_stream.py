@@ -126,3 +126,40 @@ def test_driver_killed_after_the_sink_commit_replays_nothing_twice(tmp_path: Pat
     assert error_rows(url) == bad
     assert_exactly_committed(table, len(good))
     assert_clean(table)
+
+
+def test_a_failed_batch_is_rolled_back_and_the_restart_writes_it_once(spark: Any,
+                                                                      tmp_path: Path) -> None:
+    """Every attempt of a task of the first batch fails: Spark aborts the batch, the sink
+    rolls its instant back, the query stops. Restarted from the checkpoint (the tasks now
+    succeed), the batch is written once."""
+    good, bad = input_files(tmp_path / "in", 2, 100)
+    url = str(tmp_path / "table")
+
+    def always(step: str, attempt: TaskAttempt, files: list[FileStats]) -> None:
+        if step == "committed" and attempt.partition_id == 0:
+            raise RuntimeError("this batch never succeeds")
+
+    def run(fmt: str) -> Any:
+        schema = spark.read.parquet(str(tmp_path / "in")).schema
+        stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(
+            str(tmp_path / "in"))
+        writer = stream.writeStream.format(fmt).option(
+            "checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+        for key, value in ERRORS.items():
+            writer = writer.option(key, value)
+        return writer.start(url)
+
+    failed = run(format_name(spark, always))
+    with pytest.raises(Exception, match="never succeeds"):
+        failed.awaitTermination()
+    table = Table(url)
+    assert [i.state for i in table.timeline()] == ["rolledback"]
+    assert table.snapshot().files == []
+    resumed = run(format_name(spark))
+    resumed.awaitTermination()
+    assert [b for _, b in stream_batches(url)] == [0, 1]
+    assert table_ids(url) == sorted(good)
+    assert error_rows(url) == bad
+    assert_exactly_committed(table, len(good))
+    assert_clean(table)
