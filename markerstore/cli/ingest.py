@@ -72,6 +72,12 @@ def print_summary(summary: dict[str, Any], as_json: bool) -> None:
 @click.option("--master", default="local[*]", show_default=True, help="Spark master.")
 @click.option("--no-error-table", is_flag=True,
               help="Do not store failed records (they are still counted).")
+@click.option("--max-error-fraction", type=click.FloatRange(0.0, 1.0), default=None,
+              metavar="F", help="Error budget: roll the write back and fail if more than "
+                                "this fraction of the rows are bad (default: no limit).")
+@click.option("--max-errors", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Error budget: roll the write back and fail if more than N rows are bad "
+                   "(0: fail on the first; default: no limit).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="A markerstore option (see `markerstore options`; repeatable).")
 @click.option("--progress/--no-progress", default=None,
@@ -81,18 +87,25 @@ def print_summary(summary: dict[str, Any], as_json: bool) -> None:
 def ingest(source: str, table: str, fmt: str | None, schema: str | None,
            checks: tuple[str, ...], key: str | None, partition_by: tuple[str, ...],
            markers: str, mode: str, master: str, no_error_table: bool,
+           max_error_fraction: float | None, max_errors: int | None,
            options: tuple[str, ...], progress: bool | None,
            storage_options: tuple[str, ...], as_json: bool) -> None:
     """Read SOURCE (JSON lines, CSV or Parquet; a file, folder or glob at any fsspec URL),
     cast it to a schema, apply checks, and commit it to TABLE with markers. Records that
     fail to parse, cast, or pass a check go to the local error table TABLE_errors,
     committed together with the data."""
+    from markerstore import config
     from markerstore.ingest.pipeline import ingest as run
 
+    option_values: dict[str, Any] = parse_options(options)
+    if max_error_fraction is not None:
+        option_values[config.ERROR_MAX_FRACTION] = max_error_fraction
+    if max_errors is not None:
+        option_values[config.ERROR_MAX_RECORDS] = max_errors
     result = run(source, table, fmt=fmt, schema=schema, checks=parse_checks(checks),
                  key=key, partition_by=list(partition_by) or None, markers=markers,
                  mode=mode, master=master, error_table=not no_error_table,
-                 options=parse_options(options),
+                 options=option_values,
                  storage_options=parse_storage_options(storage_options), progress=progress)
     print_summary(result.summary(), as_json)
 
