@@ -14,10 +14,11 @@ Findings (each a :class:`Finding`: kind, path, size, instant, action):
                        what a terminal instant (completed or rolled back) left behind
 
 The listing streams (S3: ListObjectsV2 pages of 1,000 keys; local disk: ``os.scandir``;
-elsewhere fsspec ``find``) into an on-disk DuckDB database in Arrow chunks; the committed
-files go the same way, one commit at a time; orphans and missing files are anti-joins in
-DuckDB. Memory stays bounded whatever the table size: no Python object per file, except
-per finding.
+elsewhere fsspec ``find``) into DuckDB in Arrow chunks of 10,000 rows; the committed files
+go the same way, a few commits at a time; orphans and missing files are anti-joins in
+DuckDB, which holds at most 128 MB and spills the rest to a temporary folder. Memory stays
+bounded whatever the table size: no Python object per file (except per finding), and at
+most a few commits' metadata parsed at once.
 
 Order matters against concurrent writers: the timeline is read before the listing (only
 instants completed then are checked for missing files: a commit completing during the
@@ -37,8 +38,9 @@ import re
 import shutil
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -60,7 +62,9 @@ from markerstore.timeline import COMPLETED, INFLIGHT, META_DIR, REQUESTED, ROLLE
 from markerstore.timeline.heartbeat import HEARTBEAT_DIR
 
 GRACE_DEFAULT = timedelta(days=1)
-CHUNK = 50_000
+CHUNK = 10_000
+READERS = 4  # commit metadata files read in parallel (and held at once, at most)
+MEMORY_LIMIT = "128MB"  # DuckDB's; beyond it the joins spill to the temporary folder
 LIVE = (REQUESTED, INFLIGHT)
 TERMINAL = (COMPLETED, ROLLEDBACK)
 LISTING = pa.schema([("path", pa.string()), ("size", pa.int64()), ("mtime", pa.float64())])
@@ -219,8 +223,8 @@ def _committed(table: Table, instants: list[str], con: duckdb.DuckDBPyConnection
             for values in gone.values():
                 values.clear()
 
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        for instant, meta in pool.map(read, instants):
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        for instant, meta in _bounded_map(pool, read, instants):
             for entry in meta.get("files", []):
                 rows["path"].append(str(entry["path"]))
                 rows["size"].append(entry.get("size"))
@@ -235,6 +239,19 @@ def _committed(table: Table, instants: list[str], con: duckdb.DuckDBPyConnection
     return total
 
 
+def _bounded_map(pool: ThreadPoolExecutor, fn: Callable[[str], Any], items: list[str]
+                 ) -> Iterator[Any]:
+    """pool.map, in order, with at most READERS items read ahead (a commit's metadata can
+    be large: never all of them in memory at once)."""
+    pending: deque[Future[Any]] = deque()
+    for item in items:
+        pending.append(pool.submit(fn, item))
+        if len(pending) >= READERS:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
 def _live_markers(table: Table, live: list[str], con: duckdb.DuckDBPyConnection) -> None:
     """The data files the markers of live (requested, inflight) instants name."""
     for instant in live:
@@ -245,16 +262,15 @@ def _live_markers(table: Table, live: list[str], con: duckdb.DuckDBPyConnection)
 
 def _insert(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pa.RecordBatch
             ) -> None:
-    con.register("__verify_chunk", data)
-    try:
-        con.execute(f"INSERT INTO {name} SELECT * FROM __verify_chunk")
-    finally:
-        con.unregister("__verify_chunk")
+    con.from_arrow(data).insert_into(name)
 
 
 def _connect(folder: str) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(os.path.join(folder, "verify.duckdb"))
+    # In memory up to MEMORY_LIMIT; DuckDB evicts table blocks and join state to the
+    # temporary folder beyond it (much faster than an on-disk database for the inserts).
+    con = duckdb.connect(":memory:")
     con.execute(f"SET temp_directory = '{folder}/tmp'")
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     con.execute("CREATE TABLE listing (path VARCHAR, size BIGINT, mtime DOUBLE)")
     con.execute("CREATE TABLE committed (path VARCHAR, size BIGINT, instant VARCHAR)")
     con.execute("CREATE TABLE gone (path VARCHAR, instant VARCHAR)")
