@@ -20,6 +20,8 @@ from markerstore.cli.main import cli
 from markerstore.cli.verify import verify_all
 from markerstore.commit import WriteJob
 from markerstore.commit.driver import ErrorTableSpec
+from markerstore.commit.plan import PLANS_DIR
+from markerstore.commit.staging import STAGING_DIR
 from markerstore.commit.verify import parse_grace, verify
 from markerstore.errors import ConfigError
 from markerstore.markers import MARKERS_DIR
@@ -113,6 +115,8 @@ def _inject(table: Table) -> dict[str, str]:
     marker = f"{MARKERS_DIR}/{rolled_back}/day=1/x_0-1-0_{rolled_back}.parquet.marker.CREATE"
     storage.put(storage.path(marker), b"")
     storage.put(storage.path(HEARTBEAT_DIR, completed[1]), b"{}")
+    storage.put(storage.path(STAGING_DIR, rolled_back, "day=1", "staged.parquet"), b"staged")
+    storage.put(storage.path(PLANS_DIR, f"{rolled_back}.json"), b"{}")
     errors = _errors_of(table)
     error_file = f"day=2024-01-01/{uuid.uuid4().hex[:16]}-task-9_{completed[0]}.parquet"
     errors.storage.put(errors.storage.path(error_file), b"error rows of no commit")
@@ -138,8 +142,11 @@ def test_each_injected_finding_is_reported_and_nothing_changes(location: Any) ->
     assert any(k == "leftover_heartbeat" for k, _ in found)
     assert [(f.kind, f.path) for f in errors.findings] == [("orphan_file",
                                                             injected["error_file"])]
+    assert ("leftover_staging", f"{STAGING_DIR}/{injected['rolled_back']}") in found
+    assert ("leftover_plan", f"{PLANS_DIR}/{injected['rolled_back']}.json") in found
     assert _kinds(reports) == {"orphan_file": 2, "missing_file": 1, "size_mismatch": 1,
-                               "leftover_markers": 1, "leftover_heartbeat": 1}
+                               "leftover_markers": 1, "leftover_heartbeat": 1,
+                               "leftover_staging": 1, "leftover_plan": 1}
     out = CliRunner().invoke(cli, ["verify", table.path, "--json", *_options(table)])
     assert out.exit_code == 1
     rows = json.loads(out.output)
