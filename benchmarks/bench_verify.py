@@ -6,8 +6,8 @@ to build it faster), plus 1% orphan files no commit references. Each run goes in
 child process, which reports its wall time, its peak RSS (and its RSS after the imports,
 before the run) and the storage requests it made:
 
-* ``verify``: :func:`markerstore.commit.verify.verify` (the listing streamed into an
-  on-disk DuckDB database in Arrow chunks, anti-joined with the committed files);
+* ``verify``: :func:`markerstore.commit.verify.verify` (the listing streamed in Arrow
+  chunks to Parquet files that DuckDB anti-joins with the committed files);
 * ``naive`` (the baseline, side by side): the same orphan / missing check holding one
   Python string per file (``fs.find`` into a set, the committed files into a set, set
   differences), as a first fsck would.
@@ -89,7 +89,11 @@ def _rss_mib(field: str = "VmHWM") -> float:
 
 def child(mode: str, url: str, options_json: str) -> None:
     """Run one check in this (fresh) process and print its figures as JSON."""
-    import markerstore.commit.verify as verify_module  # noqa: F401  (imports before RSS)
+    # The same imports in both checks before the idle RSS: markerstore's (pyarrow, DuckDB)
+    # and pandas, which pyarrow imports on its first conversion from Python objects.
+    import pandas  # noqa: F401
+
+    import markerstore.commit.verify as verify_module
 
     table = Table(url, json.loads(options_json))
     import gc
@@ -186,11 +190,12 @@ def run(quick: bool = False) -> str:
         + (" **Quick run: sizes scaled down 10x.**" if quick else ""), "",
         "Each table holds its committed files (20 commits on local disk, 10 on S3, "
         f"{PARTITIONS} partitions) plus 1% orphans; both checks find exactly those orphans "
-        "and no missing file. `verify` streams the listing into an on-disk DuckDB database "
-        "in Arrow chunks and anti-joins it with the committed files (also loaded in chunks, "
-        "one commit at a time); `naive` (the baseline) holds a Python set of every listed "
+        "and no missing file. `verify` streams the listing in Arrow chunks to Parquet files "
+        "that DuckDB reads and anti-joins with the committed files (also loaded in chunks, "
+        "a few commits at a time); `naive` (the baseline) holds a Python set of every listed "
         "and every committed path. Each runs in a fresh process; RSS is its peak, with the "
-        "growth over its RSS after the imports in parentheses. S3 is moto's server in its "
+        "growth over its RSS after the same imports in both (markerstore, pyarrow, DuckDB, "
+        "pandas) in parentheses: what the check itself holds. S3 is moto's server in its "
         f"own process; the S3 table is {s3_files:,} files (moto takes minutes to PUT "
         "200,000 objects on this shared machine; the requests per 1,000 files do not depend "
         "on the size: one LIST page per 1,000 keys, one GET per commit).", "",

@@ -14,9 +14,10 @@ Findings (each a :class:`Finding`: kind, path, size, instant, action):
                        what a terminal instant (completed or rolled back) left behind
 
 The listing streams (S3: ListObjectsV2 pages of 1,000 keys; local disk: ``os.scandir``;
-elsewhere fsspec ``find``) into DuckDB in Arrow chunks of 10,000 rows; the committed files
-go the same way, a few commits at a time; orphans and missing files are anti-joins in
-DuckDB, which holds at most 128 MB and spills the rest to a temporary folder. Memory stays
+elsewhere fsspec ``find``) in Arrow chunks of 10,000 rows, each written as a Parquet file
+to a temporary folder; the committed files go the same way, a few commits at a time;
+orphans and missing files are anti-joins in DuckDB over those files, with at most 128 MB
+in memory (it spills the rest to the temporary folder). Memory stays
 bounded whatever the table size: no Python object per file (except per finding), and at
 most a few commits' metadata parsed at once.
 
@@ -47,6 +48,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from markerstore import config
 from markerstore.commit import s3
@@ -198,7 +200,7 @@ def listing(storage: Storage) -> Iterator[pa.RecordBatch]:
 
 
 # --- what the timeline says ------------------------------------------------------------------
-def _committed(table: Table, instants: list[str], con: duckdb.DuckDBPyConnection,
+def _committed(table: Table, instants: list[str], spools: dict[str, Spool],
                absent: AbsentHook | None) -> int:
     """Load every completed commit's files into `committed` and the files later commits
     removed into `gone`; one commit's metadata at a time, read in parallel."""
@@ -214,12 +216,12 @@ def _committed(table: Table, instants: list[str], con: duckdb.DuckDBPyConnection
 
     def flush(force: bool = False) -> None:
         if rows["path"] and (force or len(rows["path"]) >= CHUNK):
-            _insert(con, "committed",
-                    pa.record_batch([rows[k] for k in COMMITTED.names], schema=COMMITTED))
+            spools["committed"].add(
+                pa.record_batch([rows[k] for k in COMMITTED.names], schema=COMMITTED))
             for values in rows.values():
                 values.clear()
         if gone["path"] and (force or len(gone["path"]) >= CHUNK):
-            _insert(con, "gone", pa.record_batch([gone[k] for k in GONE.names], schema=GONE))
+            spools["gone"].add(pa.record_batch([gone[k] for k in GONE.names], schema=GONE))
             for values in gone.values():
                 values.clear()
 
@@ -260,20 +262,39 @@ def _live_markers(table: Table, live: list[str], con: duckdb.DuckDBPyConnection)
             relation.project(f"path, '{instant}' AS instant").insert_into("live")
 
 
-def _insert(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pa.RecordBatch
-            ) -> None:
-    con.from_arrow(data).insert_into(name)
+_SQL_TYPES = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE"}
+
+
+class Spool:
+    """A relation too large to hold: Arrow chunks written as Parquet files to a folder,
+    which DuckDB then reads as a view (nothing of it stays in Python)."""
+
+    def __init__(self, folder: str, name: str, schema: pa.Schema) -> None:
+        self.folder = folder
+        self.name = name
+        self.schema = schema
+        self.files = 0
+
+    def add(self, data: pa.RecordBatch) -> None:
+        pq.write_table(pa.Table.from_batches([data], self.schema),
+                       os.path.join(self.folder, f"{self.name}-{self.files:06d}.parquet"),
+                       compression="snappy")
+        self.files += 1
+
+    def view(self, con: duckdb.DuckDBPyConnection) -> None:
+        if self.files:
+            con.execute(f"CREATE VIEW {self.name} AS SELECT * FROM read_parquet("
+                        f"'{self.folder}/{self.name}-*.parquet')")
+        else:
+            columns = ", ".join(f"{f.name} {_SQL_TYPES[f.type]}" for f in self.schema)
+            con.execute(f"CREATE TABLE {self.name} ({columns})")
 
 
 def _connect(folder: str) -> duckdb.DuckDBPyConnection:
-    # In memory up to MEMORY_LIMIT; DuckDB evicts table blocks and join state to the
-    # temporary folder beyond it (much faster than an on-disk database for the inserts).
+    # At most MEMORY_LIMIT in memory; the joins spill to the temporary folder beyond it.
     con = duckdb.connect(":memory:")
     con.execute(f"SET temp_directory = '{folder}/tmp'")
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-    con.execute("CREATE TABLE listing (path VARCHAR, size BIGINT, mtime DOUBLE)")
-    con.execute("CREATE TABLE committed (path VARCHAR, size BIGINT, instant VARCHAR)")
-    con.execute("CREATE TABLE gone (path VARCHAR, instant VARCHAR)")
     con.execute("CREATE TABLE live (path VARCHAR, instant VARCHAR)")
     con.execute("CREATE TABLE states (instant VARCHAR, state VARCHAR, checked BOOLEAN)")
     return con
@@ -347,7 +368,7 @@ class Verifier:
         try:
             con = _connect(folder)
             try:
-                self._load(con)
+                self._load(con, folder)
                 self._orphans(con)
                 self._removed(con)
                 self._missing(con)
@@ -363,20 +384,23 @@ class Verifier:
         self.report.seconds = time.perf_counter() - started
         return self.report
 
-    def _load(self, con: duckdb.DuckDBPyConnection) -> None:
+    def _load(self, con: duckdb.DuckDBPyConnection, folder: str) -> None:
+        spools = {name: Spool(folder, name, schema) for name, schema in
+                  (("listing", LISTING), ("committed", COMMITTED), ("gone", GONE))}
         timeline = Timeline(self.storage)
         checked = {i.instant for i in timeline.instants() if i.state == COMPLETED}
         for batch in listing(self.storage):
-            _insert(con, "listing", batch)
+            spools["listing"].add(batch)
             self.report.files_listed += batch.num_rows
         infos = timeline.instants()
         self.states = {i.instant: i.state for i in infos}
-        _insert(con, "states", pa.table({
-            "instant": pa.array([i.instant for i in infos], pa.string()),
-            "state": pa.array([i.state for i in infos], pa.string()),
-            "checked": pa.array([i.instant in checked for i in infos], pa.bool_())}))
+        if infos:
+            con.executemany("INSERT INTO states VALUES (?, ?, ?)",
+                            [[i.instant, i.state, i.instant in checked] for i in infos])
         completed = [i.instant for i in infos if i.state == COMPLETED]
-        self.report.committed_files = _committed(self.table, completed, con, self.absent)
+        self.report.committed_files = _committed(self.table, completed, spools, self.absent)
+        for spool in spools.values():
+            spool.view(con)
         _live_markers(self.table, [i.instant for i in infos if i.state in LIVE], con)
 
     def _delete(self, paths: list[str]) -> None:
