@@ -343,6 +343,8 @@ def _registered(con: duckdb.DuckDBPyConnection, filesystems: dict[str, Any], fs:
     protocols = fs.protocol if isinstance(fs.protocol, (list, tuple)) else (fs.protocol,)
     key = str(protocols[0])
     if key not in filesystems:
+        if key in con.list_filesystems():
+            return False  # registered on this connection before: it may be another one
         con.register_filesystem(fs)
         filesystems[key] = fs
     return filesystems[key] is fs

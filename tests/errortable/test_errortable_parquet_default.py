@@ -14,7 +14,7 @@ from et_helpers import batch, full_write
 import errortable
 from errortable import schema as S
 from errortable.files import AVRO_SCHEMA_KEY
-from errortable.reader import ErrorTableReader, ParquetFiles
+from errortable.reader import ErrorTableReader, ParquetFiles, readers_for, register_errors
 from markerstore import Table
 
 
@@ -73,3 +73,9 @@ def test_parquet_error_files_on_s3_are_read_by_duckdb(moto_s3: Any) -> None:
                                               "FROM errors",
                             storage_options=moto_s3.storage_options()).fetchall()
     assert meta == [(write.commit.instant, write.instant)]
+    # A second view on the same connection: the filesystem is registered already, so the
+    # files are read through pyarrow instead, with the same rows.
+    con = errortable.connect(target.path, moto_s3.storage_options())
+    register_errors(con, readers_for(target.path, moto_s3.storage_options()), "again")
+    assert con.sql("SELECT count(*) FROM again").fetchall() == [(4,)]
+    assert con.sql("SELECT count(*) FROM errors").fetchall() == [(4,)]
