@@ -16,7 +16,9 @@ import click
 
 from markerstore.cli.main import emit, json_flag, parse_storage_options, storage_option_flag
 from markerstore.commit.verify import GRACE_DEFAULT, VerifyReport, parse_grace
+from markerstore.errors import ConfigError
 from markerstore.table import Table
+from markerstore.timeline import META_DIR
 
 COLUMNS = ["kind", "path", "size", "instant", "action"]
 
@@ -39,6 +41,9 @@ def verify_all(path: str | Table, storage_options: Mapping[str, Any] | None = No
     from markerstore.commit.verify import verify
 
     table = path if isinstance(path, Table) else Table(path, storage_options)
+    if not table.storage.exists(table.storage.path(META_DIR)):
+        raise ConfigError(f"{table.storage.url()} is not a markerstore table (it has no "
+                          f"{META_DIR} folder)")
     try:
         from errortable.reader import error_tables_of, is_error_table
     except ImportError:  # errortable not installed: the table alone
