@@ -34,7 +34,6 @@ a completed instant's plan as recovery does). Without it nothing is changed.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -48,28 +47,25 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from markerstore import config
 from markerstore.commit import s3
 from markerstore.commit.job import post_commit
+from markerstore.commit.listing import CHUNK, LISTING, Spool, listing
 from markerstore.commit.names import parse_path
 from markerstore.commit.plan import PLANS_DIR, delete_plan, read_plan
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area
 from markerstore.errors import ConfigError
 from markerstore.markers import MARKERS_DIR, read_markers
-from markerstore.storage import Storage
 from markerstore.table import Table
 from markerstore.timeline import COMPLETED, INFLIGHT, META_DIR, REQUESTED, ROLLEDBACK, Timeline
 from markerstore.timeline.heartbeat import HEARTBEAT_DIR
 
 GRACE_DEFAULT = timedelta(days=1)
-CHUNK = 10_000
 READERS = 4  # commit metadata files read in parallel (and held at once, at most)
 MEMORY_LIMIT = "128MB"  # DuckDB's; beyond it the joins spill to the temporary folder
 LIVE = (REQUESTED, INFLIGHT)
 TERMINAL = (COMPLETED, ROLLEDBACK)
-LISTING = pa.schema([("path", pa.string()), ("size", pa.int64()), ("mtime", pa.float64())])
 COMMITTED = pa.schema([("path", pa.string()), ("size", pa.int64()), ("instant", pa.string())])
 GONE = pa.schema([("path", pa.string()), ("instant", pa.string())])
 _OURS = re.compile(r"_(\d{17})\.[A-Za-z0-9]+$")
@@ -127,76 +123,6 @@ class VerifyReport:
         for finding in self.findings:
             result[finding.kind] = result.get(finding.kind, 0) + 1
         return result
-
-
-# --- the listing, streamed -------------------------------------------------------------------
-def _batches(rows: Iterator[tuple[str, int, float]]) -> Iterator[pa.RecordBatch]:
-    paths: list[str] = []
-    sizes: list[int] = []
-    mtimes: list[float] = []
-    for path, size, mtime in rows:
-        paths.append(path)
-        sizes.append(size)
-        mtimes.append(mtime)
-        if len(paths) >= CHUNK:
-            yield pa.record_batch([paths, sizes, mtimes], schema=LISTING)
-            paths, sizes, mtimes = [], [], []
-    if paths:
-        yield pa.record_batch([paths, sizes, mtimes], schema=LISTING)
-
-
-def _local_rows(root: str) -> Iterator[tuple[str, int, float]]:
-    stack = [""]
-    while stack:
-        relative = stack.pop()
-        try:
-            entries = os.scandir(os.path.join(root, relative) if relative else root)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        with entries:
-            for entry in entries:
-                name = f"{relative}/{entry.name}" if relative else entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(name)
-                elif entry.is_file(follow_symlinks=False):
-                    info = entry.stat(follow_symlinks=False)
-                    yield name, info.st_size, info.st_mtime
-
-
-def _s3_rows(storage: Storage) -> Iterator[tuple[str, int, float]]:
-    bucket, prefix = s3.table_prefix(storage)
-    token: dict[str, str] = {}
-    while True:
-        page = s3._call(storage, f"list s3://{bucket}/{prefix}", "list_objects_v2", "LIST",
-                        Bucket=bucket, Prefix=prefix, **token)
-        for item in page.get("Contents", []) or []:
-            yield (str(item["Key"])[len(prefix):], int(item["Size"]),
-                   item["LastModified"].timestamp())
-        if not page.get("IsTruncated"):
-            return
-        token = {"ContinuationToken": str(page["NextContinuationToken"])}
-
-
-def _fsspec_rows(storage: Storage) -> Iterator[tuple[str, int, float]]:
-    try:
-        found = storage.fs.find(storage.root, detail=True)
-    except FileNotFoundError:
-        return
-    for path, info in found.items():
-        if info.get("type") == "directory":
-            continue
-        when = info.get("mtime") or info.get("LastModified") or info.get("created") or 0
-        stamp = when.timestamp() if hasattr(when, "timestamp") else float(when)
-        yield storage.relative(path), int(info.get("size") or 0), stamp
-
-
-def listing(storage: Storage) -> Iterator[pa.RecordBatch]:
-    """Every file under the table (path relative to it, size, mtime), in Arrow chunks."""
-    if storage.is_s3:
-        return _batches(_s3_rows(storage))
-    if storage.is_local:
-        return _batches(_local_rows(storage.root))
-    return _batches(_fsspec_rows(storage))
 
 
 # --- what the timeline says ------------------------------------------------------------------
@@ -260,34 +186,6 @@ def _live_markers(table: Table, live: list[str], con: duckdb.DuckDBPyConnection)
         relation = read_markers(table.storage, instant, con)
         if relation is not None:  # an instant id is 17 digits: safe in SQL text
             relation.project(f"path, '{instant}' AS instant").insert_into("live")
-
-
-_SQL_TYPES = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE"}
-
-
-class Spool:
-    """A relation too large to hold: Arrow chunks written as Parquet files to a folder,
-    which DuckDB then reads as a view (nothing of it stays in Python)."""
-
-    def __init__(self, folder: str, name: str, schema: pa.Schema) -> None:
-        self.folder = folder
-        self.name = name
-        self.schema = schema
-        self.files = 0
-
-    def add(self, data: pa.RecordBatch) -> None:
-        pq.write_table(pa.Table.from_batches([data], self.schema),
-                       os.path.join(self.folder, f"{self.name}-{self.files:06d}.parquet"),
-                       compression="snappy")
-        self.files += 1
-
-    def view(self, con: duckdb.DuckDBPyConnection) -> None:
-        if self.files:
-            con.execute(f"CREATE VIEW {self.name} AS SELECT * FROM read_parquet("
-                        f"'{self.folder}/{self.name}-*.parquet')")
-        else:
-            columns = ", ".join(f"{f.name} {_SQL_TYPES[f.type]}" for f in self.schema)
-            con.execute(f"CREATE TABLE {self.name} ({columns})")
 
 
 def _connect(folder: str) -> duckdb.DuckDBPyConnection:
