@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from errortable._html import table_html
-from errortable.reader import EXPIRE_OPERATION, is_error_table
+from errortable.reader import EXPIRE_OPERATION, expire_record, is_error_table
 from errortable.writer import OPERATION
 from markerstore.errors import ConfigError, NotAnErrorTableError
 from markerstore.table import Table
@@ -93,9 +93,10 @@ def expire(path: str | Table, older_than: str | timedelta,
     candidates = []
     for instant, meta in table._timeline.completed():
         if meta.get("operation") == EXPIRE_OPERATION:
-            already.update(meta.get("expired") or {})
+            record = expire_record(table, instant, meta)  # checked before any delete
+            already.update(record)
             if instant not in done:
-                unfinished[instant] = [p for info in (meta.get("expired") or {}).values()
+                unfinished[instant] = [p for info in record.values()
                                        for p in info.get("files", [])]
         elif meta.get("operation") == OPERATION:
             candidates.append((instant, meta))

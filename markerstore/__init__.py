@@ -11,6 +11,8 @@ from markerstore import config
 from markerstore.errors import (
     CommitConflictError,
     ConfigError,
+    CorruptTableError,
+    ErrorBudgetExceeded,
     HeartbeatAliveError,
     InstantCompletedError,
     InstantNotFoundError,
@@ -41,7 +43,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
-    "CommitConflictError", "ConfigError", "DataFile", "DirectWriteMarkers",
+    "CommitConflictError", "ConfigError", "CorruptTableError", "DataFile", "DirectWriteMarkers",
+    "ErrorBudgetExceeded",
     "HeartbeatAliveError", "IOType", "InstantCompletedError", "InstantInfo",
     "InstantNotFoundError", "InvalidMarkerError", "MarkerClient", "MarkerName",
     "MarkerServerError", "MarkerStoreError", "MarkerTypeError", "ReconcileError",

@@ -16,10 +16,15 @@
     │   ├── InstantCompletedError            rollback of a completed instant
     │   └── HeartbeatAliveError              rollback of an inflight instant whose writer is alive
     ├── ReconcileError                       deleting an invalid file failed: the commit must fail
+    ├── CorruptTableError (ValueError)       a file of the table's own state (segment, marker,
+    │                                        plan, commit metadata, record) is malformed or
+    │                                        names a path outside the table; names the file
     ├── WriteConflictError                   conflict mode `fail` found existing data, or a
     │                                        concurrent write claims the same partitions
     ├── WriteAbortedError                    a write failed (Spark job or job commit) and was
     │                                        rolled back; the cause is chained
+    ├── ErrorBudgetExceeded                  a write's error rows exceeded the error budget;
+    │                                        it was rolled back, data and error rows alike
     └── ErrorTableError                      an error table cannot be used as asked
         ├── NotAnErrorTableError (LookupError)   the path holds no error table
         └── CorruptErrorFileError (ValueError)   an error file cannot be read (names the file)
@@ -93,6 +98,21 @@ class ReconcileError(MarkerStoreError):
     """An invalid data file could not be deleted, so the commit must not complete."""
 
 
+class CorruptTableError(MarkerStoreError, ValueError):
+    """A file of the table's own state is malformed: it fails its schema, or names a path
+    that is not a valid table-relative path (absolute, ``..``, a scheme, ...), or a delete
+    would follow a symbolic link out of the table. `file` names the file, `entry` what is
+    wrong in it. The operation that read it did nothing (in particular deleted nothing)."""
+
+    def __init__(self, file: str, entry: str) -> None:
+        super().__init__(f"corrupt table state in {file}: {entry}")
+        self.file = file
+        self.entry = entry
+
+    def __reduce__(self) -> tuple[type[CorruptTableError], tuple[str, str]]:
+        return (type(self), (self.file, self.entry))
+
+
 class WriteConflictError(MarkerStoreError):
     """Conflict mode `fail` found data already present where this write would go, or a
     concurrent write in mode fail or replace claims the same partitions."""
@@ -100,6 +120,19 @@ class WriteConflictError(MarkerStoreError):
 
 class WriteAbortedError(MarkerStoreError):
     """A write failed in its Spark job or its job commit and was rolled back."""
+
+
+class ErrorBudgetExceeded(MarkerStoreError):
+    """A write's error rows exceeded the error budget (max_fraction / max_records); the
+    write was rolled back, data and error rows alike. Carries the counts."""
+
+    def __init__(self, message: str, *, rows_in: int = 0,
+                 error_records: dict[str, int] | None = None,
+                 commonest_message: str | None = None) -> None:
+        super().__init__(message)
+        self.rows_in = rows_in
+        self.error_records = dict(error_records or {})
+        self.commonest_message = commonest_message
 
 
 class ErrorTableError(MarkerStoreError):

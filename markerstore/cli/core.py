@@ -14,6 +14,7 @@ from markerstore.cli.main import (
     storage_option_flag,
     unsafe_sql_flag,
 )
+from markerstore.errors import CorruptTableError
 from markerstore.markers import MarkerName, RollbackResult, read_markers
 
 
@@ -28,11 +29,16 @@ def timeline(table: str, storage_options: tuple[str, ...], as_json: bool) -> Non
     for info in t.timeline():
         row = info.to_dict()
         if info.state == "completed":
-            counts = t.commit_metadata(info.instant).get("counts", {})
+            try:
+                counts = t.commit_metadata(info.instant).get("counts") or {}
+            except CorruptTableError as exc:  # one row says so; the others are listed
+                row.update(state="corrupt", problem=str(exc))
+                counts = {}
             row.update(files=counts.get("files"), rows=counts.get("rows"),
                        bytes=counts.get("bytes"))
         rows.append(row)
-    emit(rows, as_json, ["instant", "state", "time", "files", "rows", "bytes"])
+    problems = ["problem"] if any("problem" in row for row in rows) else []
+    emit(rows, as_json, ["instant", "state", "time", "files", "rows", "bytes", *problems])
 
 
 @click.command()

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "markerstore.cli.core",
     "markerstore.cli.serve",
     "markerstore.cli.sweep",
+    "markerstore.cli.verify",
     "markerstore.cli.ingest",
     "markerstore.cli.demo",
     "errortable.cli",
@@ -58,9 +59,7 @@ def _table_content_errors() -> tuple[type[BaseException], ...]:
     class also subclasses ValueError."""
     import markerstore.errors as errors
 
-    corrupt = getattr(errors, "CorruptTableError", None)  # where the storage checks exist
-    return (errors.InvalidMarkerError, errors.MarkerTypeError,
-            *((corrupt,) if isinstance(corrupt, type) else ()))
+    return (errors.InvalidMarkerError, errors.MarkerTypeError, errors.CorruptTableError)
 
 
 def _debug() -> bool:

@@ -3,7 +3,9 @@
 Job commit, in order (each step named for the crash tests, see :func:`add_step_hook`):
 
 1. check the reports: one winning attempt per Spark partition, every file named for this
-   write, rows in = rows written + error rows;
+   write, rows in = rows written + error rows, the error budget (max_fraction /
+   max_records: over it, data and error rows are rolled back and ErrorBudgetExceeded
+   names the counts by reason and the commonest message);
 2. ``before_reconcile``; conflict modes fail / replace: write the intent plan, give way
    to a concurrent claim on the same scopes, apply the mode to committed data;
 3. reconcile: delete files of losing attempts (markers minus winners), abort every upload
@@ -25,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from markerstore import config
 from markerstore.commit.conflict import (
     APPEND,
     FAIL,
@@ -34,11 +37,24 @@ from markerstore.commit.conflict import (
     scopes_for,
 )
 from markerstore.commit.names import belongs_to
-from markerstore.commit.plan import INTENT, PUBLISH, CommitPlan, delete_plan, write_plan
+from markerstore.commit.plan import (
+    INTENT,
+    PUBLISH,
+    CommitPlan,
+    delete_plan,
+    plan_path,
+    write_plan,
+)
 from markerstore.commit.result import CommitResult
 from markerstore.commit.staging import Staging, staging_for
 from markerstore.commit.stats import FileStats, TaskResult
-from markerstore.errors import CommitConflictError, MarkerStoreError, ReconcileError
+from markerstore.errors import (
+    CommitConflictError,
+    CorruptTableError,
+    ErrorBudgetExceeded,
+    MarkerStoreError,
+    ReconcileError,
+)
 from markerstore.markers import RollbackResult
 from markerstore.table import DataFile, Table
 from markerstore.timeline import COMPLETED, INFLIGHT, REQUESTED
@@ -70,11 +86,36 @@ def post_commit(table: Table, plan: CommitPlan) -> None:
     """After the completed instant: delete replaced files, the staging area, the plan.
     Idempotent; recovery runs it again for a plan a completed instant left behind."""
     if plan.replaced_files:
-        table.storage.delete_many([table.storage.path(p) for p in plan.replaced_files],
+        replaced = checked_replaced_files(table, plan)
+        table.storage.delete_many([table.storage.path(p) for p in replaced],
                                   table.parallelism)
     staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
                 plan.staging_mode).cleanup()
     delete_plan(table.storage, plan.instant)
+
+
+def checked_replaced_files(table: Table, plan: CommitPlan) -> list[str]:
+    """The files a completed replace deletes, checked against what the completed commit
+    itself recorded: each is among the commit's ``replaced_files``, none is one of its own
+    files, and each is a file of an earlier completed commit. Anything else is a
+    CorruptTableError naming the plan, and nothing is deleted."""
+    where = table.storage.url(plan_path(table.storage, plan.instant))
+    meta = table.commit_metadata(plan.instant)  # checked against its schema when read
+    recorded = set(meta.get("replaced_files", []))
+    own = {entry["path"] for entry in meta["files"]}
+    earlier = {entry["path"] for instant, other in table._timeline.completed()
+               if instant < plan.instant for entry in other.get("files", [])}
+    for path in plan.replaced_files:
+        if path in own:
+            raise CorruptTableError(where, f"replaced file {path!r} is one of the files "
+                                           f"commit {plan.instant} itself wrote")
+        if path not in recorded:
+            raise CorruptTableError(where, f"replaced file {path!r} is not among the files "
+                                           f"commit {plan.instant} recorded as replaced")
+        if path not in earlier:
+            raise CorruptTableError(where, f"replaced file {path!r} is not a file of an "
+                                           f"earlier completed commit")
+    return list(plan.replaced_files)
 
 
 class JobCommitter:
@@ -144,6 +185,7 @@ class JobCommitter:
                 f"instant {self.instant}: {rows_in} rows in but {rows_written} written and "
                 f"{sum(errors.values())} error rows; the write was rolled back")
         error_files = [e for r in results for e in r.summary.error_files]
+        self._check_budget(rows_in, errors, error_files)
         scopes = scopes_for({f.partition for f in files}, self.partitioned)
         published = False
         phases: dict[str, float] = {}
@@ -220,6 +262,45 @@ class JobCommitter:
             files_cleaned=recon.files_cleaned, duration=timings["commit"], requests=total,
             driver_requests=driver, conflict_mode=self.conflict_mode, replaced_files=replaced,
             error_files=error_files, timings=timings)
+
+    def _check_budget(self, rows_in: int, errors: Mapping[str, int],
+                      error_files: list[dict[str, Any]]) -> None:
+        """Over the error budget: roll the write back (data and error rows) and raise."""
+        settings = self.table.settings
+        max_records = settings[config.ERROR_MAX_RECORDS]
+        max_fraction = settings[config.ERROR_MAX_FRACTION]
+        bad = sum(errors.values())
+        over = []
+        if max_records is not None and bad > max_records:
+            over.append(f"more than {config.ERROR_MAX_RECORDS}={max_records}")
+        if max_fraction is not None and rows_in and bad / rows_in > max_fraction:
+            over.append(f"{bad / rows_in:.2%} of rows, more than "
+                        f"{config.ERROR_MAX_FRACTION}={max_fraction:g}")
+        if not over:
+            return
+        commonest = None
+        find = getattr(self.error_commit, "commonest_message", None)
+        if find is not None:
+            try:
+                commonest = find(error_files)
+            except Exception as exc:  # the budget fails the write whatever the files hold
+                log.warning("instant %s: reading the error files for the commonest message "
+                            "failed: %s", self.instant, exc)
+        self.abort()
+        if self.error_commit is not None:
+            try:
+                self.error_commit.abort()
+            except Exception as exc:  # recovery rolls J back: its main instant is gone
+                log.error("instant %s: rolling back the error instant failed (%s)",
+                          self.instant, exc)
+        by_reason = ", ".join(f"{reason} {count}" for reason, count in
+                              sorted(errors.items(), key=lambda kv: (-kv[1], kv[0])))
+        raise ErrorBudgetExceeded(
+            f"instant {self.instant}: error budget exceeded: {bad} of {rows_in} rows are "
+            f"bad ({by_reason}), {' and '.join(over)}; commonest message: "
+            f"{commonest if commonest is not None else 'unknown'}; the write was rolled "
+            "back, data and error rows alike",
+            rows_in=rows_in, error_records=dict(errors), commonest_message=commonest)
 
     def _plan(self, phase: str, scopes: list[str], files: list[FileStats] | None = None,
               replaced: list[str] | None = None,
