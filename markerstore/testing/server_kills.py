@@ -9,6 +9,7 @@ on storage".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -103,6 +104,9 @@ class ServerForker:
                 with socket.create_connection(("127.0.0.1", port), timeout=1):
                     return pid, f"http://127.0.0.1:{port}"
             except OSError:
+                if not _alive(pid):
+                    raise RuntimeError("a forked marker server exited before it listened "
+                                       "(was the code changed under the campaign?)") from None
                 time.sleep(0.02)
         kill_and_wait(pid)
         raise RuntimeError("a forked marker server did not start")
@@ -115,13 +119,18 @@ class ServerForker:
 
 def kill_and_wait(pid: int) -> None:
     """SIGKILL a server forked by :class:`ServerForker` and wait until it is gone."""
-    os.kill(pid, signal.SIGKILL)
-    while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    while _alive(pid):
         time.sleep(0.005)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _fork_loop() -> None:

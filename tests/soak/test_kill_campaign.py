@@ -42,8 +42,9 @@ def test_killed_marker_server_loses_no_acknowledged_marker(kind: str, tmp_path: 
 
 @pytest.mark.slow
 @pytest.mark.spark
+@pytest.mark.timeout(900)
 @pytest.mark.skipif(not os.environ.get("MARKERSTORE_SOAK_SPARK"),
-                    reason="a Spark driver kill takes about 2.5 minutes on this shared "
+                    reason="two Spark driver kills take about 5 minutes on this shared "
                            "machine: `make soak-test` (MARKERSTORE_SOAK_SPARK=1) runs it, "
                            "`make soak` runs the campaign")
 def test_killed_spark_driver_leaves_exactly_the_committed_rows(tmp_path: Any) -> None:
