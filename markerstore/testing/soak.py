@@ -30,7 +30,7 @@ from typing import Any
 from markerstore.table import Table
 from markerstore.testing.s3 import MotoS3
 from markerstore.testing.server_kills import ServerKillReport, server_kill_campaign
-from markerstore.testing.spark_kills import DriverKillReport, driver_kill_campaign
+from markerstore.testing.spark_kills import FRACTION, DriverKillReport, driver_kill_campaign
 
 STORAGES = ("local", "s3")
 FULL = (1_000, 100)  # the full campaign: server kills, driver kills (both storages)
@@ -188,7 +188,9 @@ def _driver_section(reports: list[DriverKillReport]) -> list[str]:
         "driver, its JVM and its Python workers) that reads the table with Spark's own "
         "reader, makes a complete write, then starts another write and is SIGKILLed as a "
         "group: at a random step of job commit (half of the rounds) or at a random moment "
-        "of the write (0 to 0.8 times the complete write's duration). Each write is "
+        f"of the write (0 to {FRACTION} times the complete write's duration, which "
+        "includes the warm-up of the JVM; a kill that lands after the write completed is "
+        "counted as such). Each write is "
         f"{reports[0].rows_per_write:,} rows in 3 partitions with the error table on (a "
         "null key every 25th row, a failing check every 7th), direct or batched markers "
         "chosen at random. Recovery is `markerstore rollback TABLE --force` and the next "
