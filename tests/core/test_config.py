@@ -105,19 +105,33 @@ def test_options_are_defined_once_and_never_added_at_import() -> None:
 
 
 def _readme_options() -> dict[str, list[str]]:
-    """The README's configuration table: key -> aliases."""
+    """The README's configuration table: key -> [default, aliases, doc] cells."""
     readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
     section = readme.read_text().split("## Configuration", 1)[1]
     rows: dict[str, list[str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("| `") and len(cells) == 4:
-            rows[cells[0].strip("`")] = re.findall(r"`([^`]+)`", cells[2])
+            rows[cells[0].strip("`")] = cells[1:]
     return rows
 
 
-def test_readme_table_lists_every_key_with_its_aliases() -> None:
+def _shown(default: object) -> set[str]:
+    """How the README may show a default: (none), `value`, or `N MiB` for whole MiB."""
+    if default is None:
+        return {"(none)"}
+    mib = 1024 * 1024
+    if isinstance(default, int) and not isinstance(default, bool) and default % mib == 0:
+        return {f"`{default}`", f"`{default // mib} MiB`"}
+    return {f"`{default}`"}
+
+
+def test_readme_table_matches_config() -> None:
+    """README's configuration table: every key, with config.py's default, aliases, doc."""
     rows = _readme_options()
     assert sorted(rows) == sorted(config.OPTIONS)
-    for key, aliases in rows.items():
-        assert aliases == list(config.OPTIONS[key].aliases), key
+    for key, (default, aliases, doc) in rows.items():
+        option = config.OPTIONS[key]
+        assert default in _shown(option.default), key
+        assert re.findall(r"`([^`]+)`", aliases) == list(option.aliases), key
+        assert doc == option.doc, key
