@@ -44,7 +44,7 @@ def parse_checks(pairs: tuple[str, ...]) -> dict[str, str]:
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
     """`key=value` option pairs; keys are dotted option names, values stay strings. Keys
-    and values are validated (markerstore.config, with errortable's options registered):
+    and values are validated (markerstore.config, which holds every key):
     a bad one is a ConfigError before Spark starts."""
     options: dict[str, str] = {}
     for pair in pairs:
@@ -52,7 +52,6 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
         if not sep or not name.strip():
             raise click.UsageError(f"--option expects KEY=VALUE, got {pair!r}")
         options[name.strip()] = value.strip()
-    import errortable  # noqa: F401  (registers the error table's option keys)
     from markerstore import config
 
     config.resolve(options)

@@ -82,8 +82,6 @@ def _json_or_text(value: str) -> Any:
 def parse_options(options: Mapping[str, str]) -> SourceRequest:
     """Split Spark's (lowercased) options into the table path, markerstore options (any
     spelling, any case), storage options, partition columns, key, checks, query id."""
-    import errortable  # noqa: F401  (registers the error table's option keys)
-
     path = options.get("path")
     if not path:
         raise ConfigError("no table path: use .save(path) or .start(path)")

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 def _settings(options: Mapping[str, Any] | None, mode: str) -> config.Settings:
     """The options, with the conflict mode taken from `mode` unless an option sets it."""
-    import errortable  # noqa: F401  (registers the error table options and rollback hook)
+    import errortable  # noqa: F401  (registers the error table's rollback hook and view)
 
     settings = config.resolve(options)
     key = str(mode or "append").strip().lower()
@@ -229,12 +229,10 @@ def abort_job(job: WriteJob, exc: BaseException,
 def _error_table_spec(schema: StructType, settings: config.Settings, key: str | None,
                       checks: Mapping[str, str] | None, validator: BatchValidator | None
                       ) -> ErrorTableSpec | None:
-    from errortable.config import ENABLED
-
-    if not settings[ENABLED]:
+    if not settings[config.ERROR_TABLE_ENABLED]:
         if key is not None or checks:
             raise ConfigError("key and checks route bad rows to the error table; enable it "
-                              f"with {ENABLED}=true")
+                              f"with {config.ERROR_TABLE_ENABLED}=true")
         return None
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
