@@ -122,6 +122,8 @@ class _Routes:
         instant = request.match_info["instant"]
         details = request.query.get("details", "").lower() in ("1", "true", "yes")
         state = await self.service.state(instant)  # errors are answered before streaming
+        if request.method == "HEAD":  # the headers only: a streamed body must not follow
+            return web.Response(headers={"Content-Type": JSON_TYPE})
         if details:
             chunks: Iterator[str] = map(_rows_json, self.service.row_chunks(state))
         else:
