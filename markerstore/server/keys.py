@@ -168,7 +168,8 @@ class KeySet:
         held = self.contains_many(keys)
         for key, value, present in zip(keys, values, held, strict=True):
             if not present:
-                self._recent[key] = value
+                if value or key not in self._recent:  # (a key twice in `keys`)
+                    self._recent[key] = value
             elif value:
                 self.add(key, value)
         if len(self._recent) >= MERGE_AT:
