@@ -27,6 +27,7 @@ from aiohttp import web
 from markerstore import config
 from markerstore.errors import ConfigError, InvalidMarkerError, MarkerServerError
 from markerstore.server import metrics, validate
+from markerstore.server.memory import trim
 from markerstore.server.service import MarkerService, ServiceError
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ class _Routes:
             return response
         await response.write(b"]}")
         await response.write_eof()
+        await loop.run_in_executor(self.service._io_pool, trim)  # the pieces it decoded
         return response
 
     async def exists(self, request: web.Request) -> web.Response:

@@ -53,14 +53,29 @@ def names_of(rows: pa.Table | pa.RecordBatch) -> pa.Array:
 def keys_of(names: pa.Array) -> np.ndarray:
     """The keys of an Arrow array of names as an (n, 2) array of big-endian uint64
     halves (vectorized: DuckDB's md5 is hashlib's)."""
-    if len(names) == 0:
-        return np.empty((0, 2), np.uint64)
     if len(names) < SMALL:
         return _split([key_of(name) for name in names.to_pylist()])
+    return _md5(pa.table({"n": names}), "n")
+
+
+def row_keys(rows: pa.Table) -> np.ndarray:
+    """The keys of the marker names of rows with partition, file and io_type, as
+    :func:`keys_of` (the names are built and hashed in one DuckDB pass)."""
+    if rows.num_rows < SMALL:
+        return keys_of(names_of(rows))
+    return _md5(rows.select(["partition", "file", "io_type"]), _NAME_SQL)
+
+
+# The marker name, as MarkerName.name spells it.
+_NAME_SQL = ("CASE WHEN partition = '' THEN file ELSE partition || '/' || file END "
+             "|| '.marker.' || io_type")
+
+
+def _md5(table: pa.Table, expression: str) -> np.ndarray:
     con = getattr(_local, "con", None)
     if con is None:
         con = _local.con = duckdb.connect()
-    relation = con.from_arrow(pa.table({"n": names})).select("unhex(md5(n)) AS k")
+    relation = con.from_arrow(table).select(f"unhex(md5({expression})) AS k")
     digests = relation.to_arrow_table()
     column = digests.column("k").combine_chunks()
     data = column.buffers()[2]

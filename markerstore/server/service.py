@@ -48,6 +48,7 @@ from markerstore.markers.segments import (
     rows_to_table,
 )
 from markerstore.server.keys import KeySet, key_of, keys_of, names_of
+from markerstore.server.memory import limit_heap, trim
 from markerstore.server.metrics import Registry
 from markerstore.server.state import (
     DirState,
@@ -108,6 +109,7 @@ class MarkerService(SegmentWriter):
         self.fmt = str(settings[config.BATCH_FORMAT])
         self.max_segments = int(settings[config.BATCH_MAX_SEGMENTS])
         self.compact_target = compaction_target(self.max_segments)
+        limit_heap()  # large blocks (key arrays, decoded pieces) go back when freed
         self.conflict_detection = bool(settings[config.EARLY_CONFLICT_DETECTION])
         self.instant_check = settings[config.SERVER_INSTANT_CHECK_MS] / 1000
         self.states: dict[str, DirState] = {}
@@ -287,6 +289,7 @@ class MarkerService(SegmentWriter):
         except MarkerStoreError as exc:  # a segment whose rows are not valid markers
             raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
         log.info("marker server: loaded %d segment(s) of instant %s", len(segments), instant)
+        trim()  # the pieces decoded to hash the names
         return state
 
     # --- the timeline ------------------------------------------------------------------------

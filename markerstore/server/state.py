@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -27,9 +28,10 @@ import pyarrow.parquet as pq
 from markerstore.errors import StorageError
 from markerstore.markers.base import MARKER_COLUMNS, MarkerName
 from markerstore.markers.segments import SegmentFile, decode
-from markerstore.server.keys import KeySet, key_of, keys_of, names_of
+from markerstore.server.keys import KeySet, key_of, keys_of, row_keys
 
-BATCH_ROWS = 65_536  # rows decoded at a time when a segment is read in pieces
+BATCH_ROWS = 16_384  # rows decoded at a time when a segment is read in pieces
+LOAD_ROWS = 131_072  # ... when it is loaded (fewer, larger hashing passes)
 
 
 def file_id(file_name: str) -> str:
@@ -77,20 +79,22 @@ class Segment:
         """All its rows (MARKER_COLUMNS), decoded now."""
         return decode(self.data, self.file.fmt)
 
-    def batches(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
-        """Its rows in pieces of at most :data:`BATCH_ROWS` (Parquet: decoded one row
-        group piece at a time, so a large segment never needs all its rows at once)."""
+    def batches(self, columns: list[str] | None = None, size: int | None = None
+                ) -> Iterator[pa.Table]:
+        """Its rows in pieces of at most `size` (:data:`BATCH_ROWS`) rows (Parquet:
+        decoded a piece at a time, so a large segment never needs all its rows at once)."""
+        size = size or BATCH_ROWS
         if self.file.fmt != "parquet":
             table = self.rows
             if columns is not None:
                 table = table.select(columns)
-            for batch in table.to_batches(BATCH_ROWS):
+            for batch in table.to_batches(size):
                 yield pa.Table.from_batches([batch])
             return
         schema = MARKER_COLUMNS if columns is None else pa.schema(
             [MARKER_COLUMNS.field(c) for c in columns])
         reader = pq.ParquetFile(pa.BufferReader(self.data))
-        for batch in reader.iter_batches(BATCH_ROWS, columns=columns):
+        for batch in reader.iter_batches(size, columns=columns):
             yield pa.Table.from_batches([batch]).cast(schema)
 
 
@@ -173,43 +177,54 @@ class DirState:
             self._seq += 1
             return self._seq
 
-    def add_segment(self, segment: Segment, keys: Iterable[bytes] | None = None,
+    def add_segment(self, segment: Segment, keys: Iterable[bytes],
                     file_ids: Iterable[bytes] = ()) -> None:
-        """Hold a segment and its markers: the keys of what a flush wrote, or (None) read
-        from the segment's rows, vectorized."""
+        """Hold a segment a flush wrote, with the keys of its markers."""
         self.segments.append(segment)
-        if keys is None:
-            self.add_rows(segment)
-            return
         keys = list(keys)
         self.names.add_many(keys, [0] * len(keys))
         if self.track_ids:
             ids = list(file_ids)
             self.file_ids.add_many(ids, [0] * len(ids))
 
-    def add_rows(self, segment: Segment) -> None:
-        """Hold the markers of a segment read from storage, a piece of rows at a time
-        (every column is decoded: a segment that does not decode fails its load, as
-        segments.read_segment fails; the error says which file)."""
+    @staticmethod
+    def read_keys(segment: Segment, track_ids: bool) -> tuple[list[np.ndarray],
+                                                             list[np.ndarray]]:
+        """The keys (and file id keys) of a segment read from storage, a piece of rows at
+        a time; sets its row count. Every column is decoded: a segment that does not
+        decode fails its load, as segments.read_segment fails, naming the file."""
         count = 0
+        keys, ids = [], []
         try:
-            for rows in segment.batches():
+            for rows in segment.batches(size=LOAD_ROWS):
                 count += rows.num_rows
-                self.names.add_arrays(keys_of(names_of(rows)))
-                if self.track_ids:
-                    self.file_ids.add_arrays(keys_of(file_ids_of(rows)))
+                keys.append(row_keys(rows))
+                if track_ids:
+                    ids.append(keys_of(file_ids_of(rows)))
         except Exception as exc:
             raise StorageError(f"segment {segment.file.path} is unreadable: "
                                f"{type(exc).__name__}: {exc}") from exc
         segment.num_rows = count
+        return keys, ids
 
     @classmethod
     def from_segments(cls, instant: str, segments: list[Segment], max_seq: int,
                       initialized: bool, track_ids: bool = False) -> DirState:
+        """The state of a folder read from storage: its keys hashed vectorized and added
+        in one sorted merge."""
         state = cls(instant, initialized=initialized, track_ids=track_ids)
         state._seq = max_seq
+        keys: list[np.ndarray] = []
+        ids: list[np.ndarray] = []
         for segment in segments:
-            state.add_segment(segment)
+            state.segments.append(segment)
+            more, more_ids = cls.read_keys(segment, track_ids)
+            keys += more
+            ids += more_ids
+        if keys:
+            state.names.add_arrays(np.concatenate(keys))
+        if ids:
+            state.file_ids.add_arrays(np.concatenate(ids))
         # Left by a crash mid-compaction or a flush whose answer was lost; the segments
         # this server writes itself never overlap, so only then does compaction dedupe.
         state.overlapping = sum(s.num_rows for s in segments) != len(state.names)

@@ -29,6 +29,7 @@ from markerstore.markers.segments import (
     rows_to_table,
     segment_name,
 )
+from markerstore.server.memory import trim
 from markerstore.server.metrics import Histogram, Registry
 from markerstore.server.state import (
     DirState,
@@ -386,6 +387,7 @@ class SegmentWriter:
             else:
                 data, count = concat_parquet(chosen)
                 merged = self._create(instant, data, count, next_seq)
+        trim()  # the pieces decoded for the merge
         # The merged segment is durable: only now may the ones it replaces go.
         obsolete = [s.file for s in chosen] if merged is not None else []
         obsolete += garbage
