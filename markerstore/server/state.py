@@ -195,12 +195,25 @@ class DirState:
         decode fails its load, as segments.read_segment fails, naming the file."""
         count = 0
         keys, ids = [], []
+
+        def hash_rows(pieces: list[pa.Table]) -> None:
+            rows = pa.concat_tables(pieces)
+            keys.append(row_keys(rows))
+            if track_ids:
+                ids.append(keys_of(file_ids_of(rows)))
+
         try:
+            pieces: list[pa.Table] = []
+            held = 0
             for rows in segment.batches(size=LOAD_ROWS):
                 count += rows.num_rows
-                keys.append(row_keys(rows))
-                if track_ids:
-                    ids.append(keys_of(file_ids_of(rows)))
+                pieces.append(rows)  # small row groups come as small pieces: gather them
+                held += rows.num_rows
+                if held >= LOAD_ROWS:
+                    hash_rows(pieces)
+                    pieces, held = [], 0
+            if pieces:
+                hash_rows(pieces)
         except Exception as exc:
             raise StorageError(f"segment {segment.file.path} is unreadable: "
                                f"{type(exc).__name__}: {exc}") from exc

@@ -45,6 +45,7 @@ T = TypeVar("T")
 
 PIPELINE = 4  # flushes of one marker folder in flight at once
 FULL_BATCH = 512  # pending creates that start a flush beside one in flight
+ROW_GROUP = 131_072  # rows per row group of a merged segment
 Members = dict[str, list[Pending]]  # marker name -> the creates waiting on its write
 
 
@@ -72,14 +73,24 @@ def unencodable(rows: list[dict[str, Any]], fmt: str) -> dict[int, str]:
 
 def concat_parquet(segments: list[Segment]) -> tuple[bytes, int]:
     """One Parquet file of the rows of `segments`, in order, written piece by piece: at
-    most one piece of rows is decoded at a time, whatever the segments hold."""
+    most about :data:`ROW_GROUP` rows are decoded at a time, whatever the segments hold,
+    and each row group holds about that many (segments of small flushes would otherwise
+    make a file of thousands of tiny row groups, slow to read back)."""
     buffer = io.BytesIO()
     count = 0
+    pending: list[pa.Table] = []
+    held = 0
     with pq.ParquetWriter(buffer, MARKER_COLUMNS, compression="zstd") as writer:
         for segment in segments:
             for rows in segment.batches():
-                writer.write_table(rows)
-                count += rows.num_rows
+                pending.append(rows)
+                held += rows.num_rows
+                if held >= ROW_GROUP:
+                    writer.write_table(pa.concat_tables(pending), row_group_size=held)
+                    count, pending, held = count + held, [], 0
+        if pending:
+            writer.write_table(pa.concat_tables(pending), row_group_size=held)
+            count += held
     return buffer.getvalue(), count
 
 
