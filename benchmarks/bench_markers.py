@@ -387,10 +387,11 @@ def _throughput(options: dict[str, Any], endpoint: str, n: int) -> list[tuple[st
     """Acknowledged creates per second with more than one create in flight per client."""
     table_url = f"s3://{BUCKET}/throughput-{uuid.uuid4().hex[:6]}"
     table = Table(table_url, options)
+    # `markerstore serve` serves an existing table: start the first write before it.
+    instant = table.start_commit(heartbeat=False, rollback_failed=False)
     server = ServerProcess(table_url, options, endpoint)
     results = []
     try:
-        instant = table.start_commit(heartbeat=False, rollback_failed=False)
         names = _names(n, instant)
         clients = [MarkerClient(server.url, instant) for _ in range(CLIENTS)]
         per_request = 100

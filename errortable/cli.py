@@ -22,14 +22,19 @@ from errortable.reader import CorruptErrorFileWarning
 from errortable.recovery import recover as recover_table
 from errortable.replays import replay as replay_errors
 from errortable.retention import expire as expire_errors
+from errortable.retention import parse_duration
 from markerstore.cli.main import (
     OneLineGroup,
     emit,
+    emit_relation,
     json_flag,
+    open_table,
     parse_storage_options,
     storage_option_flag,
+    unsafe_sql_flag,
 )
-from markerstore.errors import NotAnErrorTableError
+from markerstore.errors import ConfigError, NotAnErrorTableError
+from markerstore.sql import sandbox
 from markerstore.table import Table
 
 PROG = "errortable"
@@ -49,6 +54,8 @@ def _command(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Unknown paths are bad arguments (exit 2); warnings go to stderr."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        open_table(kwargs["path"], kwargs.get("storage_options", ()),
+                   what=" (not an error table, nor a table with one)")
         try:
             with _warnings_to_stderr():
                 return fn(*args, **kwargs)
@@ -63,6 +70,16 @@ def _strict_flag(fn: Callable[..., Any]) -> Callable[..., Any]:
                         help="Fail on a corrupt error file instead of skipping it.")(fn)
 
 
+def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A bad duration is a bad argument, found before the table is read."""
+    if value is not None:
+        try:
+            parse_duration(value)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="markerstore", prog_name=PROG)
 def cli() -> None:
@@ -73,16 +90,18 @@ def cli() -> None:
 @click.argument("path")
 @click.argument("sql")
 @_strict_flag
+@unsafe_sql_flag
 @storage_option_flag
 @json_flag
 @_command
-def query(path: str, sql: str, strict: bool, storage_options: tuple[str, ...],
-          as_json: bool) -> None:
-    """Run SQL over the view `errors` (committed rows) of PATH."""
-    relation = reader.query(path, sql, parse_storage_options(storage_options), strict=strict)
-    columns = list(relation.columns)
-    rows = [dict(zip(columns, values, strict=True)) for values in relation.fetchall()]
-    emit(rows, as_json, columns)
+def query(path: str, sql: str, strict: bool, unsafe_sql: bool,
+          storage_options: tuple[str, ...], as_json: bool) -> None:
+    """Run SQL over the view `errors` (committed rows) of PATH: one read-only statement
+    that reads the view and nothing else, unless --unsafe-sql."""
+    if not unsafe_sql:
+        sandbox.check(sql)  # refused before the view is built
+    con = reader.connect(path, parse_storage_options(storage_options), strict=strict)
+    emit_relation(sandbox.run(con, sql, unsafe=unsafe_sql), as_json)
 
 
 @cli.command()
@@ -139,6 +158,7 @@ def show(path: str, commit: str | None, limit: int, strict: bool,
 @cli.command()
 @click.argument("path")
 @click.option("--older-than", "older_than", required=True, metavar="DURATION",
+              callback=_duration,
               help="Expire error commits older than this: 30d, 12h, 2w, ...")
 @click.option("--dry-run", is_flag=True, help="Only report what would be expired.")
 @storage_option_flag
@@ -169,15 +189,19 @@ def expire(path: str, older_than: str, dry_run: bool, storage_options: tuple[str
 @click.option("--target", default=None, help="Replay into this table instead of each "
               "record's own target table.")
 @click.option("--dry-run", is_flag=True, help="Only report what would be replayed.")
+@unsafe_sql_flag
 @storage_option_flag
 @json_flag
 @_command
-def replay(path: str, where: str, target: str | None, dry_run: bool,
+def replay(path: str, where: str, target: str | None, dry_run: bool, unsafe_sql: bool,
            storage_options: tuple[str, ...], as_json: bool) -> None:
     """Re-ingest selected (fixed) error records into their target table as a new commit,
-    once: replayed records are recorded and never replayed again."""
+    once: replayed records are recorded and never replayed again. The --where condition
+    reads the errors view and nothing else, unless --unsafe-sql."""
+    if target is not None:
+        open_table(target, storage_options)
     result = replay_errors(path, where, parse_storage_options(storage_options),
-                           dry_run=dry_run, target=target)
+                           dry_run=dry_run, target=target, unsafe_sql=unsafe_sql)
     if as_json:
         emit(result.to_dict(), True)
         return

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,8 +34,17 @@ from errortable.recovery import (
     same_table,
 )
 from errortable.writer import IDENTITY_FILE, OPERATION
-from markerstore.errors import CorruptErrorFileError, MarkerStoreError, NotAnErrorTableError
+from markerstore.errors import (
+    CorruptErrorFileError,
+    CorruptTableError,
+    MarkerStoreError,
+    NotAnErrorTableError,
+)
+from markerstore.paths import checked_paths
+from markerstore.sql.sandbox import allow_paths
 from markerstore.table import Table
+from markerstore.timeline import is_instant
+from markerstore.timeline.checks import check_count, check_list
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +122,45 @@ class CommittedInstant:
     source_instant: str | None
     files: list[str] = field(default_factory=list)
     lazily_rolled_forward: bool = False
+    source_table_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceFilter:
+    """Which main table's rows to read: by its stable id when both it and the error
+    instant have one (so a moved or copied table keeps its rows), else by its URL (error
+    instants written before ids existed)."""
+
+    url: str
+    table_id: str | None = None
+
+    @classmethod
+    def of(cls, table: Table) -> SourceFilter:
+        return cls(table.storage.url(), table.table_id())
+
+    def matches(self, instant: CommittedInstant) -> bool:
+        if self.table_id and instant.source_table_id:
+            return self.table_id == instant.source_table_id
+        return same_table(instant.source_table, self.url)
+
+
+def expire_record(table: Table, instant: str, meta: Mapping[str, Any]
+                  ) -> dict[str, dict[str, Any]]:
+    """What the expire commit `instant` recorded (error instant -> {files, rows, ...}),
+    checked: instant ids, valid table-relative file paths, row counts. A bad entry is a
+    CorruptTableError naming the commit, before anything is read or deleted."""
+    where = table._timeline.commit_url(instant)
+    expired = meta.get("expired") or {}
+    if not isinstance(expired, dict):
+        raise CorruptTableError(where, "'expired' must be an object of error instants")
+    for error_instant, info in expired.items():
+        if not is_instant(error_instant) or not isinstance(info, dict):
+            raise CorruptTableError(where, f"'expired' holds {error_instant!r:.40}: "
+                                           f"{info!r:.80}, not an error instant's record")
+        checked_paths(check_list(info.get("files", []), "files", where), where,
+                      what=f"expired file of {error_instant}")
+        check_count(info.get("rows"), f"expired rows of {error_instant}", where)
+    return expired
 
 
 def is_error_table(table: Table) -> bool:
@@ -140,9 +188,9 @@ class ErrorTableReader:
     def expired(self) -> dict[str, dict[str, Any]]:
         """Error instants removed by `expire`, with what was recorded about them."""
         result: dict[str, dict[str, Any]] = {}
-        for _, meta in self.table._timeline.completed():
+        for instant, meta in self.table._timeline.completed():
             if meta.get("operation") == EXPIRE_OPERATION:
-                result.update(meta.get("expired") or {})
+                result.update(expire_record(self.table, instant, meta))
         return result
 
     def replayed(self) -> pa.Table:
@@ -169,14 +217,17 @@ class ErrorTableReader:
                 continue
             result.append(CommittedInstant(instant, meta.get("source_table"),
                                            meta.get("source_instant"),
-                                           [f["path"] for f in meta.get("files", [])]))
+                                           [f["path"] for f in meta.get("files", [])],
+                                           source_table_id=_opt_str(
+                                               meta.get("source_table_id"))))
         for instant in pending_instants(self.table):
             decision = decide(self.table, instant, self.sources)
             if decision.action != FORWARD or instant in expired:
                 continue
             result.append(CommittedInstant(instant, decision.source_table,
                                            decision.source_instant,
-                                           [f["path"] for f in decision.files], True))
+                                           [f["path"] for f in decision.files], True,
+                                           decision.source_table_id))
             if self.repair:
                 roll_forward(self.table, decision)
         return sorted(result, key=lambda c: c.instant)
@@ -263,12 +314,16 @@ class ErrorTableReader:
             [storage.path(p) for _, p in good], schema=full_schema(),
             format=ds.ParquetFileFormat(), filesystem=filesystem, partitions=partitions)
 
-    def sources_for(self, source_filter: str | None = None
+    def sources_for(self, source_filter: SourceFilter | str | None = None
                     ) -> tuple[ds.Dataset | LocalParquet | None, pa.Table | None]:
         """(lazy Parquet dataset, decoded Avro rows) of the committed instants, optionally
         only those of one source table."""
-        committed = [c for c in self.instants()
-                     if source_filter is None or same_table(c.source_table, source_filter)]
+        if isinstance(source_filter, str):
+            source_filter = SourceFilter(source_filter)
+        every = self.instants()
+        committed = [c for c in every if source_filter is None or source_filter.matches(c)]
+        if source_filter is not None and every and not committed:
+            self._say_mismatch(every, source_filter)
         avro: list[tuple[CommittedInstant, str]] = []
         parquet: list[tuple[CommittedInstant, str]] = []
         for c in committed:
@@ -282,8 +337,31 @@ class ErrorTableReader:
         return self._parquet_dataset(parquet), self._read_avro(avro)
 
 
-def register_errors(con: duckdb.DuckDBPyConnection, readers: list[tuple[ErrorTableReader,
-                    str | None]], name: str = "errors") -> None:
+    def _say_mismatch(self, instants: list[CommittedInstant], source: SourceFilter) -> None:
+        """Say so (a logged warning naming both ids) when this error table is linked to
+        `source` (by its URL or by being its ``<table>_errors``) but holds rows of other
+        table ids only: a copy of another table's error table, or a table re-created at
+        this path. Better than an errors view that is silently empty."""
+        from errortable.config import SUFFIX_DEFAULT
+
+        others = sorted({c.source_table_id for c in instants if c.source_table_id})
+        local = same_table(self.url, source.url.rstrip("/") + SUFFIX_DEFAULT)
+        linked = local or any(same_table(c.source_table, source.url) for c in instants)
+        if not (linked and others and source.table_id):
+            return
+        message = (f"error table {self.url} holds rows of table id(s) {', '.join(others[:3])}"
+                   f", not of {source.url} (id {source.table_id}); it belongs to another "
+                   "table (a copy, or a table re-created at this path), so no rows are shown")
+        log.warning("%s", message)  # one line on stderr, also where logging is not set up
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def register_errors(con: duckdb.DuckDBPyConnection,
+                    readers: Sequence[tuple[ErrorTableReader, SourceFilter | str | None]],
+                    name: str = "errors") -> None:
     """Create view `name` in `con` over the committed rows of the readers' error tables
     (each optionally filtered to one source table)."""
     parts: list[str] = []
@@ -291,6 +369,7 @@ def register_errors(con: duckdb.DuckDBPyConnection, readers: list[tuple[ErrorTab
     for k, (reader, source_filter) in enumerate(readers):
         dataset, avro = reader.sources_for(source_filter)
         if isinstance(dataset, LocalParquet):
+            allow_paths(con, dataset.files)  # the only files a sandboxed query may read
             parts.append(dataset.sql())
         elif dataset is not None:
             con.register(f"__{name}_pq_{k}", dataset)
@@ -318,25 +397,34 @@ def register_errors(con: duckdb.DuckDBPyConnection, readers: list[tuple[ErrorTab
 
 def error_tables_of(target: Table) -> list[str]:
     """The error tables a target table wrote to: named by its completed commits, plus the
-    local ``<table>_errors`` when that exists."""
-    urls: list[str] = []
+    local ``<table>_errors`` when that exists. A named one with the local one's table id
+    is a copy of it (the target was copied or moved together with its error table): the
+    local one takes its place, so no row is read twice."""
+    named: list[tuple[str, str | None]] = []
     for _, meta in target._timeline.completed():
         url = meta.get("error_table") or meta.get("replayed_from")
-        if url and not any(same_table(url, u) for u in urls):
-            urls.append(str(url))
+        if url and not any(same_table(url, u) for u, _ in named):
+            named.append((str(url), _opt_str(meta.get("error_table_id"))))
     from errortable.config import SUFFIX_DEFAULT
 
     local = target.storage.url().rstrip("/") + SUFFIX_DEFAULT
-    if not any(same_table(local, u) for u in urls):
-        candidate = Table(local, target.storage.storage_options)
-        if is_error_table(candidate):
-            urls.append(local)
-    return urls
+    urls = [u for u, _ in named]
+    if any(same_table(local, u) for u in urls):
+        return urls
+    candidate = Table(local, target.storage.storage_options)
+    if not is_error_table(candidate):
+        return urls
+    local_id = candidate.table_id()
+    copies = [i for i, (_, named_id) in enumerate(named) if local_id and named_id == local_id]
+    if not copies:
+        return [*urls, local]
+    urls[copies[0]] = local
+    return [u for i, u in enumerate(urls) if i not in copies[1:]]
 
 
 def readers_for(path: str | Table, storage_options: Mapping[str, Any] | None = None, *,
                 strict: bool = False, repair: bool = False
-                ) -> list[tuple[ErrorTableReader, str | None]]:
+                ) -> list[tuple[ErrorTableReader, SourceFilter | None]]:
     """Readers for `path`: an error table itself, or a target table (then its error tables,
     filtered to its rows). NotAnErrorTableError if neither."""
     table = path if isinstance(path, Table) else Table(path, storage_options)
@@ -348,7 +436,7 @@ def readers_for(path: str | Table, storage_options: Mapping[str, Any] | None = N
         raise NotAnErrorTableError(
             f"{table.storage.url()} is not an error table, and no error table is recorded for "
             f"it (no error_table in its commits, no {table.storage.url()}_errors)")
-    source = table.storage.url()
+    source = SourceFilter.of(table)
     return [(ErrorTableReader(Table(u, options), strict=strict, repair=repair,
                               source_storage_options=options), source) for u in urls]
 
@@ -372,8 +460,14 @@ def read(path: str | Table, storage_options: Mapping[str, Any] | None = None, *,
 
 
 def query(path: str | Table, sql: str, storage_options: Mapping[str, Any] | None = None, *,
-          strict: bool = False) -> duckdb.DuckDBPyRelation:
-    """Run `sql` over the view `errors` at `path`."""
+          strict: bool = False, sandbox: bool = False) -> duckdb.DuckDBPyRelation:
+    """Run `sql` over the view `errors` at `path`. This Python API runs DuckDB's full engine
+    (the caller already runs code); ``sandbox=True`` runs it as `errortable query` does:
+    one read-only statement that reads only the `errors` view (see docs/SECURITY.md)."""
+    from markerstore.sql.sandbox import select
+
+    if sandbox:
+        return select(connect(path, storage_options, strict=strict), sql)
     return connect(path, storage_options, strict=strict).sql(sql)
 
 
@@ -381,12 +475,12 @@ def _view_provider(table: Table, con: duckdb.DuckDBPyConnection) -> None:
     """`errors` in markerstore's SQL: the table's own error rows (empty if it has none). An
     error table that cannot be read leaves the view empty, with a logged warning, so the
     other views stay usable."""
-    readers: list[tuple[ErrorTableReader, str | None]]
+    readers: list[tuple[ErrorTableReader, SourceFilter | str | None]]
     try:
         if is_error_table(table):
             readers = [(ErrorTableReader(table), None)]
         else:
-            source = table.storage.url()
+            source = SourceFilter.of(table)
             readers = [(ErrorTableReader(Table(u, table.storage.storage_options)), source)
                        for u in error_tables_of(table)]
         register_errors(con, readers)

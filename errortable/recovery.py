@@ -68,6 +68,7 @@ class Decision:
     files: list[dict[str, Any]] = field(default_factory=list)
     source_table: str | None = None
     source_instant: str | None = None
+    source_table_id: str | None = None
     error_records: dict[str, int] = field(default_factory=dict)
     certain: bool = True  # False: the main instant could not be found; act only if J's
     #                       writer is gone (a main table moved away looks the same)
@@ -93,8 +94,10 @@ def decide(error_table: Table, instant: str, sources: Sources) -> Decision:
     if not source_url or not source_instant:
         return Decision(instant, BACK, "no link to a main instant (not an error instant, or "
                         "its requested file is unreadable)", certain=False)
+    linked_id = info.get("source_table_id")
     decision = Decision(instant, WAIT, "", source_table=source_url,
-                        source_instant=source_instant)
+                        source_instant=source_instant,
+                        source_table_id=linked_id if isinstance(linked_id, str) else None)
     source = sources.table(source_url)
     try:
         state = source.state(source_instant)
@@ -197,7 +200,8 @@ def roll_forward(table: Table, decision: Decision) -> dict[str, Any]:
     """Write the commit of an error instant whose main instant completed with it."""
     metadata = complete_error_instant(
         table, decision.instant, decision.files, source_table=decision.source_table or "",
-        source_instant=decision.source_instant or "", error_records=decision.error_records)
+        source_instant=decision.source_instant or "", error_records=decision.error_records,
+        source_table_id=decision.source_table_id)
     log.info("error instant %s of %s rolled forward (%s)", decision.instant,
              table.storage.url(), decision.why)
     return metadata

@@ -31,6 +31,7 @@ from errortable.reader import REPLAY_LOG_OPERATION, connect, readers_for
 from errortable.records import REASON, SOURCE_LINE
 from errortable.writer import storage_options_for
 from markerstore.errors import ConfigError, ErrorTableError
+from markerstore.sql import sandbox
 from markerstore.table import DataFile, Table
 
 log = logging.getLogger(__name__)
@@ -103,18 +104,23 @@ def target_schema(target: Table) -> tuple[pa.Schema, list[str]]:
                           "commits has a Parquet data file")
 
 
-def _select(con: duckdb.DuckDBPyConnection, where: str) -> list[tuple[Any, ...]]:
+def _select(con: duckdb.DuckDBPyConnection, where: str, unsafe_sql: bool
+            ) -> list[tuple[Any, ...]]:
     query = ("SELECT uid, record, source_table, replayed_instant FROM errors "
              f"WHERE ({where}) ORDER BY created_at, uid")
     if len(con.extract_statements(query)) != 1:
         raise ConfigError(f"--where must be one SQL condition, got {where!r}")
-    return con.sql(query).fetchall()
+    if unsafe_sql:
+        return con.sql(query).fetchall()
+    return sandbox.select(con, query).fetchall()
 
 
 def replay(path: str, where: str, storage_options: Mapping[str, Any] | None = None, *,
-           dry_run: bool = False, target: str | None = None) -> ReplayResult:
+           dry_run: bool = False, target: str | None = None,
+           unsafe_sql: bool = False) -> ReplayResult:
     """Re-ingest the error records selected by `where` (SQL over the `errors` view) into
-    their target tables (or into `target`), once."""
+    their target tables (or into `target`), once. `where` runs in the SQL sandbox (it
+    reads the `errors` view and nothing else) unless `unsafe_sql`."""
     if not where or not where.strip():
         raise ConfigError("--where needs a SQL condition over the errors view (for example "
                           "\"reason = 'cast'\")")
@@ -123,7 +129,7 @@ def replay(path: str, where: str, storage_options: Mapping[str, Any] | None = No
     result = ReplayResult(path, where, dry_run)
     by_target: dict[str, list[tuple[str, str | None]]] = {}
     skipped_logged: dict[str, int] = Counter()
-    for uid, record, source_table, replayed in _select(con, where):
+    for uid, record, source_table, replayed in _select(con, where, unsafe_sql):
         url = target or source_table
         if not url:
             raise ErrorTableError(f"error row {uid} names no target table; pass a target")

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from errortable._html import table_html
-from errortable.reader import EXPIRE_OPERATION, is_error_table
+from errortable.reader import EXPIRE_OPERATION, expire_record, is_error_table
 from errortable.writer import OPERATION
 from markerstore.errors import ConfigError, NotAnErrorTableError
 from markerstore.table import Table
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 DONE_DIR = ".markerstore/expired"
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+MAX_DURATION = timedelta(days=365_000)  # a cutoff a thousand years back still fits a date
 
 
 def parse_duration(text: str | timedelta) -> timedelta:
@@ -38,7 +39,13 @@ def parse_duration(text: str | timedelta) -> timedelta:
     match = _DURATION.match(str(text))
     if not match:
         raise ConfigError(f"expected a duration like 30d, 12h, 90m, 45s or 2w, got {text!r}")
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        delta = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError:
+        delta = MAX_DURATION + MAX_DURATION
+    if delta > MAX_DURATION:
+        raise ConfigError(f"duration {text!r} is too long (at most {MAX_DURATION.days}d)")
+    return delta
 
 
 @dataclass
@@ -86,9 +93,10 @@ def expire(path: str | Table, older_than: str | timedelta,
     candidates = []
     for instant, meta in table._timeline.completed():
         if meta.get("operation") == EXPIRE_OPERATION:
-            already.update(meta.get("expired") or {})
+            record = expire_record(table, instant, meta)  # checked before any delete
+            already.update(record)
             if instant not in done:
-                unfinished[instant] = [p for info in (meta.get("expired") or {}).values()
+                unfinished[instant] = [p for info in record.values()
                                        for p in info.get("files", [])]
         elif meta.get("operation") == OPERATION:
             candidates.append((instant, meta))

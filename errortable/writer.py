@@ -346,6 +346,7 @@ class ErrorCommit:
         remember_storage_options(source.storage.url(), source.storage.storage_options)
         instant = table.start_commit(operation=OPERATION, rollback_failed=False, extra={
             "source_table": source.storage.url(), "source_instant": source_instant,
+            "source_table_id": source.table_id(create=True),
             "table_name": _table_name(source.storage.url())})
         _OPEN[(table.storage.url().rstrip("/"), instant)] = table
         if marker_type == "direct":
@@ -386,7 +387,7 @@ class ErrorCommit:
         if self._stats is None:
             raise ErrorTableError("reconcile the error files before building the commit "
                                   "metadata")
-        return {"error_table": self.url, "error_instant": self.instant,
+        return {**self.link_metadata(),
                 "error_files": [s.file_entry() for s in self._stats],
                 "error_records": metrics.error_counts(self._stats)}
 
@@ -407,7 +408,8 @@ class ErrorCommit:
     def link_metadata(self) -> dict[str, Any]:
         """The keys that link the main commit to J (for a writer that fills `error_files`
         and `error_records` itself, such as markerstore.commit's job commit)."""
-        return {"error_table": self.url, "error_instant": self.instant}
+        return {"error_table": self.url, "error_instant": self.instant,
+                "error_table_id": self.table.table_id()}
 
     def complete(self, stats: Iterable[ErrorFileStats | Mapping[str, Any] | None] | None = None
                  ) -> dict[str, Any]:
@@ -423,7 +425,8 @@ class ErrorCommit:
                                           [s.file_entry() for s in self._stats],
                                           source_table=self.source_url,
                                           source_instant=self.source_instant,
-                                          error_records=metrics.error_counts(self._stats))
+                                          error_records=metrics.error_counts(self._stats),
+                                          source_table_id=self.source.table_id())
         self._close()
         return metadata
 
@@ -439,7 +442,8 @@ class ErrorCommit:
                 done = complete_error_instant(
                     self.table, self.instant, list(metadata.get("error_files", [])),
                     source_table=self.source_url, source_instant=self.source_instant,
-                    error_records=dict(metadata.get("error_records") or {}))
+                    error_records=dict(metadata.get("error_records") or {}),
+                    source_table_id=self.source.table_id())
                 self._close()
                 return done
         self._close()
@@ -453,15 +457,19 @@ class ErrorCommit:
 
 def complete_error_instant(table: Table, instant: str, files: list[dict[str, Any]], *,
                            source_table: str, source_instant: str,
-                           error_records: Mapping[str, int]) -> dict[str, Any]:
+                           error_records: Mapping[str, int],
+                           source_table_id: str | None = None) -> dict[str, Any]:
     """Write error instant J's commit with exactly `files`. If J is already completed (by
-    recovery, or by the writer racing recovery), that commit stands and is returned."""
+    recovery, or by the writer racing recovery), that commit stands and is returned.
+    `source_table_id` (the main table's stable id) lets a moved or copied main table
+    find its rows."""
     entries = [{k: f[k] for k in ("path", "rows", "size") if f.get(k) is not None}
                for f in files]
+    link = {"source_table_id": source_table_id} if source_table_id else {}
     try:
         return table.commit(instant, entries, metadata={
             "source_table": source_table, "source_instant": source_instant,
-            "error_records": dict(error_records)})
+            **link, "error_records": dict(error_records)})
     except CommitConflictError:
         if table.state(instant) == COMPLETED:
             return table.commit_metadata(instant)

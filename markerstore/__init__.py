@@ -11,6 +11,7 @@ from markerstore import config
 from markerstore.errors import (
     CommitConflictError,
     ConfigError,
+    CorruptTableError,
     HeartbeatAliveError,
     InstantCompletedError,
     InstantNotFoundError,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
-    "CommitConflictError", "ConfigError", "DataFile", "DirectWriteMarkers",
+    "CommitConflictError", "ConfigError", "CorruptTableError", "DataFile", "DirectWriteMarkers",
     "HeartbeatAliveError", "IOType", "InstantCompletedError", "InstantInfo",
     "InstantNotFoundError", "InvalidMarkerError", "MarkerClient", "MarkerName",
     "MarkerServerError", "MarkerStoreError", "MarkerTypeError", "ReconcileError",

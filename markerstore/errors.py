@@ -2,6 +2,8 @@
 
     MarkerStoreError
     ├── ConfigError (ValueError)             unknown option key, bad option value
+    ├── TableNotFoundError (LookupError)     no markerstore table at the path given
+    ├── SqlRefusedError (ValueError)         the SQL sandbox refused a query
     ├── StorageError (OSError)               a storage request failed after its retries
     ├── InvalidMarkerError (ValueError)      a marker name, partition, file or IO type is bad
     ├── MarkerTypeError                      MARKERS.type is missing, empty or unexpected
@@ -14,6 +16,9 @@
     │   ├── InstantCompletedError            rollback of a completed instant
     │   └── HeartbeatAliveError              rollback of an inflight instant whose writer is alive
     ├── ReconcileError                       deleting an invalid file failed: the commit must fail
+    ├── CorruptTableError (ValueError)       a file of the table's own state (segment, marker,
+    │                                        plan, commit metadata, record) is malformed or
+    │                                        names a path outside the table; names the file
     ├── WriteConflictError                   conflict mode `fail` found existing data, or a
     │                                        concurrent write claims the same partitions
     ├── WriteAbortedError                    a write failed (Spark job or job commit) and was
@@ -34,6 +39,16 @@ class MarkerStoreError(Exception):
 
 class ConfigError(MarkerStoreError, ValueError):
     """An option key is unknown or its value cannot be parsed."""
+
+
+class TableNotFoundError(MarkerStoreError, LookupError):
+    """There is no markerstore table (no `.markerstore` folder) at the path given, or the
+    path is a regular file."""
+
+
+class SqlRefusedError(MarkerStoreError, ValueError):
+    """The SQL sandbox refused a query: not one read-only statement (COPY, ATTACH, EXPORT,
+    INSTALL, LOAD, PRAGMA, SET, CREATE, ...), or empty."""
 
 
 class StorageError(MarkerStoreError, OSError):
@@ -79,6 +94,21 @@ class HeartbeatAliveError(TimelineError):
 
 class ReconcileError(MarkerStoreError):
     """An invalid data file could not be deleted, so the commit must not complete."""
+
+
+class CorruptTableError(MarkerStoreError, ValueError):
+    """A file of the table's own state is malformed: it fails its schema, or names a path
+    that is not a valid table-relative path (absolute, ``..``, a scheme, ...), or a delete
+    would follow a symbolic link out of the table. `file` names the file, `entry` what is
+    wrong in it. The operation that read it did nothing (in particular deleted nothing)."""
+
+    def __init__(self, file: str, entry: str) -> None:
+        super().__init__(f"corrupt table state in {file}: {entry}")
+        self.file = file
+        self.entry = entry
+
+    def __reduce__(self) -> tuple[type[CorruptTableError], tuple[str, str]]:
+        return (type(self), (self.file, self.entry))
 
 
 class WriteConflictError(MarkerStoreError):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
+import re
 import socket
 import time
 import uuid
@@ -19,6 +21,7 @@ import duckdb
 from markerstore import config
 from markerstore.errors import (
     CommitConflictError,
+    CorruptTableError,
     HeartbeatAliveError,
     InstantCompletedError,
     MarkerStoreError,
@@ -34,10 +37,12 @@ from markerstore.markers import (
     reconcile,
     rollback_from_markers,
 )
+from markerstore.paths import path_problem
 from markerstore.storage import Storage
 from markerstore.timeline import (
     COMPLETED,
     INFLIGHT,
+    META_DIR,
     REQUESTED,
     ROLLEDBACK,
     Heartbeats,
@@ -49,6 +54,9 @@ from markerstore.timeline import (
 )
 
 log = logging.getLogger(__name__)
+
+# The table's identity: its stable id, written by its first write.
+TABLE_FILE = f"{META_DIR}/table.json"
 
 # Keys of the commit metadata that markerstore writes; user metadata may not set them.
 RESERVED_METADATA = frozenset({
@@ -128,6 +136,7 @@ class Table:
                                      self.settings[config.HEARTBEAT_INTERVAL_MS],
                                      self.settings[config.HEARTBEAT_TOLERABLE_MISSES])
         self._beating: dict[str, HeartbeatThread] = {}
+        self._table_id: str | None = None
 
     def __repr__(self) -> str:
         return f"Table({self.storage.url()!r})"
@@ -135,6 +144,26 @@ class Table:
     @property
     def parallelism(self) -> int:
         return int(self.settings[config.MARKERS_DELETE_PARALLELISM])
+
+    # --- identity -----------------------------------------------------------------------
+    def table_id(self, *, create: bool = False) -> str | None:
+        """The table's stable id (``.markerstore/table.json``), kept when the table's folder
+        is copied or moved; error tables record it to know their owner's rows. None for a
+        table that has none yet (created before ids existed, and not written since); with
+        `create`, a table without one adopts a new one (the first write does)."""
+        if self._table_id is None:
+            path = self.storage.path(TABLE_FILE)
+            try:
+                raw = self.storage.get(path)
+            except FileNotFoundError:
+                if not create:
+                    return None
+                raw = json.dumps({"table_id": str(uuid.uuid4()),
+                                  "created_at": datetime.now(timezone.utc).isoformat()}).encode()
+                if not self.storage.create_if_absent(path, raw):
+                    raw = self.storage.get(path)  # another writer created it first
+            self._table_id = parse_table_file(raw, self.storage.url(path))
+        return self._table_id
 
     # --- instants ------------------------------------------------------------------------
     def start_commit(self, write_uuid: str | None = None, operation: str = "write",
@@ -146,6 +175,7 @@ class Table:
         if rollback_failed:
             self.rollback_failed()
         write_uuid = write_uuid or self.settings[config.WRITE_UUID] or str(uuid.uuid4())
+        self.table_id(create=True)
         instant = self._timeline.create(write_uuid, operation, dict(extra or {}))
         if heartbeat:
             self._beating[instant] = self.heartbeats.start(instant)
@@ -212,8 +242,9 @@ class Table:
         path = entry.path
         if "://" in path or path.startswith("/"):
             path = self.storage.relative(path)
-        if not path or path.startswith("..") or "/../" in f"/{path}/":
-            raise ValueError(f"file path {entry.path!r} is not inside the table")
+        problem = path_problem(path)
+        if problem is not None:
+            raise ValueError(f"file path {entry.path!r} is not inside the table: it {problem}")
         return DataFile(path, entry.size, entry.rows, entry.checksum)
 
     def commit(self, instant: str, files: Iterable[str | DataFile | Mapping[str, Any]],
@@ -411,13 +442,18 @@ class Table:
 
     # --- queries ---------------------------------------------------------------------------
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        """Run SQL over the views `commits`, `files` (of completed commits) and `markers`."""
+        """Run SQL over the views `commits`, `files` (of completed commits) and `markers`.
+
+        This is DuckDB's full engine (any file, COPY, ATTACH, SET, ...): the caller already
+        runs Python. For SQL from someone else, use the sandbox that `markerstore sql`
+        uses: ``markerstore.sql.sandbox.run(table.connect(), query)`` (docs/SECURITY.md)."""
         from markerstore.sql import connect
 
         return connect(self).sql(query)
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection with this table's views, for several queries."""
+        """A DuckDB connection with this table's views, for several queries (the full
+        engine, like :meth:`sql`)."""
         from markerstore.sql import connect
 
         return connect(self)
@@ -428,6 +464,22 @@ class Table:
 
     def reset_storage_requests(self) -> None:
         self.storage.reset_requests()
+
+
+_TABLE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{7,63}$")
+
+
+def parse_table_file(raw: bytes, where: str) -> str:
+    """The id in a ``table.json``: ``{"table_id": "<8 to 64 letters, digits, '-'>"}``."""
+    try:
+        payload = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise CorruptTableError(where, f"the table file is not JSON: {exc}") from None
+    table_id = payload.get("table_id") if isinstance(payload, dict) else None
+    if not isinstance(table_id, str) or not _TABLE_ID.match(table_id):
+        raise CorruptTableError(where, f"'table_id' must be 8 to 64 letters, digits and "
+                                       f"'-', got {table_id!r:.80}")
+    return table_id
 
 
 def _pid_alive(pid: int) -> bool:

@@ -6,13 +6,16 @@ from typing import Any
 
 import click
 
-from markerstore.cli.main import emit, json_flag, parse_storage_options, storage_option_flag
+from markerstore.cli.main import (
+    emit,
+    emit_relation,
+    json_flag,
+    open_table,
+    storage_option_flag,
+    unsafe_sql_flag,
+)
+from markerstore.errors import CorruptTableError
 from markerstore.markers import MarkerName, RollbackResult, read_markers
-from markerstore.table import Table
-
-
-def open_table(path: str, storage_options: tuple[str, ...]) -> Table:
-    return Table(path, parse_storage_options(storage_options))
 
 
 @click.command()
@@ -26,11 +29,16 @@ def timeline(table: str, storage_options: tuple[str, ...], as_json: bool) -> Non
     for info in t.timeline():
         row = info.to_dict()
         if info.state == "completed":
-            counts = t.commit_metadata(info.instant).get("counts", {})
+            try:
+                counts = t.commit_metadata(info.instant).get("counts") or {}
+            except CorruptTableError as exc:  # one row says so; the others are listed
+                row.update(state="corrupt", problem=str(exc))
+                counts = {}
             row.update(files=counts.get("files"), rows=counts.get("rows"),
                        bytes=counts.get("bytes"))
         rows.append(row)
-    emit(rows, as_json, ["instant", "state", "time", "files", "rows", "bytes"])
+    problems = ["problem"] if any("problem" in row for row in rows) else []
+    emit(rows, as_json, ["instant", "state", "time", "files", "rows", "bytes", *problems])
 
 
 @click.command()
@@ -85,16 +93,20 @@ def _rollback_row(result: RollbackResult) -> dict[str, Any]:
 @click.command()
 @click.argument("table")
 @click.argument("query")
+@unsafe_sql_flag
 @storage_option_flag
 @json_flag
-def sql(table: str, query: str, storage_options: tuple[str, ...], as_json: bool) -> None:
+def sql(table: str, query: str, unsafe_sql: bool, storage_options: tuple[str, ...],
+        as_json: bool) -> None:
     """Run QUERY with DuckDB over the views of TABLE: commits, files (of completed
-    commits), markers, and errors when an error table is attached."""
+    commits), markers, and errors when an error table is attached. QUERY is one read-only
+    statement that can read these views and nothing else, unless --unsafe-sql."""
+    from markerstore.sql import sandbox
+
     t = open_table(table, storage_options)
-    relation = t.sql(query)
-    columns = list(relation.columns)
-    rows = [dict(zip(columns, values)) for values in relation.fetchall()]
-    emit(rows, as_json, columns)
+    if not unsafe_sql:
+        sandbox.check(query)  # refused before the views are built
+    emit_relation(sandbox.run(t.connect(), query, unsafe=unsafe_sql), as_json)
 
 
 @click.command()

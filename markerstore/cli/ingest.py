@@ -7,10 +7,22 @@ from typing import Any
 
 import click
 
-from markerstore.cli.main import emit, json_flag, parse_storage_options, storage_option_flag
+from markerstore.cli.main import (
+    duckdb_message,
+    emit,
+    json_flag,
+    open_table,
+    parse_storage_options,
+    storage_option_flag,
+)
 
 
 def parse_checks(pairs: tuple[str, ...]) -> dict[str, str]:
+    """NAME=SQL_EXPR pairs, each expression parsed as one SQL expression (its columns are
+    checked against the schema later, still before Spark starts)."""
+    import duckdb
+
+    con = duckdb.connect()
     checks: dict[str, str] = {}
     for pair in pairs:
         name, sep, expr = pair.partition("=")
@@ -18,18 +30,32 @@ def parse_checks(pairs: tuple[str, ...]) -> dict[str, str]:
             raise click.UsageError(f"--check expects NAME=SQL_EXPR, got {pair!r}")
         if name.strip() in checks:
             raise click.UsageError(f"--check {name.strip()} is given twice")
+        try:
+            statements = con.extract_statements(f"SELECT ({expr}) AS v")
+        except duckdb.Error as exc:
+            raise click.UsageError(f"--check {name.strip()}: {expr.strip()!r} is not a valid SQL "
+                                   f"boolean expression: {duckdb_message(exc)}") from None
+        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            raise click.UsageError(f"--check {name.strip()}: {expr.strip()!r} is not one SQL "
+                                   "expression")
         checks[name.strip()] = expr.strip()
     return checks
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
-    """`key=value` option pairs; keys are dotted option names, values stay strings."""
+    """`key=value` option pairs; keys are dotted option names, values stay strings. Keys
+    and values are validated (markerstore.config, with errortable's options registered):
+    a bad one is a ConfigError before Spark starts."""
     options: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
             raise click.UsageError(f"--option expects KEY=VALUE, got {pair!r}")
         options[name.strip()] = value.strip()
+    import errortable  # noqa: F401  (registers the error table's option keys)
+    from markerstore import config
+
+    config.resolve(options)
     return options
 
 
@@ -87,12 +113,16 @@ def ingest(source: str, table: str, fmt: str | None, schema: str | None,
     cast it to a schema, apply checks, and commit it to TABLE with markers. Records that
     fail to parse, cast, or pass a check go to the local error table TABLE_errors,
     committed together with the data."""
+    # Everything that needs no source or schema is checked before the pipeline (and
+    # Spark) is even imported.
+    parsed_checks, parsed_options = parse_checks(checks), parse_options(options)
+    open_table(table, storage_options, parsed_options, must_exist=False)
     from markerstore.ingest.pipeline import ingest as run
 
-    result = run(source, table, fmt=fmt, schema=schema, checks=parse_checks(checks),
+    result = run(source, table, fmt=fmt, schema=schema, checks=parsed_checks,
                  key=key, partition_by=list(partition_by) or None, markers=markers,
                  mode=mode, master=master, error_table=not no_error_table,
-                 options=parse_options(options),
+                 options=parsed_options,
                  storage_options=parse_storage_options(storage_options), progress=progress)
     print_summary(result.summary(), as_json)
 

@@ -1,13 +1,17 @@
 """The `markerstore` command: a click group; each command prints text or `--json`.
 
-Bad arguments exit 2 with a one-line message; a failed operation exits 1.
+Every failure is one line on stderr: bad arguments (a bad option, a path with no table,
+SQL the sandbox refuses) exit 2; a failed operation or a table that cannot be read exits 1;
+an unexpected error exits 1 too, and ``MARKERSTORE_DEBUG=1`` shows its traceback.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import click
@@ -16,9 +20,12 @@ from markerstore._optional import import_optional
 from markerstore.errors import (
     ConfigError,
     InstantNotFoundError,
-    InvalidMarkerError,
     MarkerStoreError,
+    SqlRefusedError,
+    TableNotFoundError,
 )
+from markerstore.table import Table
+from markerstore.timeline.timeline import META_DIR
 
 # Command modules, loaded when present; each defines `register(group)`.
 COMMAND_MODULES = (
@@ -31,18 +38,37 @@ COMMAND_MODULES = (
 )
 
 USAGE_ERRORS: tuple[type[BaseException], ...] = (
-    ConfigError, InvalidMarkerError, InstantNotFoundError, click.UsageError)
-# ConfigError covers bad options, schemas, sources and checks: all bad input, exit 2.
+    ConfigError, InstantNotFoundError, TableNotFoundError, SqlRefusedError, click.UsageError)
+# ConfigError covers bad options, schemas, sources and checks: all bad input, exit 2. An
+# InvalidMarkerError or a CorruptTableError comes from what a table holds: exit 1.
+DEBUG_ENV = "MARKERSTORE_DEBUG"
+SANDBOX_HINT = ("the SQL sandbox reads only the table's views; rerun with --unsafe-sql for "
+                "DuckDB's full engine")
 
 
 def _duckdb_usage_errors() -> tuple[type[BaseException], ...]:
     import duckdb
 
-    return (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException)
+    return (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
+            duckdb.PermissionException)
+
+
+def _table_content_errors() -> tuple[type[BaseException], ...]:
+    """What a table holds is bad: never the caller's arguments, so exit 1 even where the
+    class also subclasses ValueError."""
+    import markerstore.errors as errors
+
+    return (errors.InvalidMarkerError, errors.MarkerTypeError, errors.CorruptTableError)
+
+
+def _debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
 class OneLineGroup(click.Group):
-    """A group whose errors are one line on stderr: exit 2 for bad input, 1 otherwise."""
+    """A group whose errors are one line on stderr: exit 2 for bad input, 1 otherwise.
+    An unexpected exception is one line too, with a hint: set MARKERSTORE_DEBUG=1 for its
+    traceback."""
 
     def main(self, args: Sequence[str] | None = None,  # type: ignore[override]
              prog_name: str | None = None, **extra: Any) -> Any:
@@ -54,20 +80,65 @@ class OneLineGroup(click.Group):
         except click.exceptions.Abort:
             click.echo(f"{prog}: aborted", err=True)
             sys.exit(130)
-        except (*USAGE_ERRORS, *_duckdb_usage_errors()) as exc:
-            message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+        except Exception as exc:  # every failure is one line; see describe_error
+            if _debug():
+                raise
+            code, message = describe_error(exc)
             click.echo(f"{prog}: error: {_one_line(message)}", err=True)
-            sys.exit(2)
-        except click.ClickException as exc:
-            click.echo(f"{prog}: error: {_one_line(exc.format_message())}", err=True)
-            sys.exit(exc.exit_code)
-        except (MarkerStoreError, OSError) as exc:
-            click.echo(f"{prog}: error: {_one_line(str(exc))}", err=True)
-            sys.exit(1)
+            sys.exit(code)
+
+
+def describe_error(exc: BaseException) -> tuple[int, str]:
+    """(exit code, message) for a failure: 2 for bad input, 1 for a failed operation or a
+    table that cannot be read, 1 with a hint for anything unexpected."""
+    import duckdb
+
+    if isinstance(exc, _table_content_errors()):
+        return 1, str(exc)
+    if isinstance(exc, (*USAGE_ERRORS, *_duckdb_usage_errors())):
+        message = (exc.format_message() if isinstance(exc, click.ClickException)
+                   else duckdb_message(exc))
+        if isinstance(exc, duckdb.PermissionException):
+            message = f"{message} ({SANDBOX_HINT})"
+        return 2, message
+    if isinstance(exc, click.ClickException):
+        return exc.exit_code, exc.format_message()
+    if isinstance(exc, (MarkerStoreError, OSError, duckdb.Error)):
+        return 1, duckdb_message(exc) or type(exc).__name__
+    return 1, (f"unexpected {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the "
+               "traceback)")
+
+
+def duckdb_message(exc: BaseException) -> str:
+    """The message without DuckDB's "LINE 1: ... ^" context (a caret means nothing on one
+    line)."""
+    return re.split(r"\n\s*LINE \d+:", str(exc), maxsplit=1)[0]
 
 
 def _one_line(message: str) -> str:
     return " ".join(message.split())
+
+
+def open_table(path: str, storage_options: Sequence[str] | Mapping[str, Any] = (),
+               options: Mapping[str, Any] | None = None, *, must_exist: bool = True,
+               what: str = "") -> Table:
+    """The table at `path` for a command: a bad path or URL is a usage error; a path with
+    no markerstore table (or a regular file) is TableNotFoundError, both exit 2. With
+    `must_exist=False` (a table a command creates) only a regular file is refused."""
+    parsed = (dict(storage_options) if isinstance(storage_options, Mapping)
+              else parse_storage_options(storage_options))
+    try:
+        table = Table(path, parsed, options)
+    except ConfigError:
+        raise
+    except (ValueError, ImportError, TypeError) as exc:
+        raise click.UsageError(f"bad table path {path!r}: {exc}") from None
+    storage = table.storage
+    if storage.fs.isfile(storage.root):
+        raise TableNotFoundError(f"no markerstore table at {path}: it is a file{what}")
+    if must_exist and not storage.fs.isdir(storage.path(META_DIR)):
+        raise TableNotFoundError(f"no markerstore table at {path}{what}")
+    return table
 
 
 def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -103,6 +174,23 @@ def json_flag(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
 
 
+def unsafe_sql_flag(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--unsafe-sql", "unsafe_sql", is_flag=True,
+        help="Run the SQL with DuckDB's full engine (any file, COPY, ATTACH, INSTALL, SET, "
+             "...). Off by default: one read-only query that reads only the table's views "
+             "(see docs/SECURITY.md).")(fn)
+
+
+def emit_relation(relation: Any, as_json: bool) -> None:
+    """Print a DuckDB relation's rows (a statement without a result prints nothing)."""
+    if relation is None:
+        return
+    columns = list(relation.columns)
+    rows = [dict(zip(columns, values)) for values in relation.fetchall()]
+    emit(rows, as_json, columns)
+
+
 def emit(rows: list[dict[str, Any]] | dict[str, Any], as_json: bool,
          columns: Sequence[str] | None = None) -> None:
     """Print rows as JSON, or as an aligned text table."""
@@ -133,23 +221,38 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class CommandsGroup(OneLineGroup):
+    """The `markerstore` group: its commands are loaded from COMMAND_MODULES when first
+    looked up, not at import (errortable's command module imports this one, in either
+    order), so the group is the same whichever module was imported first."""
+
+    _loaded = False
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            _load_commands(self)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._load()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=CommandsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="markerstore", prog_name="markerstore")
 def cli() -> None:
     """Markers, commits and audits for PySpark writes to a data lake (local disk or S3)."""
 
 
-def _load_commands() -> None:
+def _load_commands(group: click.Group) -> None:
     for name in COMMAND_MODULES:
-        loading = sys.modules.get(name)
-        if loading is not None and not hasattr(loading, "register"):
-            continue  # that module is importing us (the `errortable` command): not needed
         module = import_optional(name)
         if module is not None:
-            module.register(cli)
-
-
-_load_commands()
+            module.register(group)
 
 
 def main() -> None:

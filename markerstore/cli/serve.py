@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from markerstore.cli.main import emit, json_flag, parse_storage_options, storage_option_flag
+from markerstore.cli.main import emit, json_flag, open_table, storage_option_flag
 
 if TYPE_CHECKING:
     from markerstore.server.app import MarkerServer
@@ -44,9 +44,8 @@ def serve(table_path: str, host: str, port: int, token: str | None, options: tup
     """Serve the batched markers of TABLE over HTTP; prints the URL, then runs until
     interrupted (SIGINT or SIGTERM), answering the requests in progress before it exits."""
     from markerstore.server.app import MarkerServer
-    from markerstore.table import Table
 
-    table = Table(table_path, parse_storage_options(storage_options), _options(options))
+    table = open_table(table_path, storage_options, _options(options))
     server = MarkerServer(table, host=host, port=port, token=token)
     asyncio.run(_run(server, as_json))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from markerstore.cli.main import emit, json_flag, parse_storage_options, storage_option_flag
+from markerstore.cli.main import emit, json_flag, open_table, storage_option_flag
 
 
 @click.command()
@@ -19,9 +19,8 @@ def sweep(table: str, dry_run: bool, storage_options: tuple[str, ...], as_json: 
     anything that is not this table's, are listed and left alone: run `markerstore
     rollback` first to recover failed writes."""
     from markerstore.commit import sweep as run_sweep
-    from markerstore.table import Table
 
-    report = run_sweep(Table(table, parse_storage_options(storage_options)), dry_run=dry_run)
+    report = run_sweep(open_table(table, storage_options), dry_run=dry_run)
     rows = [{"kind": r["kind"], "instant": r.get("instant"), "state": r.get("state"),
              "key": r.get("key"), "upload_id": r.get("upload_id"), "action": r["action"]}
             for r in report.rows]

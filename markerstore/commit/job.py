@@ -34,11 +34,23 @@ from markerstore.commit.conflict import (
     scopes_for,
 )
 from markerstore.commit.names import belongs_to
-from markerstore.commit.plan import INTENT, PUBLISH, CommitPlan, delete_plan, write_plan
+from markerstore.commit.plan import (
+    INTENT,
+    PUBLISH,
+    CommitPlan,
+    delete_plan,
+    plan_path,
+    write_plan,
+)
 from markerstore.commit.result import CommitResult
 from markerstore.commit.staging import Staging, staging_for
 from markerstore.commit.stats import FileStats, TaskResult
-from markerstore.errors import CommitConflictError, MarkerStoreError, ReconcileError
+from markerstore.errors import (
+    CommitConflictError,
+    CorruptTableError,
+    MarkerStoreError,
+    ReconcileError,
+)
 from markerstore.markers import RollbackResult
 from markerstore.table import DataFile, Table
 from markerstore.timeline import COMPLETED, INFLIGHT, REQUESTED
@@ -70,11 +82,36 @@ def post_commit(table: Table, plan: CommitPlan) -> None:
     """After the completed instant: delete replaced files, the staging area, the plan.
     Idempotent; recovery runs it again for a plan a completed instant left behind."""
     if plan.replaced_files:
-        table.storage.delete_many([table.storage.path(p) for p in plan.replaced_files],
+        replaced = checked_replaced_files(table, plan)
+        table.storage.delete_many([table.storage.path(p) for p in replaced],
                                   table.parallelism)
     staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
                 plan.staging_mode).cleanup()
     delete_plan(table.storage, plan.instant)
+
+
+def checked_replaced_files(table: Table, plan: CommitPlan) -> list[str]:
+    """The files a completed replace deletes, checked against what the completed commit
+    itself recorded: each is among the commit's ``replaced_files``, none is one of its own
+    files, and each is a file of an earlier completed commit. Anything else is a
+    CorruptTableError naming the plan, and nothing is deleted."""
+    where = table.storage.url(plan_path(table.storage, plan.instant))
+    meta = table.commit_metadata(plan.instant)  # checked against its schema when read
+    recorded = set(meta.get("replaced_files", []))
+    own = {entry["path"] for entry in meta["files"]}
+    earlier = {entry["path"] for instant, other in table._timeline.completed()
+               if instant < plan.instant for entry in other.get("files", [])}
+    for path in plan.replaced_files:
+        if path in own:
+            raise CorruptTableError(where, f"replaced file {path!r} is one of the files "
+                                           f"commit {plan.instant} itself wrote")
+        if path not in recorded:
+            raise CorruptTableError(where, f"replaced file {path!r} is not among the files "
+                                           f"commit {plan.instant} recorded as replaced")
+        if path not in earlier:
+            raise CorruptTableError(where, f"replaced file {path!r} is not a file of an "
+                                           f"earlier completed commit")
+    return list(plan.replaced_files)
 
 
 class JobCommitter:

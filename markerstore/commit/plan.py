@@ -24,9 +24,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from markerstore.commit.s3 import bucket_key
 from markerstore.commit.stats import FileStats
+from markerstore.errors import CorruptTableError
+from markerstore.paths import path_problem
 from markerstore.storage import Storage
 from markerstore.timeline import META_DIR, is_instant
+from markerstore.timeline.checks import (
+    check_count,
+    check_file_entries,
+    check_list,
+    check_path,
+    check_str,
+)
 
 PLANS_DIR = f"{META_DIR}/plans"
 INTENT = "intent"
@@ -59,13 +69,71 @@ class CommitPlan:
         return json.dumps(payload, sort_keys=True, default=str).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes) -> CommitPlan:
-        data = json.loads(raw)
-        return cls(str(data["instant"]), str(data["write_uuid"]), str(data["phase"]),
-                   str(data["conflict_mode"]), list(data.get("scopes", [])),
-                   str(data["staging_mode"]),
+    def from_json(cls, raw: bytes, where: str = "plan", instant: str | None = None
+                  ) -> CommitPlan:
+        """The plan in `raw`, checked against its schema; CorruptTableError naming
+        `where` if it is malformed."""
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise CorruptTableError(where, f"the plan is not JSON: {exc}") from None
+        check_plan(data, where, instant)
+        return cls(data["instant"], data["write_uuid"], data["phase"],
+                   data["conflict_mode"], list(data.get("scopes", [])),
+                   data["staging_mode"],
                    [FileStats.from_dict(f) for f in data.get("files", [])],
                    list(data.get("replaced_files", [])), dict(data.get("metadata", {})))
+
+
+_CHOICES = {"phase": (INTENT, PUBLISH), "conflict_mode": ("fail", "append", "replace"),
+            "staging_mode": ("multipart", "rename", "none")}
+
+
+def check_plan(data: Any, where: str, instant: str | None = None) -> None:
+    """A plan's schema: its fields, their types and ranges, and valid table-relative
+    paths in `files`, `replaced_files` and `scopes`."""
+    if not isinstance(data, dict):
+        raise CorruptTableError(where, f"the plan must be a JSON object, got "
+                                       f"{type(data).__name__}")
+    if not isinstance(data.get("instant"), str) or not is_instant(data["instant"]) or \
+            (instant is not None and data["instant"] != instant):
+        raise CorruptTableError(where, f"'instant' must be {instant or 'an instant id'}, got "
+                                       f"{data.get('instant')!r:.80}")
+    check_str(data.get("write_uuid"), "write_uuid", where, optional=False)
+    for key, choices in _CHOICES.items():
+        if data.get(key) not in choices:
+            raise CorruptTableError(where, f"{key!r} must be one of {', '.join(choices)}, "
+                                           f"got {data.get(key)!r:.80}")
+    for i, scope in enumerate(check_list(data.get("scopes", []), "scopes", where)):
+        if path_problem(scope, allow_empty=True) is not None:
+            check_path(scope, f"scopes[{i}]", where)
+    check_file_entries(data.get("files", []), "files", where)
+    for i, entry in enumerate(data.get("files", [])):
+        check_count(entry.get("rows"), f"files[{i}].rows", where, optional=False)
+        check_count(entry.get("bytes"), f"files[{i}].bytes", where, optional=False)
+        for key in ("spark_partition", "task_attempt_id"):
+            check_count(entry.get(key), f"files[{i}].{key}", where)
+        _check_pending(entry.get("pending_upload"), f"files[{i}].pending_upload", where)
+    for i, path in enumerate(check_list(data.get("replaced_files", []), "replaced_files",
+                                        where)):
+        check_path(path, f"replaced_files[{i}]", where)
+    if not isinstance(data.get("metadata", {}), dict):
+        raise CorruptTableError(where, "'metadata' must be an object")
+
+
+def _check_pending(value: Any, name: str, where: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise CorruptTableError(where, f"{name} must be an object")
+    for key in ("bucket", "key", "upload_id"):
+        check_str(value.get(key), f"{name}.{key}", where, optional=False)
+    check_count(value.get("size"), f"{name}.size", where, optional=False)
+    for part in check_list(value.get("parts"), f"{name}.parts", where):
+        if not (isinstance(part, list) and len(part) == 2 and isinstance(part[1], str)):
+            raise CorruptTableError(where, f"{name}.parts holds {part!r:.80}, not "
+                                           "[number, etag]")
+        check_count(part[0], f"{name}.parts number", where, optional=False)
 
 
 def plan_path(storage: Storage, instant: str) -> str:
@@ -78,14 +146,24 @@ def write_plan(storage: Storage, plan: CommitPlan) -> None:
 
 
 def read_plan(storage: Storage, instant: str) -> CommitPlan | None:
-    """The plan of an instant; None if it has none. An unreadable plan counts as none:
-    nothing is rolled forward from it (rolling back is always safe)."""
+    """The plan of an instant; None if it has none. A plan that fails its schema (or
+    whose pending uploads are not at their files' keys) is a CorruptTableError naming
+    it: nothing is rolled forward, replaced or deleted from it."""
+    path = plan_path(storage, instant)
     try:
-        return CommitPlan.from_json(storage.get(plan_path(storage, instant)))
+        raw = storage.get(path)
     except FileNotFoundError:
         return None
-    except (ValueError, KeyError, TypeError):
-        return None
+    plan = CommitPlan.from_json(raw, storage.url(path), instant)
+    if storage.is_s3:
+        for stats in plan.files:
+            pending = stats.pending_upload
+            if pending is not None and (pending.bucket, pending.key) != bucket_key(
+                    storage, stats.path):
+                raise CorruptTableError(storage.url(path), (
+                    f"the pending upload of {stats.path!r} is at s3://{pending.bucket}/"
+                    f"{pending.key}, not at that file's key"))
+    return plan
 
 
 def plan_instants(storage: Storage) -> list[str]:

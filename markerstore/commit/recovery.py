@@ -29,7 +29,8 @@ from markerstore.commit.names import parse_path
 from markerstore.commit.plan import PUBLISH, delete_plan, plan_instants, read_plan
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area, staging_for
 from markerstore.commit.stats import PendingUpload
-from markerstore.markers import RollbackResult, register_rollback_hook
+from markerstore.errors import CorruptTableError
+from markerstore.markers import RollbackResult, marker_folder, register_rollback_hook
 from markerstore.storage import Storage
 from markerstore.table import Table, register_finish_hook, register_recovery_hook
 from markerstore.timeline import COMPLETED, ROLLEDBACK, Timeline, is_instant
@@ -53,18 +54,40 @@ def uploads_of_write(storage: Storage, write_uuid: str, instant: str
     return result
 
 
+def _marked_uploads(storage: Storage, instant: str, rows: pa.Table | None
+                    ) -> set[tuple[str, str, str]]:
+    """The pending uploads the markers record, each checked to be at its own file's key
+    (a marker row naming an upload elsewhere is a CorruptTableError; nothing is
+    aborted)."""
+    todo: set[tuple[str, str, str]] = set()
+    if rows is None or "pending_upload" not in rows.column_names:
+        return todo
+    where = storage.url(marker_folder(storage, instant))
+    for row in rows.select(["partition", "file", "pending_upload"]).to_pylist():
+        if not row["pending_upload"]:
+            continue
+        try:
+            pending = PendingUpload.from_json(row["pending_upload"])
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+            raise CorruptTableError(where, f"the pending upload of {row['file']!r} is not "
+                                           f"one: {exc}") from None
+        assert pending is not None
+        path = f"{row['partition']}/{row['file']}" if row["partition"] else row["file"]
+        if (pending.bucket, pending.key) != s3.bucket_key(storage, path):
+            raise CorruptTableError(where, f"the pending upload of {path!r} is at "
+                                           f"s3://{pending.bucket}/{pending.key}, not at "
+                                           "that file's key")
+        todo.add((pending.bucket, pending.key, pending.upload_id))
+    return todo
+
+
 def rollback_cleanup(storage: Storage, instant: str, rows: pa.Table | None
                      ) -> dict[str, Any] | None:
     """Rollback hook: abort the write's uploads, delete its staging area and its plan."""
     write_uuid = Timeline(storage).requested_info(instant).get("write_uuid")
     aborted = 0
     if storage.is_s3:
-        todo: set[tuple[str, str, str]] = set()
-        if rows is not None and "pending_upload" in rows.column_names:
-            for text in rows.column("pending_upload").to_pylist():
-                pending = PendingUpload.from_json(text) if text else None
-                if pending is not None:
-                    todo.add((pending.bucket, pending.key, pending.upload_id))
+        todo = _marked_uploads(storage, instant, rows)
         if write_uuid:
             todo.update(uploads_of_write(storage, str(write_uuid), instant))
         aborted = s3.abort_many(storage, sorted(todo), _ABORT_THREADS)
@@ -78,7 +101,11 @@ def rollback_cleanup(storage: Storage, instant: str, rows: pa.Table | None
 def roll_forward(table: Table, instant: str) -> RollbackResult | None:
     """Recovery hook: complete a failed write whose publish plan is on storage, or return
     None so that it is rolled back."""
-    plan = read_plan(table.storage, instant)
+    try:
+        plan = read_plan(table.storage, instant)
+    except CorruptTableError as exc:
+        log.warning("instant %s is rolled back, not forward: %s", instant, exc)
+        return None
     if plan is None or plan.phase != PUBLISH:
         return None
     if table._timeline.is_fenced(instant):

@@ -20,7 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from markerstore.errors import InvalidMarkerError, MarkerTypeError
+from markerstore.errors import CorruptTableError, InvalidMarkerError, MarkerTypeError
+from markerstore.paths import path_problem
 from markerstore.storage import Storage
 from markerstore.timeline.timeline import META_DIR, is_instant
 
@@ -59,22 +60,16 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def validate_partition(partition: str) -> str:
-    """A partition path relative to the table: '' or 'a=1/b=2'; never absolute, no '..'."""
+    """A partition path relative to the table: '' or 'a=1/b=2' (the rules of
+    :func:`markerstore.paths.path_problem`: never absolute, no '..', ...)."""
     if not isinstance(partition, str):
         raise InvalidMarkerError(f"partition must be a string, got {type(partition).__name__}")
     if partition in ("", "."):
         return ""
-    if partition.startswith("/") or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", partition):
-        raise InvalidMarkerError(f"partition {partition!r} is absolute; it must be relative "
-                                 "to the table path")
-    if "\\" in partition or _CONTROL.search(partition):
-        raise InvalidMarkerError(f"partition {partition!r} contains a backslash or a control "
-                                 "character")
-    cleaned = partition.rstrip("/")
-    for segment in cleaned.split("/"):
-        if segment in ("", ".", ".."):
-            raise InvalidMarkerError(f"partition {partition!r} has an empty, '.' or '..' "
-                                     "segment")
+    cleaned = partition.rstrip("/") if partition.rstrip("/") else partition
+    problem = path_problem(cleaned)
+    if problem is not None:
+        raise InvalidMarkerError(f"partition {partition!r} {problem}")
     return cleaned
 
 
@@ -88,6 +83,9 @@ def validate_file_name(file_name: str) -> str:
     if file_name in (".", "..") or _CONTROL.search(file_name):
         raise InvalidMarkerError(f"file name {file_name!r} is '.', '..' or has a control "
                                  "character")
+    problem = path_problem(file_name)
+    if problem is not None:
+        raise InvalidMarkerError(f"file name {file_name!r} {problem}")
     if MARKER_INFIX in file_name:
         raise InvalidMarkerError(f"file name {file_name!r} contains {MARKER_INFIX!r}, "
                                  "which marks marker names")
@@ -260,19 +258,32 @@ def ensure_marker_type(storage: Storage, instant: str, mechanism: str) -> None:
 
 
 def parse_marker_type(raw: bytes, where: str) -> str:
+    """The mechanism named by a MARKERS.type file: JSON ``{"type": ..., "version": n}``
+    (a string and an integer from 1 to MARKER_FORMAT_VERSION), or Hudi's bare name."""
     text = raw.decode("utf-8", "replace").strip()
     if not text:
         raise MarkerTypeError(f"{where} is empty; the marker mechanism is unknown, so the "
                               "markers cannot be read safely")
     try:
         payload = json.loads(text)
-        mechanism = str(payload["type"]).upper()
-        version = int(payload.get("version", 1))
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict):
+        mechanism, version = payload.get("type"), payload.get("version", 1)
+        if not isinstance(mechanism, str):
+            raise CorruptTableError(where, f"'type' must be a string, got {mechanism!r:.80}")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise CorruptTableError(where, f"'version' must be a positive integer, got "
+                                           f"{version!r:.80}")
+        mechanism = mechanism.upper()
+    elif payload is None or isinstance(payload, str):
         # Hudi writes the bare name; accept it.
         mechanism, version = text.upper(), 1
         if mechanism == "TIMELINE_SERVER_BASED":
             mechanism = BATCHED
+    else:
+        raise CorruptTableError(where, f"expected a JSON object or a mechanism name, got "
+                                       f"{text[:80]!r}")
     if mechanism not in MECHANISMS:
         raise MarkerTypeError(f"{where} names an unknown marker mechanism {text[:80]!r}; "
                               f"expected one of {', '.join(MECHANISMS)}")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from markerstore.errors import CorruptTableError, InvalidMarkerError
 from markerstore.markers.base import (
     DIRECT,
     MARKER_TYPE_FILE,
@@ -101,7 +102,12 @@ class DirectWriteMarkers(WriteMarkers):
             name = path[len(prefix):]
             if name == MARKER_TYPE_FILE or "/." in "/" + name:
                 continue  # the type file, or a temporary file of a local atomic write
-            result.append((MarkerName.parse(name), path))
+            try:
+                marker = MarkerName.parse(name)
+            except InvalidMarkerError as exc:
+                raise CorruptTableError(self.storage.url(path),
+                                        f"not a marker of this folder: {exc}") from None
+            result.append((marker, path))
         return result
 
     def all(self) -> list[str]:
@@ -129,5 +135,27 @@ class DirectWriteMarkers(WriteMarkers):
             for i, (_, path) in enumerate(pairs):
                 raw = self.storage.get(path)
                 if raw.strip():
-                    details[i] = json.loads(raw)
+                    details[i] = _details(raw, self.storage.url(path))
         return markers_to_arrow([marker for marker, _ in pairs], details)
+
+
+def _details(raw: bytes, where: str) -> dict[str, Any]:
+    """The details a direct marker holds: a JSON object."""
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        raise CorruptTableError(where, f"marker details are not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise CorruptTableError(where, f"marker details must be a JSON object, got "
+                                       f"{type(payload).__name__}")
+    size = payload.get("size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int)
+                             or not 0 <= size < 2 ** 63):
+        raise CorruptTableError(where, f"marker detail 'size' must be an integer from 0 to "
+                                       f"2^63-1, got {size!r:.80}")
+    for key in ("task_attempt", "checksum"):
+        if payload.get(key) is not None and not isinstance(payload[key], str):
+            raise CorruptTableError(where, f"marker detail {key!r} must be a string")
+    if not isinstance(payload.get("pending_upload"), (dict, str, type(None))):
+        raise CorruptTableError(where, "marker detail 'pending_upload' must be an object")
+    return payload

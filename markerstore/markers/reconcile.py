@@ -26,7 +26,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from markerstore.errors import ReconcileError
+from markerstore.errors import CorruptTableError, ReconcileError
 from markerstore.markers.base import (
     DIRECT,
     MARKER_COLUMNS,
@@ -34,6 +34,7 @@ from markerstore.markers.base import (
     read_marker_type,
 )
 from markerstore.markers.direct import DirectWriteMarkers
+from markerstore.paths import checked_paths, path_problem
 from markerstore.storage import Storage
 from markerstore.timeline import Timeline
 
@@ -57,6 +58,52 @@ def register_rollback_hook(hook: RollbackHook) -> None:
     is. It must be idempotent. What it returns is kept in the rollback record."""
     if hook not in _ROLLBACK_HOOKS:
         _ROLLBACK_HOOKS.append(hook)
+
+
+# Rows whose file name or IO type cannot be a marker's (the partition is checked apart:
+# there are few distinct ones). A file name is one path segment.
+_BAD_ROWS_SQL = (
+    "SELECT partition, file, io_type FROM m WHERE partition IS NULL OR file IS NULL "
+    "OR io_type IS NULL OR io_type NOT IN ('CREATE', 'MERGE', 'APPEND') "
+    "OR file IN ('', '.', '..') OR regexp_matches(file, '[/\\\\\\x00-\\x1f\\x7f]') LIMIT 1")
+
+
+def check_marker_rows(relation: duckdb.DuckDBPyRelation, where: str,
+                      locate: Callable[[str | None, str | None], str | None] | None = None
+                      ) -> None:
+    """CorruptTableError if a marker row read from storage names no valid table-relative
+    data file (a partition with '..', an absolute one, a file name with a separator, an
+    unknown IO type, ...). `where` names the marker folder; `locate(partition, file)`
+    may name the very file that holds the bad row."""
+    bad = relation.query("m", _BAD_ROWS_SQL)
+    assert bad is not None
+    rows = bad.fetchall()
+    entry: tuple[Any, Any, Any] | None = rows[0] if rows else None
+    if entry is None:
+        parts = relation.query("m", "SELECT DISTINCT partition FROM m")
+        assert parts is not None
+        for (partition,) in parts.fetchall():
+            if path_problem(partition, allow_empty=True) is not None:
+                found = relation.query(
+                    "m", "SELECT partition, file, io_type FROM m WHERE partition = "
+                         + _literal(partition) + " LIMIT 1")
+                assert found is not None
+                entry = found.fetchall()[0]
+                break
+    if entry is None:
+        return
+    partition, file_name, io_type = entry
+    problem = (path_problem(partition, allow_empty=True) if partition is not None
+               else "is null")
+    what = f"partition {partition!r} {problem}" if problem else \
+        f"marker (partition {partition!r}, file {file_name!r}, io_type {io_type!r}) does " \
+        "not name one data file of the table"
+    source = (locate(partition, file_name) if locate is not None else None) or where
+    raise CorruptTableError(source, what)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _read_direct(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
@@ -88,6 +135,7 @@ def read_markers(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
 
         raise MarkerTypeError(f"no reader for {mechanism} markers is installed")
     relation = _READERS[mechanism](storage, instant, con)
+    check_marker_rows(relation, storage.url(marker_folder(storage, instant)))
     columns = ", ".join(f'"{f.name}"' for f in MARKER_COLUMNS)
     return relation.query(
         "m", f"SELECT {columns}, CASE WHEN partition = '' THEN file "
@@ -102,7 +150,7 @@ def empty_markers(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
 def referenced_files(timeline: Timeline) -> set[str]:
     """Every data file (relative path) a completed commit references."""
     paths: set[str] = set()
-    for _, metadata in timeline.completed():
+    for _, metadata in timeline.completed():  # each checked against its schema when read
         for entry in metadata.get("files", []):
             paths.add(entry["path"])
     return paths
@@ -151,6 +199,7 @@ def reconcile(storage: Storage, timeline: Timeline, instant: str, committed: Ite
         "AND path NOT IN (SELECT path FROM referenced) ORDER BY path").fetchall()]
     total = con.sql("SELECT count(*) FROM markers_rel").fetchall()[0][0]
     result = ReconcileResult(instant, int(total), invalid)
+    checked_paths(invalid, storage.url(marker_folder(storage, instant)), what="marked file")
     if invalid:
         try:
             storage.delete_many([storage.path(p) for p in invalid], parallelism)
@@ -196,6 +245,8 @@ def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
         result.kept_append_files = [r[0] for r in con.sql(
             "SELECT DISTINCT path FROM markers_rel WHERE io_type = 'APPEND' "
             "AND path IN (SELECT path FROM referenced) ORDER BY path").fetchall()]
+        checked_paths(result.deleted_files, storage.url(marker_folder(storage, instant)),
+                      what="marked file")
         storage.delete_many([storage.path(p) for p in result.deleted_files], parallelism)
     for hook in _ROLLBACK_HOOKS:
         outcome = hook(storage, instant, None if markers is None else rows.drop_columns(["path"]))

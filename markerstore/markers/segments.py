@@ -19,6 +19,7 @@ Why readers can trust what they list:
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
@@ -37,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from markerstore.errors import MarkerTypeError, StorageError
+from markerstore.errors import CorruptTableError, MarkerTypeError, StorageError
 from markerstore.markers.base import (
     BATCHED,
     MARKER_COLUMNS,
@@ -45,7 +46,7 @@ from markerstore.markers.base import (
     marker_folder,
     read_marker_type,
 )
-from markerstore.markers.reconcile import register_reader
+from markerstore.markers.reconcile import check_marker_rows, register_reader
 from markerstore.storage import Storage
 
 FORMATS = ("parquet", "avro")
@@ -361,12 +362,47 @@ def read_batched(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
             relation = _relation(storage, segments, con).query("s", _MERGE_SQL)
             assert relation is not None
             rows = relation.to_arrow_table()
-        except (FileNotFoundError, duckdb.IOException):
+        except (FileNotFoundError, duckdb.Error, StorageError) as exc:
             if list_segments(storage, instant) == segments:
-                raise  # not a segment that compaction replaced meanwhile
+                # not a segment that compaction replaced meanwhile
+                _raise_unreadable(storage, segments, exc)
+                raise
             continue
-        return con.from_arrow(rows.cast(MARKER_COLUMNS))
+        relation = con.from_arrow(rows.cast(MARKER_COLUMNS))
+        check_marker_rows(relation, storage.url(marker_folder(storage, instant)),
+                          functools.partial(_segment_holding, storage, segments))
+        return relation
     raise StorageError(f"the segments of instant {instant} kept changing while being read")
+
+
+def _raise_unreadable(storage: Storage, segments: list[SegmentFile], exc: Exception) -> None:
+    """CorruptTableError naming the first segment that does not decode, if one does not
+    (a truncated, empty or foreign file); returns when every segment decodes."""
+    if isinstance(exc, FileNotFoundError) or (isinstance(exc, StorageError)
+                                              and "is unreadable" not in str(exc)):
+        return
+    for segment in segments:
+        try:
+            decode(storage.get(segment.path), segment.fmt)
+        except FileNotFoundError:
+            return
+        except Exception as error:
+            raise CorruptTableError(storage.url(segment.path), f"the segment is unreadable: "
+                                    f"{type(error).__name__}: {error}") from None
+
+
+def _segment_holding(storage: Storage, segments: list[SegmentFile], partition: str | None,
+                     file_name: str | None) -> str | None:
+    """The segment that holds a marker row (to name it in an error); None if not found."""
+    for segment in segments:
+        try:
+            table = read_segment(storage, segment)
+        except (OSError, StorageError):
+            continue
+        pairs = zip(table.column("partition").to_pylist(), table.column("file").to_pylist())
+        if (partition, file_name) in pairs:
+            return storage.url(segment.path)
+    return None
 
 
 register_reader(BATCHED, read_batched)

@@ -366,7 +366,7 @@ class MarkerService(SegmentWriter):
             for instant in sorted(inflight - written):
                 try:
                     relation = read_markers(self.storage, instant, con)
-                except (MarkerTypeError, StorageError) as exc:
+                except MarkerStoreError as exc:  # a corrupt or unreadable neighbour: skipped
                     log.warning("early conflict detection cannot read the markers of %s: %s",
                                 instant, exc)
                     continue

@@ -25,6 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from markerstore.errors import StorageError
+from markerstore.paths import check_contained
 
 T = TypeVar("T")
 
@@ -275,13 +276,18 @@ class Storage:
         return handle
 
     # --- deletes -----------------------------------------------------------------------
-    def delete(self, path: str) -> None:
-        """Delete one file; a missing file is not an error."""
-        def run() -> None:
-            with contextlib.suppress(FileNotFoundError):
-                self.fs.rm_file(path)
+    def check_contained(self, paths: Iterable[str]) -> None:
+        """On local disk: CorruptTableError if deleting any of `paths` would follow a
+        symbolic link out of the table (a folder on the way that is a link leading
+        elsewhere). Elsewhere there are no links to follow."""
+        if self.is_local and os.path.isdir(self.root):
+            check_contained(self.root, paths, self.url())
 
-        self._retry(f"DELETE {self.url(path)}", "DELETE", run)
+    def delete(self, path: str) -> None:
+        """Delete one file; a missing file is not an error. On local disk, refuses (before
+        deleting) a file reached through a symbolic link out of the table."""
+        self.check_contained([path])
+        self._delete_checked(path)
 
     def delete_many(self, paths: Iterable[str], parallelism: int = 100) -> int:
         """Delete files in parallel; missing files are fine, any other failure raises.
@@ -291,6 +297,7 @@ class Storage:
         todo = sorted(set(paths))
         if not todo:
             return 0
+        self.check_contained(todo)  # all of them before the first delete
         if self.is_s3:
             batches = [todo[i:i + 1000] for i in range(0, len(todo), 1000)]
 
@@ -300,11 +307,21 @@ class Storage:
 
             self._parallel(run_batch, batches, min(parallelism, 10))
             return len(todo)
-        self._parallel(self.delete, todo, parallelism)
+        self._parallel(self._delete_checked, todo, parallelism)
         return len(todo)
+
+    def _delete_checked(self, path: str) -> None:
+        def run() -> None:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.rm_file(path)
+
+        self._retry(f"DELETE {self.url(path)}", "DELETE", run)
 
     def delete_dir(self, path: str, parallelism: int = 100) -> int:
         """Delete a folder and everything under it; returns the number of files deleted."""
+        if self.is_local and os.path.islink(path.rstrip("/")):
+            os.unlink(path.rstrip("/"))  # the link itself, never what it leads to
+            return 1
         files = self.find(path)
         count = self.delete_many(files, parallelism)
         if self.is_local and os.path.isdir(path):

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from markerstore.storage import Storage
+from markerstore.timeline.checks import check_heartbeat
 from markerstore.timeline.timeline import META_DIR
 
 HEARTBEAT_DIR = f"{META_DIR}/heartbeats"
@@ -43,13 +44,14 @@ class Heartbeats:
     def read(self, instant: str) -> dict[str, Any] | None:
         """The last beat (ts_ms, host, pid), or None if there is none or it is corrupt."""
         try:
-            payload = json.loads(self.storage.get(self._file(instant)))
-            payload["ts_ms"] = int(payload["ts_ms"])
-            return dict(payload)
+            raw = self.storage.get(self._file(instant))
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError):
-            log.warning("heartbeat of %s is unreadable; treating it as expired", instant)
+        try:
+            return dict(check_heartbeat(json.loads(raw), self.storage.url(self._file(instant))))
+        except (ValueError, RecursionError) as exc:  # CorruptTableError is a ValueError
+            log.warning("heartbeat of %s is unreadable (%s); treating it as expired",
+                        instant, exc)
             return None
 
     @property

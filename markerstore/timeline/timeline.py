@@ -27,11 +27,13 @@ from typing import Any
 
 from markerstore.errors import (
     CommitConflictError,
+    CorruptTableError,
     InstantCompletedError,
     InstantNotFoundError,
     TimelineError,
 )
 from markerstore.storage import Storage
+from markerstore.timeline.checks import check_commit, check_rollback_record
 
 META_DIR = ".markerstore"
 TIMELINE_DIR = f"{META_DIR}/timeline"
@@ -165,17 +167,22 @@ class Timeline:
             raw = self.storage.get(self._file(instant, ".commit"))
         except FileNotFoundError:
             return None
+        where = self.storage.url(self._file(instant, ".commit"))
         try:
-            payload: dict[str, Any] = json.loads(raw)
-        except ValueError as exc:
-            raise TimelineError(
-                f"completed instant {instant} has unreadable metadata "
-                f"({self.storage.url(self._file(instant, '.commit'))}): {exc}") from None
+            decoded = json.loads(raw)
+        except ValueError as exc:  # UnicodeDecodeError and RecursionError too
+            raise CorruptTableError(where, f"the commit metadata is not JSON: {exc}") from None
+        except RecursionError:
+            raise CorruptTableError(where, "the commit metadata is nested too deeply") from None
+        payload = check_commit(decoded, instant, where)
         self._metadata_cache[instant] = payload  # completed files never change
         return payload
 
     def _is_tombstone(self, instant: str) -> bool:
-        payload = self._read_commit_file(instant)
+        try:
+            payload = self._read_commit_file(instant)
+        except CorruptTableError:
+            return False  # listed as completed; reading its metadata says it is corrupt
         return payload is not None and payload.get("state") == TOMBSTONE_STATE
 
     def is_fenced(self, instant: str) -> bool:
@@ -185,6 +192,10 @@ class Timeline:
             return False
         self._metadata_cache.pop(instant, None)
         return self._is_tombstone(instant)
+
+    def commit_url(self, instant: str) -> str:
+        """Where the metadata of `instant` lives (to name it in an error)."""
+        return self.storage.url(self._file(instant, ".commit"))
 
     def commit_metadata(self, instant: str) -> dict[str, Any]:
         """The metadata of a completed instant."""
@@ -201,11 +212,10 @@ class Timeline:
     def requested_info(self, instant: str) -> dict[str, Any]:
         """What start_commit recorded (write UUID, operation, ...); {} if unreadable."""
         try:
-            payload: dict[str, Any] = json.loads(
-                self.storage.get(self._file(instant, ".commit.requested")))
-            return payload
-        except (FileNotFoundError, ValueError):
+            payload = json.loads(self.storage.get(self._file(instant, ".commit.requested")))
+        except (FileNotFoundError, ValueError, RecursionError):
             return {}
+        return payload if isinstance(payload, dict) else {}
 
     # --- transitions -------------------------------------------------------------------
     def create(self, write_uuid: str, operation: str = "write",
@@ -262,10 +272,14 @@ class Timeline:
         self.storage.put(self._file(instant, ".rollback"), _dumps(payload))
 
     def rollback_info(self, instant: str) -> dict[str, Any] | None:
+        where = self.storage.url(self._file(instant, ".rollback"))
         try:
-            payload: dict[str, Any] = json.loads(self.storage.get(self._file(instant,
-                                                                             ".rollback")))
-            return payload
+            raw = self.storage.get(self._file(instant, ".rollback"))
         except FileNotFoundError:
             return None
+        try:
+            payload = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise CorruptTableError(where, f"the rollback record is not JSON: {exc}") from None
+        return check_rollback_record(payload, where)
 

@@ -68,15 +68,18 @@ def test_rollback_of_completed_instant_fails_with_one_line(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("args", [
     ("timeline",),
-    ("markers", "/tmp/x"),
-    ("rollback", "/tmp/x", "not-an-instant"),
-    ("sql", "/tmp/x", "SELEC 1"),
-    ("sql", "/tmp/x", "SELECT * FROM no_such_view"),
-    ("timeline", "/tmp/x", "--storage-option", "novalue"),
+    ("markers", "{table}"),
+    ("rollback", "{table}", "not-an-instant"),
+    ("sql", "{table}", "SELEC 1"),
+    ("sql", "{table}", "SELECT * FROM no_such_view"),
+    ("timeline", "{table}", "--storage-option", "novalue"),
+    ("timeline", "/tmp/x/no/such/table"),
     ("no-such-command",),
 ])
-def test_bad_arguments_exit_2_with_one_line(args: tuple[str, ...]) -> None:
-    out = run(*args)
+def test_bad_arguments_exit_2_with_one_line(args: tuple[str, ...], tmp_path: Path) -> None:
+    url = str(tmp_path / "t")
+    make_table(url)
+    out = run(*(a.format(table=url) for a in args))
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("markerstore: error: ")
     assert out.stderr.strip().count("\n") == 0

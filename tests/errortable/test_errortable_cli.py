@@ -134,3 +134,19 @@ def test_plugs_into_the_markerstore_command(written: Any) -> None:
     register(group)
     result = CliRunner().invoke(group, ["errortable", "stats", written.commit.url, "--json"])
     assert result.exit_code == 0 and json.loads(result.output)["total"] == 4
+
+
+@pytest.mark.parametrize("duration", ["99999999999d", "999999999d", "365001d",
+                                      "99999999999999999999w"])
+def test_a_duration_too_long_is_a_bad_argument(written: Any, duration: str) -> None:
+    """It raised OverflowError with a traceback."""
+    from errortable.retention import parse_duration
+    from markerstore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="too long"):
+        parse_duration(duration)
+    result = run("expire", written.commit.url, "--older-than", duration)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "too long" in result.stderr
+    longest = run("expire", written.commit.url, "--older-than", "365000d", "--json")
+    assert longest.exit_code == 0 and json.loads(longest.output)["expired"] == []

@@ -80,6 +80,7 @@ def test_cli_serve_refuses_a_public_address_without_token(tmp_path: Any,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     monkeypatch.delenv("MARKERSTORE_SERVER_TOKEN", raising=False)
+    Table(str(tmp_path / "t")).start_commit(heartbeat=False)  # a table: only the host is bad
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["serve", "--table", str(tmp_path / "t"), "--host", "0.0.0.0"])
     assert exit_info.value.code == 2

@@ -1,0 +1,87 @@
+"""Table-relative paths: one set of rules for every path that names something in a table.
+
+The same rules hold for a path a client sends (a marker request, a committed file) and
+for a path markerstore reads back from the table's own files (segment rows, direct marker
+names, plans, commit metadata, rollback and expire records, error-table metadata). Those
+files are untrusted: anyone who can write the table's folder can put any text in them, so
+a path read from them is checked here before anything reads or deletes what it names.
+
+A table-relative path is a non-empty string, valid UTF-8, of segments joined by ``/``:
+no segment is empty, ``.`` or ``..``; it is not absolute (no leading ``/``, no
+``scheme://``); it holds no backslash and no control character; and it does not point
+into the table's own ``.markerstore`` folder (data never lives there).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from markerstore.errors import CorruptTableError
+
+META_SEGMENT = ".markerstore"
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def path_problem(path: Any, *, allow_empty: bool = False) -> str | None:
+    """Why `path` is not a valid table-relative path, or None if it is one. The reason is
+    a phrase to follow the quoted path ("is absolute", ...)."""
+    if not isinstance(path, str):
+        return f"is a {type(path).__name__}, not a string"
+    if path == "":
+        return None if allow_empty else "is empty"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 (it holds a lone surrogate)"
+    if path.startswith("/") or _SCHEME.match(path):
+        return "is absolute; it must be relative to the table path"
+    if "\\" in path or _CONTROL.search(path):
+        return "contains a backslash or a control character"
+    segments = path.split("/")
+    if any(segment in ("", ".", "..") for segment in segments):
+        return "has an empty, '.' or '..' segment"
+    if segments[0] == META_SEGMENT:
+        return f"points into the table's {META_SEGMENT} folder"
+    return None
+
+
+def is_relative_path(path: Any, *, allow_empty: bool = False) -> bool:
+    return path_problem(path, allow_empty=allow_empty) is None
+
+
+def checked_paths(paths: Iterable[Any], source: str, *, what: str = "path"
+                  ) -> list[str]:
+    """Every path of `paths`, checked; CorruptTableError naming `source` (the file they
+    were read from) and the first bad entry. Check the whole list before deleting any
+    of it, so that a bad entry deletes nothing."""
+    result = []
+    for path in paths:
+        problem = path_problem(path)
+        if problem is not None:
+            raise CorruptTableError(source, f"{what} {path!r} {problem}")
+        result.append(path)
+    return result
+
+
+def check_contained(root: str, paths: Iterable[str], source: str) -> None:
+    """On local disk: CorruptTableError if any of `paths` (absolute, under `root`) resolves,
+    through a symbolic link in its folders or as a link itself, outside `root`. A delete
+    must not follow a link out of the table; the link itself may be deleted, which the
+    check allows when only the last component is a link."""
+    base = os.path.realpath(root)
+    prefix = base.rstrip(os.sep) + os.sep
+    seen: set[str] = set()
+    for path in paths:
+        parent = os.path.dirname(path)
+        if parent in seen:
+            continue
+        seen.add(parent)
+        folder = os.path.realpath(parent)
+        if folder != base and not folder.startswith(prefix):
+            raise CorruptTableError(
+                source, f"{path!r} resolves outside the table (its folder is {folder}: "
+                        "a symbolic link or '..' leads out)")
