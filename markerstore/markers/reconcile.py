@@ -173,18 +173,23 @@ class ReconcileResult:
         return len(self.invalid_files)
 
 
-def reconcile(storage: Storage, timeline: Timeline, instant: str, committed: Iterable[str],
+def reconcile(storage: Storage, timeline: Timeline, instant: str,
+              committed: Iterable[str] | pa.Array | pa.ChunkedArray,
               *, parallelism: int = 100) -> ReconcileResult:
     """Delete the data files of `instant` that have a CREATE/MERGE marker but were not
     reported by a winning task. Raises ReconcileError (and deletes nothing) if a
-    reported file has no marker, or if a delete fails."""
-    committed_paths = sorted(set(committed))
+    reported file has no marker, or if a delete fails. `committed` (relative paths,
+    checked by the caller) may be an Arrow array: DuckDB anti-joins it against the
+    markers as it is, with no Python object per file."""
     con = duckdb.connect()
     markers = read_markers(storage, instant, con)
     if markers is None:
         markers = empty_markers(con)
     con.register("markers_rel", markers.to_arrow_table())
-    con.register("committed", _paths_table(committed_paths))
+    if isinstance(committed, (pa.Array, pa.ChunkedArray)):
+        con.register("committed", pa.table({"path": committed}))
+    else:
+        con.register("committed", _paths_table(committed))
     con.register("referenced", _paths_table(referenced_files(timeline)))
     unmarked = [r[0] for r in con.sql(
         "SELECT path FROM committed WHERE path NOT IN (SELECT path FROM markers_rel) "
