@@ -405,7 +405,7 @@ def _segment_holding(storage: Storage, segments: list[SegmentFile], partition: s
     return None
 
 
-register_reader(BATCHED, read_batched)
+register_reader(BATCHED, read_batched, checks_rows=True)  # check_marker_rows above
 
 
 def read_batched_table(storage: Storage, instant: str) -> pa.Table:
