@@ -73,9 +73,11 @@ class Server:
         env = dict(os.environ)
         if src:
             env["PYTHONPATH"] = src
+        # `-m` puts the working folder first on sys.path: run in `src` for its code
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "markerstore.cli", "serve", "--table", table_path],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+            cwd=src or None)
         assert self.proc.stdout is not None
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -190,7 +192,9 @@ def hwm():
             return int(line.split()[1]) / 1024
 kind, path, instant, paths_file = sys.argv[1:5]
 import pyarrow.parquet as pq
+import markerstore
 from markerstore.table import Table
+print("code:", markerstore.__file__, file=sys.stderr)
 table = Table(path)
 if kind == "count":
     started = time.perf_counter()
@@ -216,7 +220,8 @@ def _child(kind: str, path: str, instant: str, paths_file: str, src: str | None
     if src:
         env["PYTHONPATH"] = src
     out = subprocess.run([sys.executable, "-c", _CHILD, kind, path, instant, paths_file],
-                         capture_output=True, text=True, env=env, check=False, timeout=1800)
+                         capture_output=True, text=True, env=env, check=False, timeout=1800,
+                         cwd=src or None)  # `-c` too puts the working folder first
     if out.returncode != 0:
         raise RuntimeError(f"{kind} failed: {out.stderr[-2000:]}")
     answer: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
