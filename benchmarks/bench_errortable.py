@@ -3,9 +3,10 @@
 1. Writing 1M error records in one process (so the rate is per core): a Validator splits
    Arrow batches whose every row fails a check, and a TaskErrorWriter writes the error
    records with a marker, in the error instant of a real main commit. Building and writing
-   are timed apart; Avro (the default, fastavro) and Parquet both.
+   are timed apart; Parquet (the default) and Avro (fastavro) both.
 2. GROUP BY fingerprint over 10M error rows: through ``errortable.query`` (committed error
    table, Parquet format, timeline and footers included in the time) against DuckDB's
+   bare ``read_parquet`` over the same committed files (target: within 1.5x) and
    ``read_json`` over the same rows kept as JSON lines files (the badRecordsPath way).
    The Avro format is timed on at most 1M rows (it is decoded by fastavro in Python).
 
@@ -161,6 +162,26 @@ def bench_query(url: str) -> tuple[float, int]:
     return seconds, sum(r[1] for r in rows)
 
 
+def bench_bare_parquet(url: str) -> tuple[float, int]:
+    """The same GROUP BY with DuckDB's bare read_parquet over the committed files (the
+    floor errortable.query is measured against: its extra time is the timeline, the
+    footer checks and the view)."""
+    table = Table(url)
+    files = [table.storage.path(f["path"]) for _, meta in table._timeline.completed()
+             for f in meta.get("files", [])]
+    listed = ", ".join(f"'{f}'" for f in files)
+    sql = (f"SELECT context['fingerprint'] AS fingerprint, count(*) AS n "
+           f"FROM read_parquet([{listed}]) GROUP BY fingerprint")
+    seconds, rows = _timed(lambda: duckdb.connect().sql(sql).fetchall())
+    return seconds, sum(r[1] for r in rows)
+
+
+def _best(fn: Callable[[], tuple[float, int]], rounds: int = 3) -> tuple[float, int]:
+    """Best of `rounds` (the machine is shared): seconds and the rows counted."""
+    runs = [fn() for _ in range(rounds)]
+    return min(r[0] for r in runs), runs[0][1]
+
+
 def bench_json(json_dir: str) -> tuple[float, int]:
     sql = (f"SELECT context.fingerprint AS fingerprint, count(*) AS n "
            f"FROM read_json('{json_dir}/*.json', format = 'newline_delimited') "
@@ -214,10 +235,12 @@ def run(quick: bool = False) -> str:
         os.makedirs(json_dir)
         parquet_url = build_query_data(base, n_query, "parquet", json_dir)
         avro_url = build_query_data(base, n_avro_query, "avro", None)
-        et_s, et_rows = bench_query(parquet_url)
+        bench_query(parquet_url)  # warm up: page cache, DuckDB
+        et_s, et_rows = _best(lambda: bench_query(parquet_url))
+        bare_s, bare_rows = _best(lambda: bench_bare_parquet(parquet_url))
         js_s, js_rows = bench_json(json_dir)
         av_s, av_rows = bench_query(avro_url)
-        assert et_rows == js_rows == n_query and av_rows == n_avro_query
+        assert et_rows == js_rows == bare_rows == n_query and av_rows == n_avro_query
         json_bytes = sum(os.path.getsize(os.path.join(json_dir, f))
                          for f in os.listdir(json_dir))
         lines += [f"### GROUP BY fingerprint over {n_query:,} error rows", "",
@@ -225,15 +248,23 @@ def run(quick: bool = False) -> str:
                   "end to end (timeline, file footers, then DuckDB over the Parquet files). "
                   f"JSON time is DuckDB `read_json` over the same rows as JSON lines "
                   f"({json_bytes / 1e6:,.0f} MB).", "",
+                  "Parquet times are the best of 3 rounds after a warm-up; bare `read_parquet` "
+                  "is DuckDB over the same committed files with no timeline, footer check or "
+                  "view.", "",
                   "| source | rows | seconds | rows/s |", "|---|---:|---:|---:|",
-                  f"| error table (Parquet) | {et_rows:,} | {et_s:.2f} | "
+                  f"| error table (Parquet), `errortable.query` | {et_rows:,} | {et_s:.2f} | "
                   f"{et_rows / et_s:,.0f} |",
+                  f"| bare `read_parquet`, same files | {bare_rows:,} | {bare_s:.2f} | "
+                  f"{bare_rows / bare_s:,.0f} |",
                   f"| JSON files (badRecordsPath way) | {js_rows:,} | {js_s:.2f} | "
                   f"{js_rows / js_s:,.0f} |",
                   f"| error table (Avro, fastavro decode) | {av_rows:,} | {av_s:.2f} | "
                   f"{av_rows / av_s:,.0f} |", "",
-                  f"Error table (Parquet) vs JSON files: **{js_s / et_s:.1f}x** faster "
-                  "in this run.", ""]
+                  f"`errortable.query` over bare `read_parquet`: **{et_s / bare_s:.2f}x** "
+                  f"(target at most 1.5x; {et_s - bare_s:.2f} s outside the scan). Error "
+                  f"table (Parquet) vs JSON files: **{js_s / et_s:.1f}x** faster in this run.",
+                  f"Load average after the queries: {os.getloadavg()[0]:.1f} on "
+                  f"{os.cpu_count()} cores.", ""]
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return "\n".join(lines)

@@ -31,6 +31,7 @@ PAYLOAD_REDACT = "markerstore.write.error.table.payload.redact"
 SUFFIX_DEFAULT = "_errors"
 NAME_DEFAULT = "hoodie_errors"
 FORMATS = ("avro", "parquet")
+FORMAT_DEFAULT = "parquet"
 STACKTRACE_MAX_CHARS_DEFAULT = 4000
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.=-]+$")
@@ -94,9 +95,10 @@ for _opt in (
            "Global error table base path (default: the folder holding the target table); "
            "setting it selects the global table.",
            ("hoodie.write.error.table.base.path",)),
-    Option(FORMAT, "avro", _format,
-           "Error file format: avro (fastavro container) or parquet, both in the ErrorRecord "
-           "schema."),
+    Option(FORMAT, FORMAT_DEFAULT, _format,
+           "Error file format: parquet (read by DuckDB's own reader; the RFC-20 Avro schema "
+           "is kept in each file's key-value metadata) or avro (fastavro container), both "
+           "in the ErrorRecord schema."),
     Option(STACKTRACE_MAX_CHARS, STACKTRACE_MAX_CHARS_DEFAULT, msconfig._int_min(0),
            "Characters of stack trace kept in `message` (the innermost frames); 0 keeps none."),
     Option(PAYLOAD_DROP, False, msconfig._bool,
@@ -117,7 +119,7 @@ class ErrorTableConfig:
     suffix: str = SUFFIX_DEFAULT
     name: str | None = None
     base_path: str | None = None
-    format: str = "avro"
+    format: str = FORMAT_DEFAULT
     stacktrace_max_chars: int = STACKTRACE_MAX_CHARS_DEFAULT
     drop_payload: bool = False
     redact: tuple[str, ...] = ()

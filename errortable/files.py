@@ -1,4 +1,6 @@
-"""Error files: names, streaming writers (Avro via fastavro, Parquet via pyarrow), readers.
+"""Error files: names, streaming writers (Parquet via pyarrow, the default; Avro via
+fastavro), readers. A Parquet error file carries the ErrorRecord Avro schema in its
+key-value metadata under ``parquet.avro.schema``, as parquet-avro writes it.
 
 A reader failure always names the file, as a CorruptErrorFileError, so a caller can skip
 it and go on with the other files.
@@ -27,6 +29,9 @@ PARQUET_ROW_GROUP = 50_000
 AVRO_CODEC = "deflate"
 AVRO_LEVEL = 1  # zlib's fastest: error files are written far more often than read
 AVRO_BLOCK_ROWS = 20_000
+# parquet-avro's key (Hudi's and parquet-mr's readers take the Avro schema from it): the
+# RFC-20 ErrorRecord schema stays the logical schema of a Parquet error file.
+AVRO_SCHEMA_KEY = "parquet.avro.schema"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.=-]+")
 
 
@@ -63,8 +68,9 @@ class ErrorFileWriter:
                                     compression_level=AVRO_LEVEL, sync_marker=self._sync,
                                     metadata=dict(metadata or {}))
         else:
+            meta = {AVRO_SCHEMA_KEY: S.avro_schema_json(), **(metadata or {})}
             schema = S.arrow_schema().with_metadata(
-                {k.encode(): v.encode() for k, v in (metadata or {}).items()})
+                {k.encode(): v.encode() for k, v in meta.items()})
             self._parquet = pq.ParquetWriter(handle, schema, compression="zstd")
 
     def write(self, records: Iterable[dict[str, Any]]) -> int:

@@ -2,9 +2,11 @@
 
 Only rows of committed error instants are visible: completed ones, and inflight ones
 whose main instant completed and names them (rolled forward lazily; ``repair=True`` also
-writes their commit). Expired instants are skipped. Parquet error files are scanned
-lazily through a pyarrow dataset (only the columns a query needs are read); Avro files
-are decoded with fastavro into Arrow (DuckDB has no Avro reader here). A corrupt or
+writes their commit). Expired instants are skipped. Parquet error files (the default
+format) are read by DuckDB's read_parquet over the committed file list (on S3 through the
+table's fsspec filesystem registered with DuckDB): only the columns a query needs are
+read, and no Python runs per row. Avro files are decoded with fastavro into Arrow (DuckDB
+has no Avro reader here). A corrupt or
 missing file is skipped with a :class:`CorruptErrorFileWarning` naming it, unless
 ``strict=True``, which raises :class:`~markerstore.errors.CorruptErrorFileError`.
 """
@@ -96,24 +98,6 @@ def view_sql(base: str, replayed: str | None) -> str:
 
 
 @dataclass
-class LocalParquet:
-    """Parquet error files on local disk, with each file's META_FIELDS."""
-
-    files: dict[str, dict[str, str | None]]
-
-    def sql(self) -> str:
-        """DuckDB's read_parquet over the files; META_FIELDS come from a constant map keyed
-        by filename, which DuckDB only evaluates for queries that use them."""
-        files = ", ".join(_lit(f) for f in self.files)
-        lookup = "MAP {" + ", ".join(
-            f"{_lit(f)}: {{" + ", ".join(f"{_lit(k)}: {_lit(v)}" for k, v in meta.items()) + "}"
-            for f, meta in self.files.items()) + "}"
-        rfc = ", ".join(f"p.{c}" for c in S.arrow_schema().names)
-        meta = ", ".join(f"{lookup}[p.filename].{c} AS {c}" for c in META_FIELDS.names)
-        return f"SELECT {rfc}, {meta} FROM read_parquet([{files}], filename = true) p"
-
-
-@dataclass
 class CommittedInstant:
     """An error instant whose rows readers see, and the files that hold them."""
 
@@ -161,6 +145,29 @@ def expire_record(table: Table, instant: str, meta: Mapping[str, Any]
                       what=f"expired file of {error_instant}")
         check_count(info.get("rows"), f"expired rows of {error_instant}", where)
     return expired
+
+
+@dataclass
+class ParquetFiles:
+    """Parquet error files (by the URL DuckDB reads them at), with each file's META_FIELDS;
+    `fs` is the fsspec filesystem DuckDB must have registered to reach them (None: local
+    disk, DuckDB's own)."""
+
+    files: dict[str, dict[str, str | None]]
+    fs: Any = None
+    items: list[tuple[CommittedInstant, str]] = field(default_factory=list, repr=False)
+
+    def sql(self) -> str:
+        """DuckDB's read_parquet over the committed file list; META_FIELDS come from a
+        constant map keyed by filename, which DuckDB only evaluates for queries that use
+        them (no Python per row, no listing)."""
+        files = ", ".join(_lit(f) for f in self.files)
+        lookup = "MAP {" + ", ".join(
+            f"{_lit(f)}: {{" + ", ".join(f"{_lit(k)}: {_lit(v)}" for k, v in meta.items()) + "}"
+            for f, meta in self.files.items()) + "}"
+        rfc = ", ".join(f"p.{c}" for c in S.arrow_schema().names)
+        meta = ", ".join(f"{lookup}[p.filename].{c} AS {c}" for c in META_FIELDS.names)
+        return f"SELECT {rfc}, {meta} FROM read_parquet([{files}], filename = true) p"
 
 
 def is_error_table(table: Table) -> bool:
@@ -273,10 +280,10 @@ class ErrorTableReader:
         return pa.concat_tables(tables) if tables else None
 
     def _parquet_dataset(self, items: list[tuple[CommittedInstant, str]]
-                         ) -> ds.Dataset | LocalParquet | None:
-        """Parquet files after a footer check: on local disk for DuckDB's own reader (much
-        faster than scanning through Arrow), elsewhere as a lazy pyarrow dataset (DuckDB
-        cannot reach fsspec storage itself here)."""
+                         ) -> ds.Dataset | ParquetFiles | None:
+        """Parquet files after a footer check, for DuckDB's read_parquet: on local disk
+        directly, on S3 and other fsspec storage through the table's filesystem registered
+        with DuckDB (memory:// through a lazy pyarrow dataset)."""
         storage = self.table.storage
 
         def check(item: tuple[CommittedInstant, str]) -> CorruptErrorFileError | None:
@@ -299,7 +306,16 @@ class ErrorTableReader:
         if not good:
             return None
         if storage.is_local:
-            return LocalParquet({storage.path(p): self._meta(c, p) for c, p in good})
+            return ParquetFiles({storage.path(p): self._meta(c, p) for c, p in good})
+        if not storage.is_memory:  # DuckDB reads through the table's fsspec filesystem
+            return ParquetFiles({storage.url(storage.path(p)): self._meta(c, p)
+                                 for c, p in good}, storage.fs, good)
+        return self._arrow_dataset(good)
+
+    def _arrow_dataset(self, good: list[tuple[CommittedInstant, str]]) -> ds.Dataset:
+        """A lazy pyarrow dataset (fsspec's memory filesystem, which is not thread-safe
+        enough for DuckDB's readers, and a second filesystem of one protocol)."""
+        storage = self.table.storage
         partitions = []
         for c, path in good:
             expr = None
@@ -315,7 +331,7 @@ class ErrorTableReader:
             format=ds.ParquetFileFormat(), filesystem=filesystem, partitions=partitions)
 
     def sources_for(self, source_filter: SourceFilter | str | None = None
-                    ) -> tuple[ds.Dataset | LocalParquet | None, pa.Table | None]:
+                    ) -> tuple[ds.Dataset | ParquetFiles | None, pa.Table | None]:
         """(lazy Parquet dataset, decoded Avro rows) of the committed instants, optionally
         only those of one source table."""
         if isinstance(source_filter, str):
@@ -366,9 +382,14 @@ def register_errors(con: duckdb.DuckDBPyConnection,
     (each optionally filtered to one source table)."""
     parts: list[str] = []
     replayed: list[pa.Table] = []
+    filesystems: dict[str, Any] = {}
     for k, (reader, source_filter) in enumerate(readers):
         dataset, avro = reader.sources_for(source_filter)
-        if isinstance(dataset, LocalParquet):
+        if isinstance(dataset, ParquetFiles) and dataset.fs is not None \
+                and not _registered(con, filesystems, dataset.fs):
+            # another filesystem of the same protocol: through pyarrow instead
+            dataset = reader._arrow_dataset(dataset.items)
+        if isinstance(dataset, ParquetFiles):
             allow_paths(con, dataset.files)  # the only files a sandboxed query may read
             parts.append(dataset.sql())
         elif dataset is not None:
@@ -393,6 +414,19 @@ def register_errors(con: duckdb.DuckDBPyConnection,
         replay_name = f"(SELECT uid, max(replayed_instant) AS replayed_instant, " \
                       f"max(replayed_into) AS replayed_into FROM {replay_name} GROUP BY uid)"
     con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {view_sql(base, replay_name)}")
+
+
+def _registered(con: duckdb.DuckDBPyConnection, filesystems: dict[str, Any], fs: Any) -> bool:
+    """Register `fs` with DuckDB once per protocol; False if the protocol already belongs
+    to another filesystem object (another endpoint or credentials)."""
+    protocols = fs.protocol if isinstance(fs.protocol, (list, tuple)) else (fs.protocol,)
+    key = str(protocols[0])
+    if key not in filesystems:
+        if key in con.list_filesystems():
+            return False  # registered on this connection before: it may be another one
+        con.register_filesystem(fs)
+        filesystems[key] = fs
+    return filesystems[key] is fs
 
 
 def error_tables_of(target: Table) -> list[str]:

@@ -32,6 +32,12 @@ def avro_schema() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
+def avro_schema_json() -> str:
+    """The ErrorRecord schema as compact JSON (what Parquet error files store)."""
+    return json.dumps(avro_schema(), separators=(",", ":"))
+
+
+@lru_cache(maxsize=1)
 def parsed_schema() -> Any:
     """The schema parsed by fastavro, for writers and readers."""
     return fastavro.parse_schema(avro_schema())

@@ -37,10 +37,10 @@ from errortable import metrics
 from errortable import schema as schema_module
 from errortable.capture import Validator
 from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
-from errortable.files import ErrorFileWriter, file_name
+from errortable.files import ErrorFileWriter, file_name, read_file
 from errortable.records import CaptureContext, RecordBuilder
 from markerstore.config import Settings
-from markerstore.errors import CommitConflictError, ErrorTableError
+from markerstore.errors import CommitConflictError, CorruptErrorFileError, ErrorTableError
 from markerstore.markers import DirectWriteMarkers, IOType, ReconcileResult, RollbackResult
 from markerstore.markers.base import WriteMarkers
 from markerstore.storage import Storage
@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 OPERATION = "errors"
 DAY_PREFIX = "day="
 IDENTITY_FILE = ".markerstore/errortable.json"
+MESSAGE_MAX_CHARS = 200
 
 # Storage options per table URL, remembered in this process so the rollback hook can open
 # an error table with the options its writer used.
@@ -404,6 +405,28 @@ class ErrorCommit:
         if not self._recorded:
             self._recorded = True
             metrics.record_commit(self.source_url, self.source_instant, counts)
+
+    def commonest_message(self, stats: Iterable[ErrorFileStats | Mapping[str, Any] | None]
+                          ) -> str | None:
+        """The commonest first line of `message` in these error files (for the one-line
+        error of a write over its error budget); None when they hold no row."""
+        counts: Counter[str] = Counter()
+        storage = self.table.storage
+        for item in stats:
+            if item is None:
+                continue
+            try:
+                table = read_file(storage, storage.path(ErrorFileStats.of(item).path))
+            except CorruptErrorFileError as exc:
+                log.warning("commonest message: %s", exc)
+                continue
+            firsts = pc.utf8_slice_codeunits(pc.fill_null(pc.list_element(pc.split_pattern(
+                table.column("message"), "\n", max_splits=1), 0), ""), 0, MESSAGE_MAX_CHARS)
+            for entry in pc.value_counts(firsts).to_pylist():
+                counts[entry["values"]] += entry["counts"]
+        if not counts:
+            return None
+        return min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
 
     def link_metadata(self) -> dict[str, Any]:
         """The keys that link the main commit to J (for a writer that fills `error_files`

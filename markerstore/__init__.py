@@ -12,6 +12,7 @@ from markerstore.errors import (
     CommitConflictError,
     ConfigError,
     CorruptTableError,
+    ErrorBudgetExceeded,
     HeartbeatAliveError,
     InstantCompletedError,
     InstantNotFoundError,
@@ -43,6 +44,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CommitConflictError", "ConfigError", "CorruptTableError", "DataFile", "DirectWriteMarkers",
+    "ErrorBudgetExceeded",
     "HeartbeatAliveError", "IOType", "InstantCompletedError", "InstantInfo",
     "InstantNotFoundError", "InvalidMarkerError", "MarkerClient", "MarkerName",
     "MarkerServerError", "MarkerStoreError", "MarkerTypeError", "ReconcileError",

@@ -61,6 +61,28 @@ def _choice(*choices: str, synonyms: Mapping[str, str] | None = None) -> Parser:
     return parse
 
 
+def _optional_fraction(value: Any) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"expected a fraction between 0 and 1, got {value!r}")
+    number = float(str(value).strip())
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"expected a fraction between 0 and 1, got {value!r}")
+    return number
+
+
+def _optional_int_min(minimum: int) -> Parser:
+    parse = _int_min(minimum)
+
+    def parse_optional(value: Any) -> int | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        return parse(value)
+
+    return parse_optional
+
+
 def _str(value: Any) -> str:
     return str(value)
 
@@ -102,6 +124,8 @@ ROW_GROUP_BYTES = "markerstore.write.parquet.row_group_bytes"
 PARQUET_COMPRESSION = "markerstore.write.parquet.compression"
 MAX_OPEN_FILES = "markerstore.write.max_open_files"
 ROLL_FORWARD = "markerstore.write.recovery.roll_forward"
+ERROR_MAX_FRACTION = "markerstore.write.error.table.max_fraction"
+ERROR_MAX_RECORDS = "markerstore.write.error.table.max_records"
 
 OPTIONS: dict[str, Option] = {}
 
@@ -225,8 +249,48 @@ for _opt in (
            "Recovery completes a failed write whose job commit plan was durably written "
            "(every winning file staged) instead of rolling it back.",
            ()),
+    Option(ERROR_MAX_FRACTION, None, _optional_fraction,
+           "Error budget: a write whose error rows are more than this fraction of its rows "
+           "in is rolled back, data and error rows alike, and fails (Hudi's "
+           "ROLLBACK_COMMIT failure strategy with a threshold). Default: no limit.",
+           ()),
+    Option(ERROR_MAX_RECORDS, None, _optional_int_min(0),
+           "Error budget: a write with more error rows than this is rolled back and fails; "
+           "0 fails on the first bad row (Spark's FAILFAST). Default: no limit.",
+           ()),
 ):
     register(_opt)
+
+
+# --- keys of the Spark data source only ------------------------------------------------
+# `df.write.format("markerstore").option(key, value)` takes every option above (any case:
+# Spark lowercases option keys) and these, which carry what `markerstore.spark.write`
+# takes as arguments. They are not write settings, so resolve() does not accept them.
+SOURCE_PARTITION_BY = "markerstore.write.partition_by"
+SOURCE_KEY = "markerstore.write.key"
+SOURCE_CHECK_PREFIX = "markerstore.write.check."
+SOURCE_STORAGE_OPTIONS = "markerstore.storage_options"
+SOURCE_STORAGE_OPTION_PREFIX = "markerstore.storage_options."
+STREAM_QUERY_ID = "markerstore.stream.query_id"
+SOURCE_KEYS: dict[str, str] = {
+    SOURCE_PARTITION_BY: "Partition columns, comma separated (Spark refuses .partitionBy "
+                         "for Python data sources).",
+    SOURCE_KEY: "Record key column: rows with a null key go to the error table.",
+    SOURCE_CHECK_PREFIX + "<name>": "A named check (SQL boolean expression over the row); "
+                                    "failing rows go to the error table.",
+    SOURCE_STORAGE_OPTIONS: "fsspec storage options of the table, as a JSON object.",
+    SOURCE_STORAGE_OPTION_PREFIX + "<key>": "One fsspec storage option (a JSON value, or "
+                                            "the text as is).",
+    STREAM_QUERY_ID: "Streaming: the query's identity recorded with each batch (default: "
+                     "derived from the checkpoint location).",
+}
+
+
+def canonical_key_any_case(key: str) -> str:
+    """Like :func:`canonical_key`, for a key whose case was lost (Spark data source
+    options arrive lowercased)."""
+    lowered = {k.lower(): k for k in (*OPTIONS, *_ALIASES)}
+    return canonical_key(lowered.get(key.lower(), key))
 
 
 def canonical_key(key: str) -> str:

@@ -23,6 +23,8 @@
     │                                        concurrent write claims the same partitions
     ├── WriteAbortedError                    a write failed (Spark job or job commit) and was
     │                                        rolled back; the cause is chained
+    ├── ErrorBudgetExceeded                  a write's error rows exceeded the error budget;
+    │                                        it was rolled back, data and error rows alike
     └── ErrorTableError                      an error table cannot be used as asked
         ├── NotAnErrorTableError (LookupError)   the path holds no error table
         └── CorruptErrorFileError (ValueError)   an error file cannot be read (names the file)
@@ -118,6 +120,19 @@ class WriteConflictError(MarkerStoreError):
 
 class WriteAbortedError(MarkerStoreError):
     """A write failed in its Spark job or its job commit and was rolled back."""
+
+
+class ErrorBudgetExceeded(MarkerStoreError):
+    """A write's error rows exceeded the error budget (max_fraction / max_records); the
+    write was rolled back, data and error rows alike. Carries the counts."""
+
+    def __init__(self, message: str, *, rows_in: int = 0,
+                 error_records: dict[str, int] | None = None,
+                 commonest_message: str | None = None) -> None:
+        super().__init__(message)
+        self.rows_in = rows_in
+        self.error_records = dict(error_records or {})
+        self.commonest_message = commonest_message
 
 
 class ErrorTableError(MarkerStoreError):

@@ -41,6 +41,7 @@ from markerstore.markers import (
 )
 from markerstore.paths import path_problem
 from markerstore.paths_arrow import check_paths
+from markerstore.snapshot import Snapshot
 from markerstore.storage import Storage
 from markerstore.timeline import (
     COMPLETED,
@@ -146,6 +147,11 @@ class Table:
     def __repr__(self) -> str:
         return f"Table({self.storage.url()!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its path, storage options and settings: heartbeat threads stay with
+        the process that started them (see :meth:`hand_over_heartbeat`)."""
+        return (Table, (self.path, self.storage.storage_options, self.settings))
+
     @property
     def parallelism(self) -> int:
         return int(self.settings[config.MARKERS_DELETE_PARALLELISM])
@@ -186,6 +192,13 @@ class Table:
             self._beating[instant] = self.heartbeats.start(instant)
         log.info("%s: started instant %s (write %s)", self, instant, write_uuid)
         return instant
+
+    def hand_over_heartbeat(self, instant: str) -> None:
+        """Stop this process's heartbeat thread of `instant` without deleting the beat:
+        another process (one that outlives this one) beats for the instant from now on."""
+        thread = self._beating.pop(instant, None)
+        if thread is not None:
+            thread.stop(delete=False)
 
     def timeline(self) -> list[InstantInfo]:
         """Every instant with its state, oldest first."""
@@ -471,6 +484,12 @@ class Table:
         return done
 
     # --- queries ---------------------------------------------------------------------------
+    def snapshot(self, as_of: str | None = None) -> Snapshot:
+        """The committed data files as of the latest completed instant (or `as_of`), from
+        the timeline alone: never an inflight write's file, never both sides of a replace.
+        ``.paths``/``.urls``, ``.dataset()`` (pyarrow) and ``.duckdb()`` read it."""
+        return Snapshot.of(self.storage, self._timeline.completed(), as_of)
+
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
         """Run SQL over the views `commits`, `files` (of completed commits) and `markers`.
 

@@ -98,6 +98,12 @@ def print_summary(summary: dict[str, Any], as_json: bool) -> None:
 @click.option("--master", default="local[*]", show_default=True, help="Spark master.")
 @click.option("--no-error-table", is_flag=True,
               help="Do not store failed records (they are still counted).")
+@click.option("--max-error-fraction", type=click.FloatRange(0.0, 1.0), default=None,
+              metavar="F", help="Error budget: roll the write back and fail if more than "
+                                "this fraction of the rows are bad (default: no limit).")
+@click.option("--max-errors", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Error budget: roll the write back and fail if more than N rows are bad "
+                   "(0: fail on the first; default: no limit).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="A markerstore option (see `markerstore options`; repeatable).")
 @click.option("--progress/--no-progress", default=None,
@@ -107,15 +113,22 @@ def print_summary(summary: dict[str, Any], as_json: bool) -> None:
 def ingest(source: str, table: str, fmt: str | None, schema: str | None,
            checks: tuple[str, ...], key: str | None, partition_by: tuple[str, ...],
            markers: str, mode: str, master: str, no_error_table: bool,
+           max_error_fraction: float | None, max_errors: int | None,
            options: tuple[str, ...], progress: bool | None,
            storage_options: tuple[str, ...], as_json: bool) -> None:
     """Read SOURCE (JSON lines, CSV or Parquet; a file, folder or glob at any fsspec URL),
     cast it to a schema, apply checks, and commit it to TABLE with markers. Records that
     fail to parse, cast, or pass a check go to the local error table TABLE_errors,
     committed together with the data."""
+    from markerstore import config
+
     # Everything that needs no source or schema is checked before the pipeline (and
     # Spark) is even imported.
     parsed_checks, parsed_options = parse_checks(checks), parse_options(options)
+    if max_error_fraction is not None:
+        parsed_options[config.ERROR_MAX_FRACTION] = str(max_error_fraction)
+    if max_errors is not None:
+        parsed_options[config.ERROR_MAX_RECORDS] = str(max_errors)
     open_table(table, storage_options, parsed_options, must_exist=False)
     from markerstore.ingest.pipeline import ingest as run
 

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "markerstore.cli.core",
     "markerstore.cli.serve",
     "markerstore.cli.sweep",
+    "markerstore.cli.verify",
     "markerstore.cli.ingest",
     "markerstore.cli.demo",
     "errortable.cli",

@@ -3,7 +3,9 @@
 Job commit, in order (each step named for the crash tests, see :func:`add_step_hook`):
 
 1. check the reports: one winning attempt per Spark partition, every file named for this
-   write, rows in = rows written + error rows;
+   write, rows in = rows written + error rows, the error budget (max_fraction /
+   max_records: over it, data and error rows are rolled back and ErrorBudgetExceeded
+   names the counts by reason and the commonest message);
 2. ``before_reconcile``; conflict modes fail / replace: write the intent plan, give way
    to a concurrent claim on the same scopes, apply the mode to committed data;
 3. reconcile: delete files of losing attempts (markers minus winners), abort every upload
@@ -25,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from markerstore import config
 from markerstore.commit.conflict import (
     APPEND,
     FAIL,
@@ -48,6 +51,7 @@ from markerstore.commit.stats import FileStats, TaskResult
 from markerstore.errors import (
     CommitConflictError,
     CorruptTableError,
+    ErrorBudgetExceeded,
     MarkerStoreError,
     ReconcileError,
 )
@@ -181,6 +185,7 @@ class JobCommitter:
                 f"instant {self.instant}: {rows_in} rows in but {rows_written} written and "
                 f"{sum(errors.values())} error rows; the write was rolled back")
         error_files = [e for r in results for e in r.summary.error_files]
+        self._check_budget(rows_in, errors, error_files)
         scopes = scopes_for({f.partition for f in files}, self.partitioned)
         published = False
         phases: dict[str, float] = {}
@@ -257,6 +262,45 @@ class JobCommitter:
             files_cleaned=recon.files_cleaned, duration=timings["commit"], requests=total,
             driver_requests=driver, conflict_mode=self.conflict_mode, replaced_files=replaced,
             error_files=error_files, timings=timings)
+
+    def _check_budget(self, rows_in: int, errors: Mapping[str, int],
+                      error_files: list[dict[str, Any]]) -> None:
+        """Over the error budget: roll the write back (data and error rows) and raise."""
+        settings = self.table.settings
+        max_records = settings[config.ERROR_MAX_RECORDS]
+        max_fraction = settings[config.ERROR_MAX_FRACTION]
+        bad = sum(errors.values())
+        over = []
+        if max_records is not None and bad > max_records:
+            over.append(f"more than {config.ERROR_MAX_RECORDS}={max_records}")
+        if max_fraction is not None and rows_in and bad / rows_in > max_fraction:
+            over.append(f"{bad / rows_in:.2%} of rows, more than "
+                        f"{config.ERROR_MAX_FRACTION}={max_fraction:g}")
+        if not over:
+            return
+        commonest = None
+        find = getattr(self.error_commit, "commonest_message", None)
+        if find is not None:
+            try:
+                commonest = find(error_files)
+            except Exception as exc:  # the budget fails the write whatever the files hold
+                log.warning("instant %s: reading the error files for the commonest message "
+                            "failed: %s", self.instant, exc)
+        self.abort()
+        if self.error_commit is not None:
+            try:
+                self.error_commit.abort()
+            except Exception as exc:  # recovery rolls J back: its main instant is gone
+                log.error("instant %s: rolling back the error instant failed (%s)",
+                          self.instant, exc)
+        by_reason = ", ".join(f"{reason} {count}" for reason, count in
+                              sorted(errors.items(), key=lambda kv: (-kv[1], kv[0])))
+        raise ErrorBudgetExceeded(
+            f"instant {self.instant}: error budget exceeded: {bad} of {rows_in} rows are "
+            f"bad ({by_reason}), {' and '.join(over)}; commonest message: "
+            f"{commonest if commonest is not None else 'unknown'}; the write was rolled "
+            "back, data and error rows alike",
+            rows_in=rows_in, error_records=dict(errors), commonest_message=commonest)
 
     def _plan(self, phase: str, scopes: list[str], files: list[FileStats] | None = None,
               replaced: list[str] | None = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -23,6 +23,7 @@ from markerstore.commit import (
     CommitResult,
     ErrorSinkFactory,
     TaskAttempt,
+    TaskResult,
     TaskSpec,
     WriteJob,
     results_from_rows,
@@ -35,6 +36,7 @@ from markerstore.table import Table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +75,21 @@ def _partition_columns(df: DataFrame, partition_by: str | Sequence[str] | None
 
 def _task_function(spec: TaskSpec) -> Any:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        attempt = (TaskAttempt(context.partitionId(), context.stageId(),
-                               context.attemptNumber(), context.taskAttemptId())
-                   if context is not None else TaskAttempt(0))
-        yield run_task(spec, batches, attempt).to_arrow()
+        yield run_spark_task(spec, batches).to_arrow()
 
     return run
+
+
+def run_spark_task(spec: TaskSpec, batches: Iterator[pa.RecordBatch]) -> TaskResult:
+    """One Spark task attempt of a write (marker first, then the file), in an executor;
+    shared by :func:`write` and the ``markerstore`` data source."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    attempt = (TaskAttempt(context.partitionId(), context.stageId(),
+                           context.attemptNumber(), context.taskAttemptId())
+               if context is not None else TaskAttempt(0))
+    return run_task(spec, batches, attempt)
 
 
 def _start_marker_server(df: DataFrame, table: Table, settings: config.Settings
@@ -150,13 +158,12 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
     marker_url = marker_token = None
     if settings[config.MARKERS_TYPE] == "batched":
         server, marker_url, marker_token = _start_marker_server(df, table, settings)
-    error_table = _error_table_spec(df, settings, key, checks, validator)
+    seal = server.seal if server is not None else None
     try:
-        job = WriteJob(table, partition_by=columns, marker_url=marker_url,
-                       marker_token=marker_token, validator=validator,
-                       error_sink=error_sink, task_hook=_task_hook, error_table=error_table,
-                       metadata={"engine": "spark", "spark_app_id": _application_id(df)})
-        job.start()
+        job = start_job(table, df.schema, partition_by=columns, marker_url=marker_url,
+                        marker_token=marker_token, key=key, checks=checks,
+                        validator=validator, error_sink=error_sink, task_hook=_task_hook,
+                        metadata={"engine": "spark", "spark_app_id": _application_id(df)})
         try:
             if _frame is not None:  # a reader that needs the instant (ingest)
                 df = _frame(job)
@@ -165,21 +172,9 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
             rows = data.mapInArrow(_task_function(job.spec), STATS_DDL).collect()
             job_seconds = time.perf_counter() - job_started
             results = results_from_rows(row.asDict() for row in rows)
-            if server is not None:  # no straggler's marker after this point
-                server.seal(job.instant)
-            result = job.commit(results)
+            result = commit_job(job, results, seal)
         except BaseException as exc:
-            if server is not None and job.instant:
-                try:
-                    server.seal(job.instant)
-                except Exception as seal_error:  # the rollback below still runs
-                    log.warning("could not seal instant %s: %s", job.instant, seal_error)
-            _abort(job)
-            if isinstance(exc, MarkerStoreError) or not isinstance(exc, Exception):
-                raise
-            raise WriteAbortedError(
-                f"write to {table.storage.url()} failed and was rolled back (instant "
-                f"{job.instant}): {type(exc).__name__}: {_first_line(exc)}") from exc
+            raise abort_job(job, exc, seal)  # noqa: B904 (abort_job chains exc)
     finally:
         if server is not None:
             server.stop()
@@ -188,7 +183,50 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
     return result
 
 
-def _error_table_spec(df: DataFrame, settings: config.Settings, key: str | None,
+def start_job(table: Table, schema: StructType, *, partition_by: Sequence[str] = (),
+              marker_url: str | None = None, marker_token: str | None = None,
+              key: str | None = None, checks: Mapping[str, str] | None = None,
+              validator: BatchValidator | None = None,
+              error_sink: ErrorSinkFactory | None = None, task_hook: TaskHook | None = None,
+              metadata: Mapping[str, Any] | None = None) -> WriteJob:
+    """Start a write on the driver: recover failed writes, open the instant (and the error
+    instant), ready the markers. Shared by :func:`write` and the data source."""
+    error_table = _error_table_spec(schema, table.settings, key, checks, validator)
+    job = WriteJob(table, partition_by=partition_by, marker_url=marker_url,
+                   marker_token=marker_token, validator=validator, error_sink=error_sink,
+                   task_hook=task_hook, error_table=error_table, metadata=metadata)
+    return job.start()
+
+
+def commit_job(job: WriteJob, results: Iterable[TaskResult],
+               seal: Callable[[str], Any] | None = None) -> CommitResult:
+    """Job commit from exactly the winning attempts' results; `seal` first refuses any
+    straggler's marker (batched markers). On failure the caller runs :func:`abort_job`."""
+    if seal is not None:
+        seal(job.instant)
+    return job.commit(results)
+
+
+def abort_job(job: WriteJob, exc: BaseException,
+              seal: Callable[[str], Any] | None = None) -> BaseException:
+    """Roll the write back after `exc`; returns the exception the caller raises (a
+    WriteAbortedError chaining `exc`, unless `exc` is markerstore's own)."""
+    if seal is not None and job.instant:
+        try:
+            seal(job.instant)
+        except Exception as seal_error:  # the rollback below still runs
+            log.warning("could not seal instant %s: %s", job.instant, seal_error)
+    _abort(job)
+    if isinstance(exc, MarkerStoreError) or not isinstance(exc, Exception):
+        return exc
+    error = WriteAbortedError(
+        f"write to {job.table.storage.url()} failed and was rolled back (instant "
+        f"{job.instant}): {type(exc).__name__}: {_first_line(exc)}")
+    error.__cause__ = exc
+    return error
+
+
+def _error_table_spec(schema: StructType, settings: config.Settings, key: str | None,
                       checks: Mapping[str, str] | None, validator: BatchValidator | None
                       ) -> ErrorTableSpec | None:
     from errortable.config import ENABLED
@@ -199,14 +237,13 @@ def _error_table_spec(df: DataFrame, settings: config.Settings, key: str | None,
                               f"with {ENABLED}=true")
         return None
     from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
 
     from markerstore.commit.errortable_link import ERROR_COLUMN
 
-    fields = [f for f in df.schema.fields if f.name != ERROR_COLUMN]
-    from pyspark.sql.types import StructType
-
-    schema = to_arrow_schema(StructType(fields), timezone="UTC")
-    return ErrorTableSpec(schema, key, dict(checks or {}))
+    fields = [f for f in schema.fields if f.name != ERROR_COLUMN]
+    arrow = to_arrow_schema(StructType(fields), timezone="UTC")
+    return ErrorTableSpec(arrow, key, dict(checks or {}))
 
 
 def _abort(job: WriteJob) -> None:

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from markerstore.markers.base import MARKERS_DIR
 from markerstore.markers.reconcile import empty_markers, read_markers
+from markerstore.snapshot import live_files
 from markerstore.timeline import COMPLETED, is_instant, parse_instant
 
 if TYPE_CHECKING:
@@ -81,22 +82,17 @@ def files_table(table: Table) -> pa.Table:
     replace) hides them from the instant it completed, before they are deleted."""
     rows: dict[str, list[Any]] = {f.name: [] for f in FILES_SCHEMA}
     storage = table.storage
-    completed = table._timeline.completed()
-    replaced = {path for _, meta in completed for path in meta.get("replaced_files", [])}
-    for instant, meta in completed:
-        for entry in meta.get("files", []):
-            path = entry["path"]
-            if path in replaced:
-                continue
-            partition, _, file_name = path.rpartition("/")
-            rows["instant"].append(instant)
-            rows["partition"].append(partition)
-            rows["file"].append(file_name)
-            rows["path"].append(path)
-            rows["url"].append(storage.url(storage.path(path)))
-            rows["size"].append(entry.get("size"))
-            rows["rows"].append(entry.get("rows"))
-            rows["checksum"].append(entry.get("checksum"))
+    for instant, entry in live_files(table._timeline.completed()):
+        path = entry["path"]
+        partition, _, file_name = path.rpartition("/")
+        rows["instant"].append(instant)
+        rows["partition"].append(partition)
+        rows["file"].append(file_name)
+        rows["path"].append(path)
+        rows["url"].append(storage.url(storage.path(path)))
+        rows["size"].append(entry.get("size"))
+        rows["rows"].append(entry.get("rows"))
+        rows["checksum"].append(entry.get("checksum"))
     return pa.table(rows, schema=FILES_SCHEMA)
 
 

@@ -90,6 +90,7 @@ class Storage:
             # Listings must never come from a cache: another process may have written.
             options.setdefault("use_listings_cache", False)
             options.setdefault("skip_instance_cache", True)
+        self._url = url
         self.fs, root = fsspec.core.url_to_fs(url, **options)
         self.storage_options = dict(storage_options or {})
         self.protocol = protocol
@@ -103,6 +104,12 @@ class Storage:
         self._count_lock = threading.Lock()
         if self.is_s3:
             self._hook_s3_counter()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what it was built from (a filesystem client, counters and locks
+        belong to one process): a Table can travel from the Spark driver to a worker."""
+        return (_storage, (self._url, self.storage_options, self.retries,
+                           self.retry_base_delay))
 
     # --- paths -----------------------------------------------------------------------
     def path(self, *parts: str) -> str:
@@ -390,3 +397,8 @@ def _local_create_exclusive(path: str, data: bytes) -> None:
     finally:
         os.unlink(tmp)
     _fsync_dir(os.path.dirname(path))
+
+
+def _storage(url: str, storage_options: Mapping[str, Any], retries: int,
+             retry_base_delay: float) -> Storage:
+    return Storage(url, storage_options, retries=retries, retry_base_delay=retry_base_delay)

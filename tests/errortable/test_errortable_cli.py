@@ -106,7 +106,8 @@ def test_bad_arguments_exit_2_with_one_line(written: Any, tmp_path: Any, args: l
 def test_corrupt_file_is_a_warning_line_and_strict_fails(written: Any) -> None:
     import pathlib
 
-    victim = sorted(pathlib.Path(written.commit.url).glob("day=*/*.avro"))[0]
+    # Parquet: the default format
+    victim = sorted(pathlib.Path(written.commit.url).glob("day=*/*.parquet"))[0]
     victim.write_bytes(b"garbage")
     result = run("query", written.commit.url, "SELECT count(*) AS n FROM errors", "--json")
     assert result.exit_code == 0

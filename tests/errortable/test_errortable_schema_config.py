@@ -60,7 +60,7 @@ def test_arrow_schema_is_derived_from_the_avsc() -> None:
 def test_defaults_are_the_rfcs() -> None:
     cfg = C.ErrorTableConfig.from_options({})
     assert cfg.enabled is False and cfg.suffix == "_errors" and cfg.name is None
-    assert cfg.base_path is None and not cfg.is_global and cfg.format == "avro"
+    assert cfg.base_path is None and not cfg.is_global and cfg.format == "parquet"
     assert msconfig.OPTIONS[C.NAME].doc.count("hoodie_errors") == 1
 
 

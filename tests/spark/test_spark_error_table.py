@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 import pytest
+from entry_points import ENTRIES, write_with
 
 import errortable
 from markerstore import Table
@@ -23,11 +24,13 @@ def _df(spark: Any, rows: int = 400) -> Any:
     return spark.createDataFrame(data, "id BIGINT, day STRING, amount DOUBLE").repartition(3)
 
 
-def test_bad_rows_go_to_the_error_table_with_the_commit(spark: Any, tmp_path: Any) -> None:
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_bad_rows_go_to_the_error_table_with_the_commit(spark: Any, tmp_path: Any,
+                                                        entry: str) -> None:
     url = str(tmp_path / "events")
     df = _df(spark)
-    result = write(df, url, partition_by="day", options=ENABLED, key="id",
-                   checks={"non_negative": "amount >= 0"})
+    result = write_with(entry, spark, df, url, partition_by="day", options=ENABLED, key="id",
+                        checks={"non_negative": "amount >= 0"})
     null_keys = 400 // 50
     negative = sum(1 for i in range(400) if i % 50 and (i % 7) - 1.0 < 0)
     assert result.error_records == {"key": null_keys, "check": negative}
@@ -40,7 +43,9 @@ def test_bad_rows_go_to_the_error_table_with_the_commit(spark: Any, tmp_path: An
     assert table.sql("SELECT count(*) FROM errors").fetchall() == [(null_keys + negative,)]
 
 
-def test_retried_task_leaves_no_duplicate_error_rows(spark: Any, tmp_path: Any) -> None:
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_retried_task_leaves_no_duplicate_error_rows(spark: Any, tmp_path: Any,
+                                                     entry: str) -> None:
     url = str(tmp_path / "events")
     df = _df(spark)
 
@@ -50,7 +55,8 @@ def test_retried_task_leaves_no_duplicate_error_rows(spark: Any, tmp_path: Any) 
         if step == "committed" and attempt.partition_id == 1 and attempt.attempt_number == 0:
             os._exit(3)
 
-    result = write(df, url, options=ENABLED, key="id", _task_hook=fail_first_attempt)
+    result = write_with(entry, spark, df, url, options=ENABLED, key="id",
+                        task_hook=fail_first_attempt)
     assert result.error_records == {"key": 8}
     rows = errortable.read(url + "_errors").query("e", "SELECT count(*), count(DISTINCT uid) "
                                                        "FROM e").fetchall()

@@ -1,0 +1,422 @@
+"""`verify`: an fsck of one table: what is on storage against what the timeline says.
+
+Findings (each a :class:`Finding`: kind, path, size, instant, action):
+
+``orphan_file``        a file outside ``.markerstore/`` that no completed commit references
+                       and no inflight instant's markers name
+``missing_file``       a file a completed commit references that is not on storage
+``size_mismatch``      ... that is there with another size than the commit recorded
+``replaced_file``      a file a later commit replaced (or an expire removed) that is still
+                       there: the cleanup after that commit did not finish
+``orphan_upload``      (S3) an open multipart upload of this table's write whose instant
+                       is terminal (or not on the timeline and older than the grace period)
+``leftover_markers`` / ``leftover_plan`` / ``leftover_staging`` / ``leftover_heartbeat``
+                       what a terminal instant (completed or rolled back) left behind
+
+The listing streams (S3: ListObjectsV2 pages of 1,000 keys; local disk: ``os.scandir``;
+elsewhere fsspec ``find``) in Arrow chunks of 10,000 rows, each written as a Parquet file
+to a temporary folder; the committed files go the same way, a few commits at a time;
+orphans and missing files are anti-joins in DuckDB over those files, with at most 128 MB
+in memory (it spills the rest to the temporary folder). Memory stays
+bounded whatever the table size: no Python object per file (except per finding), and at
+most a few commits' metadata parsed at once.
+
+Order matters against concurrent writers: the timeline is read before the listing (only
+instants completed then are checked for missing files: a commit completing during the
+listing may publish files the listing already passed) and again after it (what is
+committed or inflight then protects files the listing saw). A file named for an instant
+that was inflight is never deleted, with or without markers.
+
+``repair`` deletes orphans older than the grace period whose name is a markerstore file
+name (``..._<instant>.<ext>``), aborts orphaned uploads, deletes the leftovers (finishing
+a completed instant's plan as recovery does). Without it nothing is changed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from markerstore import config
+from markerstore.commit import s3
+from markerstore.commit.job import post_commit
+from markerstore.commit.listing import CHUNK, LISTING, Spool, listing
+from markerstore.commit.names import parse_path
+from markerstore.commit.plan import PLANS_DIR, delete_plan, read_plan
+from markerstore.commit.staging import STAGING_DIR, remove_staging_area
+from markerstore.errors import ConfigError
+from markerstore.markers import MARKERS_DIR, read_markers
+from markerstore.table import Table
+from markerstore.timeline import COMPLETED, INFLIGHT, META_DIR, REQUESTED, ROLLEDBACK, Timeline
+from markerstore.timeline.heartbeat import HEARTBEAT_DIR
+
+GRACE_DEFAULT = timedelta(days=1)
+READERS = 4  # commit metadata files read in parallel (and held at once, at most)
+MEMORY_LIMIT = "128MB"  # DuckDB's; beyond it the joins spill to the temporary folder
+LIVE = (REQUESTED, INFLIGHT)
+TERMINAL = (COMPLETED, ROLLEDBACK)
+COMMITTED = pa.schema([("path", pa.string()), ("size", pa.int64()), ("instant", pa.string())])
+GONE = pa.schema([("path", pa.string()), ("instant", pa.string())])
+_OURS = re.compile(r"_(\d{17})\.[A-Za-z0-9]+$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 1}
+
+# Paths a completed commit's metadata says are gone (besides `replaced_files`): the error
+# table passes its expire commits' files here, so verify stays free of error tables.
+AbsentHook = Callable[[Mapping[str, Any]], Iterable[str]]
+
+
+def parse_grace(text: str | timedelta) -> timedelta:
+    """'1d', '12h', '30m', '45s', '2w', or a number of seconds ('0')."""
+    if isinstance(text, timedelta):
+        return text
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ConfigError(f"expected a grace period like 1d, 12h, 30m, 45s or 0, got {text!r}")
+    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+
+
+@dataclass
+class Finding:
+    """One inconsistency, and what repair did or would do about it."""
+
+    kind: str
+    path: str
+    size: int | None
+    instant: str | None
+    action: str
+    table: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class VerifyReport:
+    """What verify found in one table."""
+
+    table: str
+    repair: bool
+    findings: list[Finding] = field(default_factory=list)
+    files_listed: int = 0
+    committed_files: int = 0
+    seconds: float = 0.0
+    requests: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def consistent(self) -> bool:
+        return not self.findings
+
+    def counts(self) -> dict[str, int]:
+        result: dict[str, int] = {}
+        for finding in self.findings:
+            result[finding.kind] = result.get(finding.kind, 0) + 1
+        return result
+
+
+# --- what the timeline says ------------------------------------------------------------------
+def _committed(table: Table, instants: list[str], spools: dict[str, Spool],
+               absent: AbsentHook | None) -> int:
+    """Load every completed commit's files into `committed` and the files later commits
+    removed into `gone`; one commit's metadata at a time, read in parallel."""
+    timeline = Timeline(table.storage)
+    rows: dict[str, list[Any]] = {"path": [], "size": [], "instant": []}
+    gone: dict[str, list[Any]] = {"path": [], "instant": []}
+    total = 0
+
+    def read(instant: str) -> tuple[str, dict[str, Any]]:
+        meta = timeline.commit_metadata(instant)
+        getattr(timeline, "_metadata_cache", {}).pop(instant, None)
+        return instant, meta
+
+    def flush(force: bool = False) -> None:
+        if rows["path"] and (force or len(rows["path"]) >= CHUNK):
+            spools["committed"].add(
+                pa.record_batch([rows[k] for k in COMMITTED.names], schema=COMMITTED))
+            for values in rows.values():
+                values.clear()
+        if gone["path"] and (force or len(gone["path"]) >= CHUNK):
+            spools["gone"].add(pa.record_batch([gone[k] for k in GONE.names], schema=GONE))
+            for values in gone.values():
+                values.clear()
+
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        for instant, meta in _bounded_map(pool, read, instants):
+            for entry in meta.get("files", []):
+                rows["path"].append(str(entry["path"]))
+                rows["size"].append(entry.get("size"))
+                rows["instant"].append(instant)
+                total += 1
+            removed = list(meta.get("replaced_files") or [])
+            removed += list(absent(meta)) if absent is not None else []
+            gone["path"].extend(str(p) for p in removed)
+            gone["instant"].extend([instant] * len(removed))
+            flush()
+    flush(force=True)
+    return total
+
+
+def _bounded_map(pool: ThreadPoolExecutor, fn: Callable[[str], Any], items: list[str]
+                 ) -> Iterator[Any]:
+    """pool.map, in order, with at most READERS items read ahead (a commit's metadata can
+    be large: never all of them in memory at once)."""
+    pending: deque[Future[Any]] = deque()
+    for item in items:
+        pending.append(pool.submit(fn, item))
+        if len(pending) >= READERS:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def _live_markers(table: Table, live: list[str], con: duckdb.DuckDBPyConnection) -> None:
+    """The data files the markers of live (requested, inflight) instants name."""
+    for instant in live:
+        relation = read_markers(table.storage, instant, con)
+        if relation is not None:  # an instant id is 17 digits: safe in SQL text
+            relation.project(f"path, '{instant}' AS instant").insert_into("live")
+
+
+def _connect(folder: str) -> duckdb.DuckDBPyConnection:
+    # At most MEMORY_LIMIT in memory; the joins spill to the temporary folder beyond it.
+    con = duckdb.connect(":memory:")
+    con.execute(f"SET temp_directory = '{folder}/tmp'")
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    con.execute("CREATE TABLE live (path VARCHAR, instant VARCHAR)")
+    con.execute("CREATE TABLE states (instant VARCHAR, state VARCHAR, checked BOOLEAN)")
+    return con
+
+
+# --- the checks ------------------------------------------------------------------------------
+_ORPHANS = f"""
+SELECT l.path, l.size, l.mtime, regexp_extract(l.path, '{_OURS.pattern}', 1) AS named,
+       s.state
+FROM listing l
+LEFT JOIN states s ON s.instant = regexp_extract(l.path, '{_OURS.pattern}', 1)
+WHERE NOT starts_with(l.path, '{META_DIR}/')
+  AND NOT EXISTS (SELECT 1 FROM committed c WHERE c.path = l.path)
+  AND NOT EXISTS (SELECT 1 FROM live m WHERE m.path = l.path)
+ORDER BY l.path"""
+
+_REMOVED = """
+SELECT l.path, l.size, min(g.instant) FROM listing l JOIN gone g USING (path)
+GROUP BY l.path, l.size ORDER BY l.path"""
+
+_MISSING = """
+SELECT c.path, c.size, c.instant, l.size AS actual FROM committed c
+JOIN states s ON s.instant = c.instant AND s.checked
+LEFT JOIN listing l USING (path)
+WHERE NOT EXISTS (SELECT 1 FROM gone g WHERE g.path = c.path)
+  AND (l.path IS NULL OR (c.size IS NOT NULL AND l.size <> c.size))
+ORDER BY c.path"""
+
+_LEFTOVERS = f"""
+SELECT kind, x.instant, count(*) AS files, sum(size) AS bytes, max(mtime) AS newest, s.state
+FROM (SELECT CASE WHEN starts_with(path, '{MARKERS_DIR}/') THEN 'leftover_markers'
+                  WHEN starts_with(path, '{PLANS_DIR}/') THEN 'leftover_plan'
+                  WHEN starts_with(path, '{STAGING_DIR}/') THEN 'leftover_staging'
+                  WHEN starts_with(path, '{HEARTBEAT_DIR}/') THEN 'leftover_heartbeat'
+             END AS kind,
+             regexp_extract(path, '^{META_DIR}/[a-z]+/(\\d{{17}})', 1) AS instant, size, mtime
+      FROM listing WHERE starts_with(path, '{META_DIR}/')) x
+LEFT JOIN states s USING (instant)
+WHERE kind IS NOT NULL AND x.instant <> '' AND (s.state IS NULL OR s.state IN ('{COMPLETED}',
+      '{ROLLEDBACK}'))
+GROUP BY kind, x.instant, s.state ORDER BY x.instant, kind"""
+
+
+class Verifier:
+    """One run of verify over one table."""
+
+    def __init__(self, table: Table, *, repair: bool = False,
+                 grace: str | timedelta = GRACE_DEFAULT, absent: AbsentHook | None = None,
+                 now: float | None = None) -> None:
+        self.table = table
+        self.storage = table.storage
+        self.repair = repair
+        self.grace = parse_grace(grace).total_seconds()
+        self.absent = absent
+        self.now = time.time() if now is None else now
+        self.report = VerifyReport(self.storage.url(), repair)
+        self.states: dict[str, str] = {}
+
+    def _old(self, mtime: float | None) -> bool:
+        return mtime is not None and self.now - mtime >= self.grace
+
+    def _add(self, kind: str, path: str, size: int | None, instant: str | None,
+             action: str) -> None:
+        self.report.findings.append(Finding(kind, path, None if size is None else int(size),
+                                            instant or None, action, self.report.table))
+
+    def run(self) -> VerifyReport:
+        started = time.perf_counter()
+        before = self.storage.requests()
+        folder = tempfile.mkdtemp(prefix="markerstore-verify-")
+        try:
+            con = _connect(folder)
+            try:
+                self._load(con, folder)
+                self._orphans(con)
+                self._removed(con)
+                self._missing(con)
+                self._leftovers(con)
+                if self.storage.is_s3:
+                    self._uploads()
+            finally:
+                con.close()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        after = self.storage.requests()
+        self.report.requests = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+        self.report.seconds = time.perf_counter() - started
+        return self.report
+
+    def _load(self, con: duckdb.DuckDBPyConnection, folder: str) -> None:
+        spools = {name: Spool(folder, name, schema) for name, schema in
+                  (("listing", LISTING), ("committed", COMMITTED), ("gone", GONE))}
+        timeline = Timeline(self.storage)
+        checked = {i.instant for i in timeline.instants() if i.state == COMPLETED}
+        for batch in listing(self.storage):
+            spools["listing"].add(batch)
+            self.report.files_listed += batch.num_rows
+        infos = timeline.instants()
+        self.states = {i.instant: i.state for i in infos}
+        if infos:
+            con.executemany("INSERT INTO states VALUES (?, ?, ?)",
+                            [[i.instant, i.state, i.instant in checked] for i in infos])
+        completed = [i.instant for i in infos if i.state == COMPLETED]
+        self.report.committed_files = _committed(self.table, completed, spools, self.absent)
+        for spool in spools.values():
+            spool.view(con)
+        _live_markers(self.table, [i.instant for i in infos if i.state in LIVE], con)
+
+    def _delete(self, paths: list[str]) -> None:
+        if paths:
+            self.storage.delete_many([self.storage.path(p) for p in paths],
+                                     self.table.parallelism)
+
+    def _orphans(self, con: duckdb.DuckDBPyConnection) -> None:
+        cursor = con.execute(_ORPHANS)
+        while True:
+            rows = cursor.fetchmany(CHUNK)
+            if not rows:
+                return
+            todo = []
+            for path, size, mtime, named, state in rows:
+                if not named:
+                    action = "kept: not a markerstore file name"
+                elif state in LIVE:
+                    action = f"kept: instant {named} is {state}"
+                elif not self._old(mtime):
+                    action = "kept: younger than the grace period"
+                else:
+                    action = "deleted" if self.repair else "would delete"
+                    todo.append(path)
+                self._add("orphan_file", path, size, named, action)
+            if self.repair:
+                self._delete(todo)
+
+    def _removed(self, con: duckdb.DuckDBPyConnection) -> None:
+        todo = []
+        for path, size, instant in con.execute(_REMOVED).fetchall():
+            todo.append(path)
+            self._add("replaced_file", path, size, instant,
+                      "deleted" if self.repair else "would delete")
+        if self.repair:
+            self._delete(todo)
+
+    def _missing(self, con: duckdb.DuckDBPyConnection) -> None:
+        for path, size, instant, actual in con.execute(_MISSING).fetchall():
+            if actual is None:
+                self._add("missing_file", path, size, instant,
+                          "none: a committed file is lost (restore it)")
+            else:
+                self._add("size_mismatch", path, actual, instant,
+                          f"none: the commit recorded {size} bytes (restore the file)")
+
+    def _leftovers(self, con: duckdb.DuckDBPyConnection) -> None:
+        for kind, instant, _files, size, newest, state in con.execute(_LEFTOVERS).fetchall():
+            where = {"leftover_markers": f"{MARKERS_DIR}/{instant}",
+                     "leftover_plan": f"{PLANS_DIR}/{instant}.json",
+                     "leftover_staging": f"{STAGING_DIR}/{instant}",
+                     "leftover_heartbeat": f"{HEARTBEAT_DIR}/{instant}"}[kind]
+            if state is None and not self._old(newest):
+                action = "kept: instant not on the timeline, younger than the grace period"
+            elif self.repair:
+                self._clean(kind, instant, state)
+                action = "deleted" if kind != "leftover_plan" or state != COMPLETED \
+                    else "finished (cleanup after the commit)"
+            else:
+                action = "would delete" if kind != "leftover_plan" or state != COMPLETED \
+                    else "would finish (cleanup after the commit)"
+            self._add(kind, where, size, instant, action)
+
+    def _clean(self, kind: str, instant: str, state: str | None) -> None:
+        storage = self.storage
+        if kind == "leftover_markers":
+            storage.delete_dir(storage.path(MARKERS_DIR, instant), self.table.parallelism)
+        elif kind == "leftover_staging":
+            remove_staging_area(storage, instant)
+        elif kind == "leftover_heartbeat":
+            storage.delete(storage.path(HEARTBEAT_DIR, instant))
+        elif state == COMPLETED and (plan := read_plan(storage, instant)) is not None:
+            post_commit(self.table, plan)
+        else:
+            remove_staging_area(storage, instant)
+            delete_plan(storage, instant)
+
+    def _uploads(self) -> None:
+        todo = []
+        uuids: dict[str, str | None] = {}
+        for upload in s3.list_uploads(self.storage):
+            parsed = parse_path(upload.key)
+            if parsed is None:
+                continue  # not a markerstore file: not this table's write
+            state = self.states.get(parsed.instant)
+            if state in LIVE:
+                continue
+            if state is not None:
+                if parsed.instant not in uuids:
+                    uuids[parsed.instant] = self.table.write_uuid(parsed.instant)
+                if uuids[parsed.instant] != parsed.write_uuid:
+                    continue  # another write's upload under this prefix
+            _, prefix = s3.table_prefix(self.storage)
+            path = upload.key[len(prefix):]
+            initiated = _timestamp(upload.initiated)
+            if state is None and not self._old(initiated):
+                action = "kept: instant not on the timeline, younger than the grace period"
+            else:
+                action = "aborted" if self.repair else "would abort"
+                todo.append((upload.bucket, upload.key, upload.upload_id))
+            self._add("orphan_upload", path, None, parsed.instant,
+                      f"{action} (upload {upload.upload_id})")
+        if self.repair and todo:
+            s3.abort_many(self.storage, todo, int(self.table.settings[config.COMMIT_THREADS]))
+
+
+def _timestamp(text: str) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def verify(table: Table, *, repair: bool = False, grace: str | timedelta = GRACE_DEFAULT,
+           absent: AbsentHook | None = None) -> VerifyReport:
+    """Compare `table`'s storage with its timeline; with `repair`, fix what is safe to fix.
+    `absent` names, per completed commit's metadata, more files it removed (besides its
+    `replaced_files`), such as an error table's expire commits."""
+    return Verifier(table, repair=repair, grace=grace, absent=absent).run()

@@ -1,0 +1,105 @@
+"""Snapshots: the data files of a table as of a completed instant, from the timeline alone.
+
+A snapshot is never a listing. Every completed commit names its files; a commit in
+conflict mode replace also names the files it replaced (``replaced_files``), which stop
+being live the moment that commit's instant completes, before they are deleted. So the
+files live as of instant T are: the files of every completed instant <= T, minus every
+file replaced by a completed instant <= T. An inflight or rolled-back write adds nothing.
+The SQL view ``files`` is built from :func:`live_files` too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from markerstore.errors import MarkerStoreError
+from markerstore.storage import Storage
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow.dataset as ds
+
+
+class SnapshotError(MarkerStoreError, LookupError):
+    """The asked-for snapshot does not exist (any more)."""
+
+
+def live_files(completed: Iterable[tuple[str, dict[str, Any]]], as_of: str | None = None
+               ) -> list[tuple[str, dict[str, Any]]]:
+    """(instant, file entry) of every file live as of `as_of` (default: the latest), from
+    the (instant, commit metadata) pairs of completed commits, oldest first."""
+    commits = [(i, m) for i, m in completed if as_of is None or i <= as_of]
+    replaced = {path for _, meta in commits for path in meta.get("replaced_files", [])}
+    return [(instant, entry) for instant, meta in commits
+            for entry in meta.get("files", []) if entry["path"] not in replaced]
+
+
+@dataclass(frozen=True)
+class SnapshotFile:
+    instant: str
+    path: str
+    size: int | None = None
+    rows: int | None = None
+
+
+@dataclass
+class Snapshot:
+    """The committed data files of a table as of one completed instant."""
+
+    storage: Storage
+    instant: str | None
+    files: list[SnapshotFile] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, storage: Storage, completed: list[tuple[str, dict[str, Any]]],
+           as_of: str | None = None) -> Snapshot:
+        """The snapshot at `as_of` (a completed instant) or at the latest completed one.
+        Refuses an instant that is not completed, and one whose files a later commit
+        replaced (they are deleted, or about to be)."""
+        instants = [i for i, _ in completed]
+        if as_of is not None and as_of not in instants:
+            raise SnapshotError(f"instant {as_of} is not a completed instant of "
+                                f"{storage.url()}")
+        instant = as_of or (instants[-1] if instants else None)
+        files = [SnapshotFile(i, e["path"], e.get("size"), e.get("rows"))
+                 for i, e in live_files(completed, instant)]
+        if as_of is not None:
+            later = {p for i, m in completed if i > as_of for p in m.get("replaced_files", [])}
+            gone = [f.path for f in files if f.path in later]
+            if gone:
+                raise SnapshotError(f"the snapshot at {as_of} is gone: a later replace "
+                                    f"deleted {len(gone)} of its files (e.g. {gone[0]})")
+        return cls(storage, instant, files)
+
+    @property
+    def paths(self) -> list[str]:
+        """The files' paths relative to the table."""
+        return [f.path for f in self.files]
+
+    @property
+    def urls(self) -> list[str]:
+        """The files' full URLs (local paths for a local table)."""
+        return [self.storage.url(self.storage.path(f.path)) for f in self.files]
+
+    @property
+    def rows(self) -> int | None:
+        counts = [f.rows for f in self.files]
+        return sum(c for c in counts if c is not None) if None not in counts else None
+
+    def dataset(self) -> ds.Dataset:
+        """A pyarrow dataset over exactly these files, partition columns from the folder
+        names (hive style)."""
+        import pyarrow.dataset as ds
+
+        paths = [self.storage.path(f.path) for f in self.files if f.path.endswith(".parquet")]
+        return ds.dataset(paths, filesystem=self.storage.fs, format="parquet",
+                          partitioning="hive", partition_base_dir=self.storage.root)
+
+    def duckdb(self, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyRelation:
+        """A DuckDB relation over :meth:`dataset` (scanned lazily)."""
+        import duckdb
+
+        con = con or duckdb.connect()
+        return con.from_arrow(self.dataset())

@@ -1,0 +1,165 @@
+"""The streaming sink: df.writeStream.format("markerstore"), one instant per micro-batch,
+exactly once across a driver killed between the sink's commit and Spark's checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from commit_checks import assert_clean, assert_exactly_committed
+from entry_points import format_name
+
+import errortable
+from markerstore import Table
+from markerstore.commit import FileStats, TaskAttempt
+
+pytestmark = pytest.mark.spark
+DRIVER = str(Path(__file__).with_name("spark_stream_driver.py"))
+ERRORS = {"markerstore.write.error.table.enabled": "true", "markerstore.write.key": "id",
+          "markerstore.write.target_file_size": 4000}
+
+
+def input_files(folder: Path, files: int, rows: int) -> tuple[set[int], int]:
+    """`files` Parquet files of `rows` rows (id, day, payload); every 25th id is null (a
+    bad row: no key). Returns the good ids and the number of bad rows."""
+    folder.mkdir(parents=True)
+    good: set[int] = set()
+    bad = 0
+    for n in range(files):
+        ids = list(range(n * rows, (n + 1) * rows))
+        keys = [None if i % 25 == 0 else i for i in ids]
+        good.update(i for i in keys if i is not None)
+        bad += sum(1 for i in keys if i is None)
+        pq.write_table(pa.table({"id": pa.array(keys, pa.int64()),
+                                 "day": pa.array([i % 2 for i in ids], pa.int64()),
+                                 "payload": pa.array([f"row-{i}" for i in ids])}),
+                       folder / f"part-{n:03d}.parquet")
+    return good, bad
+
+
+def table_ids(url: str) -> list[int]:
+    snapshot = Table(url).snapshot()
+    return sorted(snapshot.dataset().to_table(columns=["id"]).column("id").to_pylist())
+
+
+def error_rows(url: str) -> int:
+    rows = errortable.read(url + "_errors").query("e", "SELECT count(*) FROM e").fetchall()
+    return int(rows[0][0])
+
+
+def stream_batches(url: str) -> list[tuple[str, int]]:
+    table = Table(url)
+    found = []
+    for info in table.timeline():
+        if info.state == "completed":
+            stream = table.commit_metadata(info.instant).get("stream") or {}
+            found.append((stream.get("query_id"), stream.get("batch_id")))
+    return found
+
+
+def test_micro_batches_commit_one_instant_each(spark: Any, tmp_path: Path) -> None:
+    """Three files, one per micro-batch; the first attempt of partition 0 in every batch
+    fails after writing its files (retried): no duplicate, every bad row once."""
+    good, bad = input_files(tmp_path / "in", 3, 200)
+    url = str(tmp_path / "table")
+
+    def fail_first(step: str, attempt: TaskAttempt, files: list[FileStats]) -> None:
+        if step == "committed" and attempt.partition_id == 0 and attempt.attempt_number == 0:
+            raise RuntimeError("injected task failure after writing its files")
+
+    fmt = format_name(spark, fail_first)
+    schema = spark.read.parquet(str(tmp_path / "in")).schema
+    stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(
+        str(tmp_path / "in"))
+    writer = stream.writeStream.format(fmt).option(
+        "checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+    for key, value in ERRORS.items():
+        writer = writer.option(key, value)
+    query = writer.start(url)
+    query.awaitTermination()
+    assert query.exception() is None
+    batches = stream_batches(url)
+    assert [b for _, b in batches] == [0, 1, 2]
+    assert len({q for q, _ in batches}) == 1 and batches[0][0].startswith("checkpoint-")
+    assert table_ids(url) == sorted(good)
+    assert error_rows(url) == bad
+    table = Table(url)
+    assert_exactly_committed(table, len(good))
+    assert_clean(table)
+
+
+def run_driver(args: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run([sys.executable, DRIVER, json.dumps(args)], capture_output=True,
+                          text=True, timeout=600, env=env)
+
+
+@pytest.mark.slow
+def test_driver_killed_after_the_sink_commit_replays_nothing_twice(tmp_path: Path) -> None:
+    """The driver (JVM and Python) is SIGKILLed right after batch 1's instant completes,
+    before Spark's checkpoint records batch 1. Restarted from the same checkpoint, Spark
+    replays batch 1: the sink finds it committed, commits nothing and rolls the replay
+    back. Every input row is in the table once, every bad row once in the error table."""
+    good, bad = input_files(tmp_path / "in", 3, 200)
+    url = str(tmp_path / "table")
+    args = {"input": str(tmp_path / "in"), "table": url, "checkpoint": str(tmp_path / "ck"),
+            "options": ERRORS}
+    crashed = run_driver({**args, "kill_after_batch": 1})
+    assert crashed.returncode == -9, crashed.stderr[-3000:]
+    assert [b for _, b in stream_batches(url)] == [0, 1]
+    assert not (tmp_path / "ck" / "commits" / "1").exists()  # the checkpoint missed it
+
+    resumed = run_driver(args)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    table = Table(url)
+    states = [i.state for i in table.timeline()]
+    assert states.count("completed") == 3 and states.count("rolledback") == 1, states
+    assert [b for _, b in stream_batches(url)] == [0, 1, 2]
+    assert table_ids(url) == sorted(good)
+    assert error_rows(url) == bad
+    assert_exactly_committed(table, len(good))
+    assert_clean(table)
+
+
+def test_a_failed_batch_is_rolled_back_and_the_restart_writes_it_once(spark: Any,
+                                                                      tmp_path: Path) -> None:
+    """Every attempt of a task of the first batch fails: Spark aborts the batch, the sink
+    rolls its instant back, the query stops. Restarted from the checkpoint (the tasks now
+    succeed), the batch is written once."""
+    good, bad = input_files(tmp_path / "in", 2, 100)
+    url = str(tmp_path / "table")
+
+    def always(step: str, attempt: TaskAttempt, files: list[FileStats]) -> None:
+        if step == "committed" and attempt.partition_id == 0:
+            raise RuntimeError("this batch never succeeds")
+
+    def run(fmt: str) -> Any:
+        schema = spark.read.parquet(str(tmp_path / "in")).schema
+        stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(
+            str(tmp_path / "in"))
+        writer = stream.writeStream.format(fmt).option(
+            "checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+        for key, value in ERRORS.items():
+            writer = writer.option(key, value)
+        return writer.start(url)
+
+    failed = run(format_name(spark, always))
+    with pytest.raises(Exception, match="never succeeds"):
+        failed.awaitTermination()
+    table = Table(url)
+    assert [i.state for i in table.timeline()] == ["rolledback"]
+    assert table.snapshot().files == []
+    resumed = run(format_name(spark))
+    resumed.awaitTermination()
+    assert [b for _, b in stream_batches(url)] == [0, 1]
+    assert table_ids(url) == sorted(good)
+    assert error_rows(url) == bad
+    assert_exactly_committed(table, len(good))
+    assert_clean(table)
