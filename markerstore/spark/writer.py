@@ -158,11 +158,13 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
                        metadata={"engine": "spark", "spark_app_id": _application_id(df)})
         job.start()
         try:
-            if _frame is not None:  # a reader that needs the instant (ingest)
-                df = _frame(job)
-            data = df.sortWithinPartitions(*columns) if columns else df
+            if _frame is not None:  # ingest: its tasks read, write and return stats rows
+                stats = _frame(job)
+            else:
+                data = df.sortWithinPartitions(*columns) if columns else df
+                stats = data.mapInArrow(_task_function(job.spec), STATS_DDL)
             job_started = time.perf_counter()
-            rows = data.mapInArrow(_task_function(job.spec), STATS_DDL).collect()
+            rows = stats.collect()
             job_seconds = time.perf_counter() - job_started
             results = results_from_rows(row.asDict() for row in rows)
             if server is not None:  # no straggler's marker after this point
