@@ -260,8 +260,8 @@ def test_the_vectorized_pass_takes_the_plain_lines(tmp_path: Path) -> None:
     plain = b"\n".join(json.dumps(_good(i, rng)).encode() for i in range(500))
     parsed = parse_json(split_lines(plain), schema, json_query(schema, False))
     assert parsed.table.num_rows == 500 and len(parsed.suspects) == 0
-    odd = b"\n".join(_variants(_good(1, rng))[:12])
-    assert len(parse_json(split_lines(odd), schema, json_query(schema, False)).suspects) == 12
+    odd = b"\n".join(_variants(_good(1, rng))[:9])
+    assert len(parse_json(split_lines(odd), schema, json_query(schema, False)).suspects) == 9
     text = "\n".join(f'{i},"n, {i}",{i / 3},true,2026-01-0{1 + i % 9}' for i in range(300))
     parsed = parse_csv(split_lines(text.encode()), ddl_to_arrow(CSV_DDL),
                        ["id", "name", "score", "ok", "day"], False)
