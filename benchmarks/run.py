@@ -18,7 +18,8 @@ from pathlib import Path
 
 from markerstore._optional import import_optional
 
-MODULES = ("benchmarks.bench_markers", "benchmarks.bench_writer", "benchmarks.bench_errortable")
+MODULES = ("benchmarks.bench_markers", "benchmarks.bench_writer", "benchmarks.bench_errortable",
+           "benchmarks.bench_ingest")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,18 +37,28 @@ class Block:
 
 def split_lines(data: bytes) -> pa.Array:
     """The lines of `data` (complete lines; the last may lack its newline) as strings:
-    decoded as UTF-8 (invalid bytes replaced), trailing carriage returns stripped."""
+    decoded as UTF-8 (invalid bytes replaced), line ends stripped. The lines are views of
+    one buffer: numpy finds the newlines, Arrow checks the UTF-8 and trims."""
     if not data:
         return pa.array([], pa.large_string())
-    raw = pa.array([data], pa.large_binary())
+    if not _is_utf8(data):  # invalid UTF-8 somewhere: replace it, as read_lines does
+        data = data.decode("utf-8", "replace").encode("utf-8")
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    ends = newlines + 1
+    if not data.endswith(b"\n"):
+        ends = np.append(ends, len(data))
+    offsets = np.concatenate([[0], ends]).astype(np.int64)
+    lines = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets),
+                                             pa.py_buffer(data))
+    return pc.utf8_rtrim(lines, characters="\r\n")
+
+
+def _is_utf8(data: bytes) -> bool:
     try:
-        text = raw.cast(pa.large_string())
-    except pa.ArrowInvalid:  # invalid UTF-8 somewhere: replace it, as read_lines does
-        text = pa.array([data.decode("utf-8", "replace")], pa.large_string())
-    lines = pc.list_flatten(pc.split_pattern(text, "\n"))
-    if data.endswith(b"\n"):
-        lines = lines.slice(0, len(lines) - 1)
-    return pc.utf8_rtrim(lines, characters="\r")
+        pa.array([data], pa.large_binary()).cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def _open(task: SourceTask, storage_options: dict[str, Any] | None) -> Any:

@@ -30,9 +30,8 @@ _HINTS = {**_INTS, pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.bool_(): "B
           pa.date32(): "DATE"}
 _MAX_EXACT = 2 ** 53  # the largest JSON integer pyarrow converts to a double exactly
 _MAX_FLOAT32 = 3.4028234663852886e38
-# A line the JSON pass may take: one object, no control characters, no lone surrogate
-# escape, none of the extensions DuckDB accepts and Python's json does not.
-_JSON_PLAIN = r"\{[^\x00-\x1f]*\}"
+# Extensions DuckDB's JSON parser accepts and Python's json does not (DuckDB rejects a
+# lone surrogate escape and control characters in strings itself).
 _JSON_LAX = r"\\u[dD][89a-fA-F]|,\s*[}\]]|(?i:[:\[,]\s*-?(?:inf|nan))"
 _SPACES = (r"\s\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
            r"\x{205f}\x{3000}")
@@ -86,48 +85,59 @@ def _json_kind(f: pa.Field) -> str | None:
     return None
 
 
+_DUCK_VALUE = {"float": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR", "text": "VARCHAR"}
+
+
 def _json_column(j: int, f: pa.Field, kind: str) -> tuple[str, str]:
-    """(condition, value) SQL of column `f`, the j-th path: the value's JSON type t[j]
-    and its text s[j]."""
-    t, s = f"t[{j}]", f"s[{j}]"
-    empty = f"({t} IS NULL OR {t} = 'NULL')"
+    """(condition, value) SQL of column `f`: x{j} is the JSON text of its value (NULL when
+    the key is missing or the value null), whose first character gives its JSON type;
+    v{j} the value as DuckDB's JSON transform reads it."""
+    x, v = f"x{j}", f"v{j}"
+    integral = f"NOT (contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E'))"
     if kind == "int":
-        duck = _INTS[f.type]
-        value = f"TRY_CAST({s} AS {duck})"
-        return f"({empty} OR ({t} IN ('BIGINT', 'UBIGINT') AND {value} IS NOT NULL))", value
+        return f"({x} IS NULL OR ({v} IS NOT NULL AND {integral}))", v
     if kind == "float":
-        double = f"TRY_CAST({s} AS DOUBLE)"
         bound = _MAX_FLOAT32 if f.type == pa.float32() else "'inf'::DOUBLE"
-        cond = (f"({empty} OR ({t} = 'DOUBLE' AND isfinite({double}) AND abs({double}) <= "
-                f"{bound}) OR ({t} IN ('BIGINT', 'UBIGINT') AND abs(TRY_CAST({s} AS HUGEINT))"
-                f" <= {_MAX_EXACT}))")
-        value = double if f.type == pa.float64() else f"TRY_CAST({double} AS FLOAT)"
-        return cond, value
+        # An integer is exact as a double below 2**53 (pyarrow refuses the others).
+        cond = (f"({x} IS NULL OR (isfinite({v}) AND abs({v}) <= {bound} AND "
+                f"(abs({v}) < {_MAX_EXACT} OR NOT {integral})))")
+        return cond, (v if f.type == pa.float64() else f"TRY_CAST({v} AS FLOAT)")
     if kind == "bool":
-        return f"({empty} OR {t} = 'BOOLEAN')", f"({s} = 'true')"
-    return f"({empty} OR {t} = 'VARCHAR')", s
+        return f"({x} IS NULL OR {x} IN ('true', 'false'))", v
+    return f"({x} IS NULL OR starts_with({x}, '\"'))", v
 
 
 def json_query(schema: pa.Schema, extra_ok: bool) -> str | None:
     """The DuckDB query over ``blk(i, line)`` giving ``i``, ``ok`` and one column per
     target column (text for the Arrow-cast types); None if a column's type is not one
-    the vectorized pass handles (then every line goes to the reference parser)."""
+    the vectorized pass handles (then every line goes to the reference parser). Two JSON
+    transforms per line: to the JSON text of each value (for its type) and to the values;
+    one json_keys."""
     kinds = [_json_kind(f) for f in schema]
     if any(k is None for k in kinds):
         return None
-    paths = "[" + ", ".join(f"'$.\"{f.name}\"'" for f in schema) + "]"
+    texts = "{" + ", ".join(f'"{f.name}": "JSON"' for f in schema) + "}"
+    typed = "{" + ", ".join(f'"{f.name}": "{_INTS.get(f.type) or _DUCK_VALUE[str(k)]}"'
+                            for f, k in zip(schema, kinds, strict=True)) + "}"
     names = "[" + ", ".join(f"'{f.name}'" for f in schema) + "]"
-    keys = "len(k) = len(list_distinct(k))" + ("" if extra_ok else f" AND list_has_all({names}, k)")
-    conds, values = [keys], []
+    # The keys in the schema's order (the usual case) are checked by one comparison.
+    keys = (f"(k = {names} OR (len(k) = len(list_distinct(k))"
+            + ("))" if extra_ok else f" AND list_has_all({names}, k)))"))
+    conds, values, columns = [keys], [], []
     for j, (f, kind) in enumerate(zip(schema, kinds, strict=True), start=1):
         cond, value = _json_column(j, f, str(kind))
         conds.append(cond)
         values.append(f'{value} AS "c{j}"')
-    return (f"WITH p AS (SELECT i, json_keys(line) AS k, json_type(line, {paths}) AS t, "
-            f"json_extract_string(line, {paths}) AS s FROM blk "
-            f"WHERE regexp_full_match(line, '{_JSON_PLAIN}') "
-            f"AND NOT regexp_matches(line, '{_JSON_LAX}') AND json_valid(line)) "
-            f"SELECT i, {' AND '.join(conds)} AS ok, {', '.join(values)} FROM p")
+        columns.append(f'CAST(r."{f.name}" AS VARCHAR) AS x{j}, t."{f.name}" AS v{j}')
+    # Python's json rejects what DuckDB's parser allows: a trailing comma, inf and nan.
+    lax = (f"AND NOT regexp_matches(line, '{_JSON_LAX}') " if extra_ok else
+           "AND NOT regexp_matches(line, ',\\s*}$') ")
+    return (f"WITH p AS (SELECT i, json_keys(line) AS k, "
+            f"json_transform(line, '{texts}') AS r, json_transform(line, '{typed}') AS t "
+            f"FROM blk WHERE starts_with(line, '{{') AND ends_with(line, '}}') {lax}"
+            f"AND json_valid(line)), "
+            f"q AS (SELECT i, k, {', '.join(columns)} FROM p) "
+            f"SELECT i, {' AND '.join(conds)} AS ok, {', '.join(values)} FROM q")
 
 
 def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None) -> Parsed:
