@@ -101,6 +101,7 @@ TARGET_FILE_SIZE = "markerstore.write.target_file_size"
 ROW_GROUP_BYTES = "markerstore.write.parquet.row_group_bytes"
 PARQUET_COMPRESSION = "markerstore.write.parquet.compression"
 MAX_OPEN_FILES = "markerstore.write.max_open_files"
+PARTITION_SORT = "markerstore.write.partition.sort"
 ROLL_FORWARD = "markerstore.write.recovery.roll_forward"
 
 OPTIONS: dict[str, Option] = {}
@@ -220,6 +221,11 @@ for _opt in (
     Option(MAX_OPEN_FILES, 16, _int_min(1),
            "Data files a task keeps open at once (one per partition value); the least "
            "recently used is closed beyond this.",
+           ()),
+    Option(PARTITION_SORT, "python", _choice("python", "jvm"),
+           "How a DataFrame write with partition columns groups rows: python (each Arrow "
+           "batch grouped by the task; no sort in the JVM) or jvm (sortWithinPartitions "
+           "first: for tasks that see more partition values than max_open_files).",
            ()),
     Option(ROLL_FORWARD, True, _bool,
            "Recovery completes a failed write whose job commit plan was durably written "
