@@ -89,55 +89,50 @@ _DUCK_VALUE = {"float": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR", "text"
 
 
 def _json_column(j: int, f: pa.Field, kind: str) -> tuple[str, str]:
-    """(condition, value) SQL of column `f`: x{j} is the JSON text of its value (NULL when
-    the key is missing or the value null), whose first character gives its JSON type;
-    v{j} the value as DuckDB's JSON transform reads it."""
-    x, v = f"x{j}", f"v{j}"
-    integral = f"NOT (contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E'))"
+    """(condition, value) SQL of column `f`: ty[j] is the JSON type of its value (NULL
+    when the key is missing), t."name" the value as DuckDB's JSON transform reads it."""
+    ty, v = f"ty[{j}]", f't."{f.name}"'
+    empty = f"({ty} IS NULL OR {ty} = 'NULL')"
     if kind == "int":
-        return f"({x} IS NULL OR ({v} IS NOT NULL AND {integral}))", v
+        return f"({empty} OR ({ty} IN ('BIGINT', 'UBIGINT') AND {v} IS NOT NULL))", v
     if kind == "float":
         bound = _MAX_FLOAT32 if f.type == pa.float32() else "'inf'::DOUBLE"
         # An integer is exact as a double below 2**53 (pyarrow refuses the others).
-        cond = (f"({x} IS NULL OR (isfinite({v}) AND abs({v}) <= {bound} AND "
-                f"(abs({v}) < {_MAX_EXACT} OR NOT {integral})))")
+        cond = (f"({empty} OR ({ty} = 'DOUBLE' AND isfinite({v}) AND abs({v}) <= {bound}) "
+                f"OR ({ty} IN ('BIGINT', 'UBIGINT') AND abs({v}) < {_MAX_EXACT}))")
         return cond, (v if f.type == pa.float64() else f"TRY_CAST({v} AS FLOAT)")
     if kind == "bool":
-        return f"({x} IS NULL OR {x} IN ('true', 'false'))", v
-    return f"({x} IS NULL OR starts_with({x}, '\"'))", v
+        return f"({empty} OR {ty} = 'BOOLEAN')", v
+    return f"({empty} OR {ty} = 'VARCHAR')", v
 
 
 def json_query(schema: pa.Schema, extra_ok: bool) -> str | None:
     """The DuckDB query over ``blk(i, line)`` giving ``i``, ``ok`` and one column per
     target column (text for the Arrow-cast types); None if a column's type is not one
-    the vectorized pass handles (then every line goes to the reference parser). Two JSON
-    transforms per line: to the JSON text of each value (for its type) and to the values;
-    one json_keys."""
+    the vectorized pass handles (then every line goes to the reference parser). Per line:
+    the JSON type of every value, the values (one JSON transform) and the keys."""
     kinds = [_json_kind(f) for f in schema]
     if any(k is None for k in kinds):
         return None
-    texts = "{" + ", ".join(f'"{f.name}": "JSON"' for f in schema) + "}"
+    paths = "[" + ", ".join(f"'$.\"{f.name}\"'" for f in schema) + "]"
     typed = "{" + ", ".join(f'"{f.name}": "{_INTS.get(f.type) or _DUCK_VALUE[str(k)]}"'
                             for f, k in zip(schema, kinds, strict=True)) + "}"
-    names = "[" + ", ".join(f"'{f.name}'" for f in schema) + "]"
-    # The keys in the schema's order (the usual case) are checked by one comparison.
-    keys = (f"(k = {names} OR (len(k) = len(list_distinct(k))"
-            + ("))" if extra_ok else f" AND list_has_all({names}, k)))"))
-    conds, values, columns = [keys], [], []
+    # As many keys as target columns present: no unknown key and no key twice.
+    present = " + ".join(f"(ty[{j}] IS NOT NULL)::INTEGER" for j in range(1, len(schema) + 1))
+    keys = "len(k) = len(list_distinct(k))" if extra_ok else f"len(k) = {present}"
+    conds, values = [keys], []
     for j, (f, kind) in enumerate(zip(schema, kinds, strict=True), start=1):
         cond, value = _json_column(j, f, str(kind))
         conds.append(cond)
         values.append(f'{value} AS "c{j}"')
-        columns.append(f'CAST(r."{f.name}" AS VARCHAR) AS x{j}, t."{f.name}" AS v{j}')
     # Python's json rejects what DuckDB's parser allows: a trailing comma, inf and nan.
     lax = (f"AND NOT regexp_matches(line, '{_JSON_LAX}') " if extra_ok else
            "AND NOT regexp_matches(line, ',\\s*}$') ")
-    return (f"WITH p AS (SELECT i, json_keys(line) AS k, "
-            f"json_transform(line, '{texts}') AS r, json_transform(line, '{typed}') AS t "
+    return (f"WITH p AS (SELECT i, json_keys(line) AS k, json_type(line, {paths}) AS ty, "
+            f"json_transform(line, '{typed}') AS t "
             f"FROM blk WHERE starts_with(line, '{{') AND ends_with(line, '}}') {lax}"
-            f"AND json_valid(line)), "
-            f"q AS (SELECT i, k, {', '.join(columns)} FROM p) "
-            f"SELECT i, {' AND '.join(conds)} AS ok, {', '.join(values)} FROM q")
+            f"AND json_valid(line)) "
+            f"SELECT i, {' AND '.join(conds)} AS ok, {', '.join(values)} FROM p")
 
 
 def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None) -> Parsed:
