@@ -181,6 +181,19 @@ def cold(base: str) -> dict[str, float]:
             "spark_session": session, "spark_job": job, "spark_ok": hand.returncode == 0}
 
 
+_COLD_FAILED = {"ms_wall": 0.0, "ms_ingest": 0.0, "ms_ok": False, "spark_wall": 0.0,
+                "spark_session": 0.0, "spark_job": 0.0, "spark_ok": False}
+
+
+def _guard(measure: Any, failed: dict[str, Any]) -> dict[str, Any]:
+    """One measurement; a failure is reported in the section, not the end of the run."""
+    try:
+        return dict(measure())
+    except Exception as exc:
+        print(f"   failed: {type(exc).__name__}: {exc}", flush=True)
+        return {**failed, "failed": f"{type(exc).__name__}: {exc}"}
+
+
 def run(quick: bool = False) -> str:
     """The benchmark as a Markdown section (numbers measured in this run)."""
     from benchmarks.ingest_report import markdown
@@ -190,12 +203,14 @@ def run(quick: bool = False) -> str:
     base = tempfile.mkdtemp(prefix="bench-ingest-")
     load_before = _load()
     try:
-        cold_case = cold(base)
+        cold_case = _guard(lambda: cold(base), _COLD_FAILED)
         spark = _session()
         try:
             results = [side_by_side(spark, base, fmt, rows, rounds) for fmt in ("json", "csv")]
-            rate = parse_rate(base, rows)
-            rss = worker_rss(spark, base, (256 if quick else 2048) * 1024 * 1024)
+            rate = _guard(lambda: parse_rate(base, rows), {"records": 0, "cpu": 1, "rate": 0})
+            size = (256 if quick else 2048) * 1024 * 1024
+            rss = _guard(lambda: worker_rss(spark, base, size),
+                         {"bytes": 0, "tasks": 0, "peak_mb": 0, "seconds": 0, "rows": 0})
         finally:
             spark.stop()
     finally:

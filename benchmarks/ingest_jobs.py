@@ -92,17 +92,18 @@ def markerstore_job(spark: Any, src: str, out: str, hook: Any = None) -> Any:
                   _task_hook=hook)
 
 
-def _duck_fields(fmt: str) -> str:
+def _duck_fields(fmt: str) -> tuple[str, str]:
+    """(the well-formedness test of a line, the typed fields of a well-formed line)."""
     if fmt == "csv":
         parts = [f"string_split(line, ',')[{i}]" for i in range(1, 7)]
         base = "len(string_split(line, ',')) = 6"
     else:
         parts = [f"line->>'{name}'" for name in CSV_HEADER.split(",")]
-        base = "json_valid(line) AND json_type(line) = 'OBJECT'"
+        base = "json_valid(line) AND starts_with(ltrim(line), '{')"
     types = ["BIGINT", "BIGINT", "DOUBLE", "VARCHAR", "TIMESTAMPTZ", "VARCHAR"]
-    casts = ", ".join(f"CASE WHEN {base} THEN TRY_CAST(nullif({p}, '') AS {t}) END AS {n}"
+    casts = ", ".join(f"TRY_CAST(nullif({p}, '') AS {t}) AS {n}"
                       for p, t, n in zip(parts, types, CSV_HEADER.split(","), strict=True))
-    return f"line, {base} AS well_formed, {casts}"
+    return base, casts
 
 
 def duckdb_job(src: str, out: str, fmt: str, threads: int) -> float:
@@ -110,14 +111,17 @@ def duckdb_job(src: str, out: str, fmt: str, threads: int) -> float:
     import duckdb
 
     pattern = os.path.join(src, "*.csv" if fmt == "csv" else "*.json")
+    base, casts = _duck_fields(fmt)
+    nulls = ", ".join(f"NULL AS {n}" for n in CSV_HEADER.split(","))
     started = time.perf_counter()
-    con = duckdb.connect(config={"threads": threads})
-    con.execute(f"""CREATE TEMP TABLE parsed AS SELECT {_duck_fields(fmt)} FROM read_csv(
-        '{pattern}', columns={{'line': 'VARCHAR'}}, delim='\x1f', quote='', escape='',
+    con = duckdb.connect(config={"threads": threads, "enable_progress_bar": False})
+    con.execute(f"""CREATE TEMP TABLE raw AS SELECT line FROM read_csv('{pattern}',
+        columns={{'line': 'VARCHAR'}}, delim='\x1f', quote='', escape='',
         header={'true' if fmt == 'csv' else 'false'}, auto_detect=false)""")
-    cast_ok = " AND ".join(f"({name} IS NOT NULL OR NULLIF(TRIM(line), '') IS NULL)"
-                           for name in ("amount",))
-    good = f"well_formed AND {cast_ok} AND {GOOD_SQL}"
+    con.execute(f"CREATE TEMP TABLE parsed AS SELECT line, true AS well_formed, {casts} "
+                f"FROM raw WHERE {base} UNION ALL SELECT line, false, {nulls} FROM raw "
+                f"WHERE NOT coalesce({base}, false)")
+    good = f"well_formed AND amount IS NOT NULL AND {GOOD_SQL}"
     os.makedirs(out, exist_ok=True)
     con.execute(f"COPY (SELECT * EXCLUDE (line, well_formed) FROM parsed WHERE {good}) "
                 f"TO '{out}/good' (FORMAT parquet, PARTITION_BY (day))")

@@ -13,7 +13,7 @@ rows to the task's error sink. No data row crosses into the JVM.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -48,7 +48,7 @@ def split_header(header: str | None) -> list[str]:
     return next(csv.reader([header or ""]), [])
 
 
-def error_table(records: Sequence[Mapping[str, Any]]) -> pa.Table:
+def error_table(records: list[dict[str, Any]]) -> pa.Table:
     """Error records (dicts) as ErrorRecord rows with the `reason` column the task
     writer counts."""
     from errortable.schema import records_to_arrow
