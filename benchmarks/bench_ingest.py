@@ -65,6 +65,7 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
         out = os.path.join(base, f"{fmt}-duck-{i}")
         times["duckdb"].append(jobs.duckdb_job(src, out, fmt, CORES))
         shutil.rmtree(out, ignore_errors=True)
+        _progress(f"{fmt} round {i}", {k: v[-1] for k, v in times.items()}, details[-1])
     best = {k: min(v) for k, v in times.items()}
     median = {k: statistics.median(v) for k, v in times.items()}
     fastest = details[times["markerstore"].index(best["markerstore"])]
@@ -73,6 +74,11 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
             "ratio_best": best["spark"] / best["markerstore"],
             "ratio_median": median["spark"] / median["markerstore"],
             "floor_best": best["markerstore"] / best["duckdb"]}
+
+
+def _progress(label: str, *values: Any) -> None:
+    """Each measurement on stdout as it is made (a long run's figures survive it)."""
+    print(f"   {label}: {json.dumps(values, default=str)}", flush=True)
 
 
 def _phases(result: Any, wall: float) -> dict[str, float]:
@@ -188,7 +194,9 @@ _COLD_FAILED = {"ms_wall": 0.0, "ms_ingest": 0.0, "ms_ok": False, "spark_wall": 
 def _guard(measure: Any, failed: dict[str, Any]) -> dict[str, Any]:
     """One measurement; a failure is reported in the section, not the end of the run."""
     try:
-        return dict(measure())
+        value = dict(measure())
+        _progress("measured", value)
+        return value
     except Exception as exc:
         print(f"   failed: {type(exc).__name__}: {exc}", flush=True)
         return {**failed, "failed": f"{type(exc).__name__}: {exc}"}

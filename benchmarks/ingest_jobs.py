@@ -114,7 +114,8 @@ def duckdb_job(src: str, out: str, fmt: str, threads: int) -> float:
     base, casts = _duck_fields(fmt)
     nulls = ", ".join(f"NULL AS {n}" for n in CSV_HEADER.split(","))
     started = time.perf_counter()
-    con = duckdb.connect(config={"threads": threads, "enable_progress_bar": False})
+    con = duckdb.connect(config={"threads": threads})
+    con.execute("SET enable_progress_bar = false")
     con.execute(f"""CREATE TEMP TABLE raw AS SELECT line FROM read_csv('{pattern}',
         columns={{'line': 'VARCHAR'}}, delim='\x1f', quote='', escape='',
         header={'true' if fmt == 'csv' else 'false'}, auto_detect=false)""")
