@@ -44,9 +44,11 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
     else:
         jobs.make_json(src, rows)
     size = sum(os.path.getsize(os.path.join(src, f)) for f in os.listdir(src))
-    warm = os.path.join(base, "warm")
+    warm = os.path.join(base, f"warm-{fmt}")
     jobs.spark_job(spark, src, warm + "-spark", fmt)  # JIT, workers, caches: not measured
     jobs.markerstore_job(spark, src, warm + "-ms")
+    for folder in (warm + "-spark", warm + "-ms", warm + "-ms_errors"):
+        shutil.rmtree(folder, ignore_errors=True)
     times: dict[str, list[float]] = {"spark": [], "markerstore": [], "duckdb": []}
     details: list[dict[str, float]] = []
     loads = []
