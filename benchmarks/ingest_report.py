@@ -73,7 +73,8 @@ def markdown(results: list[dict[str, Any]], rate: dict[str, float], rss: dict[st
         "### Parse + validate alone, per core",
         "",
         f"{rate['records']:,.0f} JSON records in {rate['cpu']:.2f} CPU-s in one process: "
-        f"**{rate['rate']:,.0f} records/s/core** ({phases}; `reference` is errortable's "
+        f"**{rate['rate']:,.0f} records/s/core** (wall time by phase: {phases}; "
+        "`reference` is errortable's "
         "per-record path for the suspect lines, about 3% of them, and the building of "
         "their error records).",
         "",
@@ -88,8 +89,8 @@ def markdown(results: list[dict[str, Any]], rate: dict[str, float], rss: dict[st
         "",
         "| job | wall s | of which |",
         "|---|---|---|",
-        f"| `markerstore ingest` (CLI) | {cold['ms_wall']:.1f} | ingest {cold['ms_ingest']:.1f} "
-        f"after the session{'' if cold['ms_ok'] else ' (FAILED)'} |",
+        f"| `markerstore ingest` (CLI) | {cold['ms_wall']:.1f} | ingest() {cold['ms_ingest']:.1f} "
+        f"(Spark session start included){'' if cold['ms_ok'] else ' (FAILED)'} |",
         f"| hand-written Spark job (python -c) | {cold['spark_wall']:.1f} | session "
         f"{cold['spark_session']:.1f}, job {cold['spark_job']:.1f}"
         f"{'' if cold['spark_ok'] else ' (FAILED)'} |",
