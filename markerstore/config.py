@@ -159,6 +159,7 @@ TARGET_FILE_SIZE = "markerstore.write.target_file_size"
 ROW_GROUP_BYTES = "markerstore.write.parquet.row_group_bytes"
 PARQUET_COMPRESSION = "markerstore.write.parquet.compression"
 MAX_OPEN_FILES = "markerstore.write.max_open_files"
+PARTITION_SORT = "markerstore.write.partition.sort"
 ROLL_FORWARD = "markerstore.write.recovery.roll_forward"
 ERROR_MAX_FRACTION = "markerstore.write.error.table.max_fraction"
 ERROR_MAX_RECORDS = "markerstore.write.error.table.max_records"
@@ -279,6 +280,11 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(MAX_OPEN_FILES, 16, int_min(1),
            "Data files a task keeps open at once (one per partition value); the least "
            "recently used is closed beyond this.",
+           ()),
+    Option(PARTITION_SORT, "python", choice("python", "jvm"),
+           "How a DataFrame write with partition columns groups rows: python (each Arrow "
+           "batch grouped by the task; no sort in the JVM) or jvm (sortWithinPartitions "
+           "first: for tasks that see more partition values than max_open_files).",
            ()),
     Option(ROLL_FORWARD, True, parse_bool,
            "Recovery completes a failed write whose job commit plan was durably written "

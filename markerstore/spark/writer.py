@@ -73,6 +73,16 @@ def _partition_columns(df: DataFrame, partition_by: str | Sequence[str] | None
     return columns
 
 
+def _grouped(df: DataFrame, columns: Sequence[str], settings: config.Settings) -> DataFrame:
+    """The rows as the tasks get them. Each task groups every Arrow batch by partition
+    itself (split_by_partition), so no JVM sort by default; with partition.sort=jvm, a
+    sortWithinPartitions first (for tasks that see more partition values than
+    max_open_files, which would otherwise close and reopen files)."""
+    if columns and settings[config.PARTITION_SORT] == "jvm":
+        return df.sortWithinPartitions(*columns)
+    return df
+
+
 def _task_function(spec: TaskSpec) -> Any:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield run_spark_task(spec, batches).to_arrow()
@@ -165,11 +175,13 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
                         validator=validator, error_sink=error_sink, task_hook=_task_hook,
                         metadata={"engine": "spark", "spark_app_id": _application_id(df)})
         try:
-            if _frame is not None:  # a reader that needs the instant (ingest)
-                df = _frame(job)
-            data = df.sortWithinPartitions(*columns) if columns else df
+            if _frame is not None:  # ingest: its tasks read, write and return stats rows
+                stats = _frame(job)
+            else:
+                stats = _grouped(df, columns, settings).mapInArrow(
+                    _task_function(job.spec), STATS_DDL)
             job_started = time.perf_counter()
-            rows = data.mapInArrow(_task_function(job.spec), STATS_DDL).collect()
+            rows = stats.collect()
             job_seconds = time.perf_counter() - job_started
             results = results_from_rows(row.asDict() for row in rows)
             result = commit_job(job, results, seal)
