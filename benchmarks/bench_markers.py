@@ -273,6 +273,22 @@ class ProxyProcess:
 
 
 # --- batched -----------------------------------------------------------------------------------
+def server_url(proc: subprocess.Popen[str], timeout: float = 120) -> str:
+    """The URL a `markerstore serve` process prints once it listens (killed if it never
+    does)."""
+    assert proc.stdout is not None
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        match = re.search(r"(http://\S+)", line)
+        if match:
+            return match.group(1)
+        if not line and proc.poll() is not None:
+            raise RuntimeError("the marker server process exited")
+    proc.kill()
+    raise RuntimeError("the marker server process did not start")
+
+
 class ServerProcess:
     """`markerstore serve` in its own process."""
 
@@ -286,19 +302,7 @@ class ServerProcess:
             command += ["--storage-option", f"{key}={value}"]
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
-        assert self.proc.stdout is not None
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            match = re.search(r"(http://\S+)", line)
-            if match:
-                self.url = match.group(1)
-                break
-            if not line and self.proc.poll() is not None:
-                raise RuntimeError("the marker server process exited")
-        else:
-            self.proc.kill()
-            raise RuntimeError("the marker server process did not start")
+        self.url = server_url(self.proc)
         self.http = urllib3.PoolManager()
 
     def metric(self, name: str, labels: str = "") -> float:

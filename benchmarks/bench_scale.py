@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -33,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import urllib3
 
+from benchmarks.bench_markers import server_url
 from markerstore.server.client import MarkerClient
 from markerstore.table import Table
 
@@ -78,19 +78,7 @@ class Server:
             [sys.executable, "-m", "markerstore.cli", "serve", "--table", table_path],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
             cwd=src or None)
-        assert self.proc.stdout is not None
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            match = re.search(r"(http://\S+)", line)
-            if match:
-                self.url = match.group(1)
-                break
-            if not line and self.proc.poll() is not None:
-                raise RuntimeError("the marker server process exited")
-        else:
-            self.proc.kill()
-            raise RuntimeError("the marker server did not start")
+        self.url = server_url(self.proc)
         self.http = urllib3.PoolManager(retries=False, timeout=600)
 
     def mem(self) -> dict[str, float]:
