@@ -190,14 +190,16 @@ def alive(pid: int) -> bool:
 
 def killing_host_source(kill_after: int) -> type:
     """The sink, SIGKILLing the query's job host right after batch `kill_after` commits
-    (between two batches)."""
+    (between two batches). Runs in a Spark worker: nothing from this test module."""
 
     def committed(self: Any, result: Any, batch_id: int) -> None:
         if batch_id == kill_after:
+            from markerstore.server.jobhost import HOST_FILE, _running, query_dir
+
             with open(os.path.join(query_dir(self.request.query_id), HOST_FILE)) as handle:
                 pid = int(json.load(handle)["pid"])
             os.kill(pid, signal.SIGKILL)
-            while alive(pid):
+            while _running(pid):
                 time.sleep(0.02)
 
     writer = type("HostKillingStreamWriter", (MarkerStoreStreamWriter,),
