@@ -153,7 +153,8 @@ def run(quick: bool = False) -> str:
         commits = [b["commit"] / b["wall"] for b in stream["per_batch"] if b["wall"]]
         lines += [f"Streaming, {stream['marker_type']} markers: {stream['batches']} "
                   f"micro-batches of {stream['rows']:,} rows (one Parquet file each, "
-                  f"availableNow, after an unmeasured warm-up query): {stream['per_second']:.2f} batches/s over "
+                  "availableNow, after an unmeasured warm-up query): "
+                  f"{stream['per_second']:.2f} batches/s over "
                   f"{stream['seconds']:.1f} s; per batch (sink write + commit) median "
                   f"{statistics.median(walls):.2f} s, markers "
                   f"{statistics.median(markers or [0]):.1%} and job commit "
