@@ -178,6 +178,11 @@ def attach_query_host(table: Table, query_id: str, *, serve_markers: bool,
     dead or unanswering host, or one of another driver or with other settings)."""
     folder = query_dir(query_id)
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    info = os.stat(folder)
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        # Its host file names the marker server the tasks use: only this user may write it.
+        raise MarkerStoreError(f"the query's job host folder {folder} is not this user's "
+                               f"alone (owner {info.st_uid}, mode {info.st_mode & 0o777:o})")
     with open(os.path.join(folder, "lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         want = {"table": table.storage.url(), "serve_markers": serve_markers,

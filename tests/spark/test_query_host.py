@@ -4,6 +4,7 @@ replaced when dead or stale, releasing each batch's beats, and ending when idle.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 import uuid
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from markerstore import Table
+from markerstore.errors import MarkerStoreError
 from markerstore.server import jobhost
 from markerstore.server.jobhost import HOST_FILE, attach_query_host, live_query_host, query_dir
 
@@ -89,3 +91,16 @@ def test_an_idle_host_ends_and_forgets_its_file(tmp_path: Path, query: str,
     with open(os.path.join(query_dir(query), "host.log")) as log:
         assert "Traceback" not in log.read()
 
+
+
+def test_a_folder_others_can_write_is_refused(tmp_path: Path, query: str) -> None:
+    """Another user could plant a host file (and a marker server) there: refused."""
+    folder = query_dir(query)
+    os.makedirs(folder)
+    os.chmod(folder, 0o777)
+    try:
+        with pytest.raises(MarkerStoreError, match="not this user's alone"):
+            attach_query_host(Table(str(tmp_path / "t")), query, serve_markers=True)
+        assert not os.path.exists(os.path.join(folder, HOST_FILE))
+    finally:
+        shutil.rmtree(folder)
