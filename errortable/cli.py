@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-import errortable  # noqa: F401  (registers options, the errors view, the rollback hook)
+import errortable  # noqa: F401  (registers the errors view and the rollback hook)
 from errortable import reader, report
 from errortable.reader import CorruptErrorFileWarning
 from errortable.recovery import recover as recover_table

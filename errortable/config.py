@@ -1,4 +1,6 @@
-"""Error table options (registered in markerstore.config) and where the error table lives.
+"""Where the error table lives, and its settings parsed from the options.
+
+The option keys, defaults and parsers are in markerstore.config (with every other key).
 
 RFC-20's rules: the error table is off by default; when on, it is *local* (``<table>`` +
 suffix, beside the target table) unless a name or a base path is set, which selects the
@@ -10,105 +12,30 @@ without a name it is called ``hoodie_errors``.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from markerstore import config as msconfig
-from markerstore.config import Option, Settings
+from markerstore.config import Settings
 from markerstore.errors import ConfigError
 
-ENABLED = "markerstore.write.error.table.enabled"
-SUFFIX = "markerstore.write.error.table.suffix"
-NAME = "markerstore.write.error.table.name"
-BASE_PATH = "markerstore.write.error.table.base.path"
-FORMAT = "markerstore.write.error.table.format"
-STACKTRACE_MAX_CHARS = "markerstore.write.error.table.stacktrace.max_chars"
-PAYLOAD_DROP = "markerstore.write.error.table.payload.drop"
-PAYLOAD_REDACT = "markerstore.write.error.table.payload.redact"
+# The option keys and defaults are declared in markerstore.config with every other key;
+# these are the short names the error table's modules use.
+ENABLED = msconfig.ERROR_TABLE_ENABLED
+SUFFIX = msconfig.ERROR_TABLE_SUFFIX
+NAME = msconfig.ERROR_TABLE_NAME
+BASE_PATH = msconfig.ERROR_TABLE_BASE_PATH
+FORMAT = msconfig.ERROR_TABLE_FORMAT
+STACKTRACE_MAX_CHARS = msconfig.ERROR_STACKTRACE_MAX_CHARS
+PAYLOAD_DROP = msconfig.ERROR_PAYLOAD_DROP
+PAYLOAD_REDACT = msconfig.ERROR_PAYLOAD_REDACT
 
-SUFFIX_DEFAULT = "_errors"
-NAME_DEFAULT = "hoodie_errors"
-FORMATS = ("avro", "parquet")
-FORMAT_DEFAULT = "parquet"
-STACKTRACE_MAX_CHARS_DEFAULT = 4000
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.=-]+$")
-
-
-def _name(value: Any) -> str:
-    text = str(value).strip()
-    if not text or not _NAME_RE.match(text) or text in (".", ".."):
-        raise ValueError(f"expected a folder name (letters, digits, _ . = -), got {value!r}")
-    return text
-
-
-def _optional_name(value: Any) -> str | None:
-    return None if value is None or not str(value).strip() else _name(value)
-
-
-def _optional_path(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip().rstrip("/")
-    return text or None
-
-
-def _fields(value: Any) -> tuple[str, ...]:
-    """A list of field paths: a list, or a comma-separated string ("email, address.street")."""
-    if value is None:
-        return ()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    result = []
-    for item in items:
-        path = str(item).strip()
-        if not path:
-            continue
-        if any(not part for part in path.split(".")):
-            raise ValueError(f"field path {path!r} has an empty segment")
-        result.append(path)
-    return tuple(result)
-
-
-def _format(value: Any) -> str:
-    text = str(value).strip().lower()
-    if text not in FORMATS:
-        raise ValueError(f"expected one of {', '.join(FORMATS)}, got {value!r}")
-    return text
-
-
-for _opt in (
-    Option(ENABLED, False, msconfig._bool,
-           "Write records that fail parsing, casting, key/partition extraction or a check "
-           "to an error table instead of failing the job.",
-           ("hoodie.write.error.table.enabled",)),
-    Option(SUFFIX, SUFFIX_DEFAULT, _name,
-           "Local error table: the folder beside the target table, named table + suffix. "
-           "Ignored when a name or a base path is set (global table).",
-           ("hoodie.write.error.table.suffix",)),
-    Option(NAME, None, _optional_name,
-           f"Global error table name (default {NAME_DEFAULT!r}); setting it selects the "
-           "global table.",
-           ("hoodie.write.error.table.name",)),
-    Option(BASE_PATH, None, _optional_path,
-           "Global error table base path (default: the folder holding the target table); "
-           "setting it selects the global table.",
-           ("hoodie.write.error.table.base.path",)),
-    Option(FORMAT, FORMAT_DEFAULT, _format,
-           "Error file format: parquet (read by DuckDB's own reader; the RFC-20 Avro schema "
-           "is kept in each file's key-value metadata) or avro (fastavro container), both "
-           "in the ErrorRecord schema."),
-    Option(STACKTRACE_MAX_CHARS, STACKTRACE_MAX_CHARS_DEFAULT, msconfig._int_min(0),
-           "Characters of stack trace kept in `message` (the innermost frames); 0 keeps none."),
-    Option(PAYLOAD_DROP, False, msconfig._bool,
-           "PII: store no record payload (`record` is null) and strip quoted values from "
-           "messages."),
-    Option(PAYLOAD_REDACT, (), _fields,
-           "PII: field paths (comma-separated, nested with dots) whose values are replaced "
-           "by [REDACTED] in the stored record."),
-):
-    msconfig.register(_opt)
+SUFFIX_DEFAULT = msconfig.ERROR_TABLE_SUFFIX_DEFAULT
+NAME_DEFAULT = msconfig.ERROR_TABLE_NAME_DEFAULT
+FORMATS = msconfig.ERROR_TABLE_FORMATS
+FORMAT_DEFAULT = msconfig.ERROR_TABLE_FORMAT_DEFAULT
+STACKTRACE_MAX_CHARS_DEFAULT = msconfig.ERROR_STACKTRACE_MAX_CHARS_DEFAULT
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,13 @@ def _text(line: str | bytes) -> tuple[str, BaseException | None]:
     return line, None
 
 
+def _numbered(lines: Iterable[str | bytes], first_line: int,
+              line_numbers: Iterable[int] | None) -> Iterable[tuple[int, str | bytes]]:
+    if line_numbers is None:
+        return enumerate(lines, start=first_line)
+    return zip(line_numbers, lines, strict=True)
+
+
 def _parse_error(builder: R.RecordBuilder, base: dict[str, str], line_no: int, text: str,
                  exc: BaseException, schema: str | None = None) -> dict[str, Any]:
     context = dict(base)
@@ -51,13 +58,14 @@ def _parse_error(builder: R.RecordBuilder, base: dict[str, str], line_no: int, t
 
 def parse_json_lines(lines: Iterable[str | bytes],
                      context: R.CaptureContext | Mapping[str, Any] | None = None, *,
-                     first_line: int = 1, config: ErrorTableConfig | None = None
-                     ) -> ParseResult:
+                     first_line: int = 1, config: ErrorTableConfig | None = None,
+                     line_numbers: Iterable[int] | None = None) -> ParseResult:
     """Parse JSON lines (one object per line; blank lines are skipped, not rows). A line
-    that is not valid UTF-8 or not a JSON object becomes a parse error record."""
+    that is not valid UTF-8 or not a JSON object becomes a parse error record. Lines are
+    numbered from `first_line`, or by `line_numbers` (one per line) when given."""
     ctx = R.CaptureContext.of(context)
     builder, base, result = R.RecordBuilder(config), ctx.base(), ParseResult()
-    for line_no, line in enumerate(lines, start=first_line):
+    for line_no, line in _numbered(lines, first_line, line_numbers):
         text, decode_error = _text(line)
         stripped = text.strip()
         if not stripped:
@@ -69,7 +77,9 @@ def parse_json_lines(lines: Iterable[str | bytes],
             value = json.loads(stripped)
             if not isinstance(value, dict):
                 raise ValueError(f"expected a JSON object, got {type(value).__name__}")
-        except ValueError as exc:
+            if "\\u" in stripped:  # a lone surrogate escape is no text Arrow can hold
+                json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except ValueError as exc:  # UnicodeEncodeError too
             result.errors.append(_parse_error(builder, base, line_no, stripped, exc))
             continue
         result.records.append(value)
@@ -80,16 +90,16 @@ def parse_json_lines(lines: Iterable[str | bytes],
 def parse_csv_lines(lines: Iterable[str | bytes],
                     context: R.CaptureContext | Mapping[str, Any] | None = None, *,
                     header: Sequence[str] | None = None, delimiter: str = ",",
-                    first_line: int = 1, config: ErrorTableConfig | None = None
-                    ) -> ParseResult:
+                    first_line: int = 1, config: ErrorTableConfig | None = None,
+                    line_numbers: Iterable[int] | None = None) -> ParseResult:
     """Parse CSV lines, one record per line; the first line is the header unless `header`
     is given. Empty fields are null; a line with the wrong number of fields, bad quoting or
-    bad UTF-8 is a parse error record."""
+    bad UTF-8 is a parse error record. Lines are numbered as in :func:`parse_json_lines`."""
     ctx = R.CaptureContext.of(context)
     builder, base, result = R.RecordBuilder(config), ctx.base(), ParseResult()
     columns = list(header) if header is not None else None
     schema = None
-    for line_no, line in enumerate(lines, start=first_line):
+    for line_no, line in _numbered(lines, first_line, line_numbers):
         text, decode_error = _text(line)
         text = text.rstrip("\r\n")
         if not text.strip():

@@ -1,4 +1,4 @@
-"""Every option key, its default, its aliases, in one place.
+"""Every option key, its default, its aliases, in one place (the error table's too).
 
 Keys are Spark-style strings. Hudi's spellings (``hoodie.*``) and the s3committer's
 (``s3.multipart.committer.*``) are accepted as aliases. ``resolve()`` maps a user's dict
@@ -9,6 +9,7 @@ and returns a frozen :class:`Settings`.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ class Option:
     aliases: tuple[str, ...] = ()
 
 
-def _bool(value: Any) -> bool:
+def parse_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -38,7 +39,7 @@ def _bool(value: Any) -> bool:
     raise ValueError(f"expected true or false, got {value!r}")
 
 
-def _int_min(minimum: int) -> Parser:
+def int_min(minimum: int) -> Parser:
     def parse(value: Any) -> int:
         if isinstance(value, bool):
             raise ValueError(f"expected an integer, got {value!r}")
@@ -50,7 +51,7 @@ def _int_min(minimum: int) -> Parser:
     return parse
 
 
-def _choice(*choices: str, synonyms: Mapping[str, str] | None = None) -> Parser:
+def choice(*choices: str, synonyms: Mapping[str, str] | None = None) -> Parser:
     def parse(value: Any) -> str:
         text = str(value).strip().lower()
         text = (synonyms or {}).get(text, text)
@@ -61,7 +62,7 @@ def _choice(*choices: str, synonyms: Mapping[str, str] | None = None) -> Parser:
     return parse
 
 
-def _optional_fraction(value: Any) -> float | None:
+def optional_fraction(value: Any) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool):
@@ -72,8 +73,8 @@ def _optional_fraction(value: Any) -> float | None:
     return number
 
 
-def _optional_int_min(minimum: int) -> Parser:
-    parse = _int_min(minimum)
+def optional_int_min(minimum: int) -> Parser:
+    parse = int_min(minimum)
 
     def parse_optional(value: Any) -> int | None:
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -83,15 +84,50 @@ def _optional_int_min(minimum: int) -> Parser:
     return parse_optional
 
 
-def _str(value: Any) -> str:
-    return str(value)
-
-
-def _optional_str(value: Any) -> str | None:
+def optional_str(value: Any) -> str | None:
     if value is None:
         return None
     text = str(value).strip()
     return text or None
+
+
+_FOLDER_NAME_RE = re.compile(r"^[A-Za-z0-9_.=-]+$")
+
+
+def folder_name(value: Any) -> str:
+    """One folder name: letters, digits, ``_ . = -``; not ``.`` or ``..``."""
+    text = str(value).strip()
+    if not text or not _FOLDER_NAME_RE.match(text) or text in (".", ".."):
+        raise ValueError(f"expected a folder name (letters, digits, _ . = -), got {value!r}")
+    return text
+
+
+def optional_folder_name(value: Any) -> str | None:
+    return None if value is None or not str(value).strip() else folder_name(value)
+
+
+def optional_path(value: Any) -> str | None:
+    """A path or URL without its trailing slashes; empty means not set."""
+    if value is None:
+        return None
+    text = str(value).strip().rstrip("/")
+    return text or None
+
+
+def field_paths(value: Any) -> tuple[str, ...]:
+    """A list of field paths: a list, or a comma-separated string ("email, address.street")."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    result = []
+    for item in items:
+        path = str(item).strip()
+        if not path:
+            continue
+        if any(not part for part in path.split(".")):
+            raise ValueError(f"field path {path!r} has an empty segment")
+        result.append(path)
+    return tuple(result)
 
 
 # --- keys -------------------------------------------------------------------------------
@@ -123,143 +159,195 @@ TARGET_FILE_SIZE = "markerstore.write.target_file_size"
 ROW_GROUP_BYTES = "markerstore.write.parquet.row_group_bytes"
 PARQUET_COMPRESSION = "markerstore.write.parquet.compression"
 MAX_OPEN_FILES = "markerstore.write.max_open_files"
+PARTITION_SORT = "markerstore.write.partition.sort"
 ROLL_FORWARD = "markerstore.write.recovery.roll_forward"
 ERROR_MAX_FRACTION = "markerstore.write.error.table.max_fraction"
 ERROR_MAX_RECORDS = "markerstore.write.error.table.max_records"
+ERROR_TABLE_ENABLED = "markerstore.write.error.table.enabled"
+ERROR_TABLE_SUFFIX = "markerstore.write.error.table.suffix"
+ERROR_TABLE_NAME = "markerstore.write.error.table.name"
+ERROR_TABLE_BASE_PATH = "markerstore.write.error.table.base.path"
+ERROR_TABLE_FORMAT = "markerstore.write.error.table.format"
+ERROR_STACKTRACE_MAX_CHARS = "markerstore.write.error.table.stacktrace.max_chars"
+ERROR_PAYLOAD_DROP = "markerstore.write.error.table.payload.drop"
+ERROR_PAYLOAD_REDACT = "markerstore.write.error.table.payload.redact"
 
-OPTIONS: dict[str, Option] = {}
+# Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
+ERROR_TABLE_SUFFIX_DEFAULT = "_errors"
+ERROR_TABLE_NAME_DEFAULT = "hoodie_errors"
+ERROR_TABLE_FORMATS = ("avro", "parquet")
+ERROR_TABLE_FORMAT_DEFAULT = "parquet"
+ERROR_STACKTRACE_MAX_CHARS_DEFAULT = 4000
 
-
-def register(option: Option) -> Option:
-    """Add an option (other packages, such as errortable, register theirs at import)."""
-    existing = OPTIONS.get(option.key)
-    if existing is not None and existing != option:
-        raise ConfigError(f"option {option.key} is registered twice with different definitions")
-    OPTIONS[option.key] = option
-    for alias in option.aliases:
-        _ALIASES[alias] = option.key
-    return option
-
-
-_ALIASES: dict[str, str] = {}
-
-for _opt in (
+_DEFINITIONS: tuple[Option, ...] = (
     Option(MARKERS_TYPE, "direct",
-           _choice("direct", "batched", synonyms={"timeline_server_based": "batched"}),
+           choice("direct", "batched", synonyms={"timeline_server_based": "batched"}),
            "Marker mechanism: direct (one empty object per data file) or batched "
            "(marker server in the driver, segment files).",
            ("hoodie.write.markers.type",)),
-    Option(BATCH_INTERVAL_MS, 50, _int_min(1),
+    Option(BATCH_INTERVAL_MS, 50, int_min(1),
            "Batched markers: how often pending marker requests are flushed as one segment.",
            ("hoodie.markers.timeline_server_based.batch.interval_ms",)),
-    Option(BATCH_NUM_THREADS, 20, _int_min(1),
+    Option(BATCH_NUM_THREADS, 20, int_min(1),
            "Batched markers: flushes running in parallel across marker folders.",
            ("hoodie.markers.timeline_server_based.batch.num_threads",)),
-    Option(MARKERS_DELETE_PARALLELISM, 100, _int_min(1),
+    Option(MARKERS_DELETE_PARALLELISM, 100, int_min(1),
            "Threads deleting invalid data files and markers.",
            ("hoodie.markers.delete.parallelism",)),
-    Option(HEARTBEAT_INTERVAL_MS, 60000, _int_min(10),
+    Option(HEARTBEAT_INTERVAL_MS, 60000, int_min(10),
            "How often a writer renews the heartbeat of its inflight instant.",
            ("hoodie.client.heartbeat.interval_in_ms",)),
-    Option(HEARTBEAT_TOLERABLE_MISSES, 2, _int_min(0),
+    Option(HEARTBEAT_TOLERABLE_MISSES, 2, int_min(0),
            "Missed heartbeats after which an inflight instant counts as failed.",
            ("hoodie.client.heartbeat.tolerable.misses",)),
-    Option(FAILED_WRITES_POLICY, "eager", _choice("eager", "lazy", "never"),
+    Option(FAILED_WRITES_POLICY, "eager", choice("eager", "lazy", "never"),
            "Rollback of failed writes: eager (next write rolls back every failed inflight "
            "instant, one writer), lazy (only instants whose heartbeat expired), never.",
            ("hoodie.cleaner.policy.failed.writes",)),
-    Option(STORAGE_RETRIES, 5, _int_min(0),
+    Option(STORAGE_RETRIES, 5, int_min(0),
            "Retries of a storage request that failed with throttling (503) or a timeout.",
            ()),
-    Option(STORAGE_RETRY_BASE_DELAY_MS, 100, _int_min(0),
+    Option(STORAGE_RETRY_BASE_DELAY_MS, 100, int_min(0),
            "First backoff delay of storage retries; doubles on each retry, with jitter.",
            ()),
-    Option(CONFLICT_MODE, "fail", _choice("fail", "append", "replace"),
+    Option(CONFLICT_MODE, "fail", choice("fail", "append", "replace"),
            "What a write does where data already exists: fail, append or replace "
            "(the directory, or each partition that receives data).",
            ("s3.multipart.committer.conflict-mode",)),
-    Option(WRITE_UUID, None, _optional_str,
+    Option(WRITE_UUID, None, optional_str,
            "UUID of the write, put in every file name; generated when not set.",
            ("s3.multipart.committer.uuid", "spark.sql.sources.writeJobUUID")),
-    Option(UPLOAD_PART_SIZE, 10 * 1024 * 1024, _int_min(5 * 1024 * 1024),
+    Option(UPLOAD_PART_SIZE, 10 * 1024 * 1024, int_min(5 * 1024 * 1024),
            "S3 staging: multipart upload part size in bytes.",
            ("s3.multipart.committer.upload.size",)),
-    Option(COMMIT_THREADS, 8, _int_min(1),
+    Option(COMMIT_THREADS, 8, int_min(1),
            "S3 staging: threads completing uploads at job commit.",
            ("s3.multipart.committer.num-threads",)),
-    Option(EARLY_CONFLICT_DETECTION, False, _bool,
+    Option(EARLY_CONFLICT_DETECTION, False, parse_bool,
            "Batched markers: refuse at once a marker for a file id that another inflight "
            "instant is writing in the same partition.",
            ("hoodie.write.concurrency.early.conflict.detection.enable",)),
-    Option(BATCH_FORMAT, "parquet", _choice("parquet", "avro"),
+    Option(BATCH_FORMAT, "parquet", choice("parquet", "avro"),
            "Batched markers: file format of the segment files (parquet or avro).",
            ()),
-    Option(BATCH_MAX_SEGMENTS, 20, _int_min(4),
+    Option(BATCH_MAX_SEGMENTS, 20, int_min(4),
            "Batched markers: most segment files one marker folder may hold; compaction "
            "merges segments to stay under it.",
            ()),
-    Option(BATCHED_FALLBACK_DIRECT, False, _bool,
+    Option(BATCHED_FALLBACK_DIRECT, False, parse_bool,
            "Batched markers: when the marker server cannot be reached, write direct markers "
            "instead (with one warning) rather than fail. Off: an unreachable server fails.",
            ()),
-    Option(SERVER_MAX_BODY_BYTES, 1024 * 1024, _int_min(1024),
+    Option(SERVER_MAX_BODY_BYTES, 1024 * 1024, int_min(1024),
            "Marker server: largest request body accepted; larger ones get 413.",
            ()),
-    Option(SERVER_INSTANT_CHECK_MS, 2000, _int_min(0),
+    Option(SERVER_INSTANT_CHECK_MS, 2000, int_min(0),
            "Marker server: how stale its view of the timeline may get before a flush re-reads "
            "it (refuses markers of instants no longer inflight; feeds early conflict "
            "detection). 0 checks only when a marker folder is first loaded.",
            ()),
-    Option(CLIENT_TIMEOUT_MS, 30000, _int_min(1),
+    Option(CLIENT_TIMEOUT_MS, 30000, int_min(1),
            "Marker client: timeout of one request to the marker server.",
            ()),
-    Option(CLIENT_RETRIES, 3, _int_min(0),
+    Option(CLIENT_RETRIES, 3, int_min(0),
            "Marker client: retries of a request that could not reach the server or got 503.",
            ()),
-    Option(UUID_REQUIRED, False, _bool,
+    Option(UUID_REQUIRED, False, parse_bool,
            "Refuse a write that is not given a write UUID (markerstore.write.uuid).",
            ("fs.s3a.committer.require.uuid",)),
-    Option(STAGING_MODE, "auto", _choice("auto", "multipart", "rename", "none"),
+    Option(STAGING_MODE, "auto", choice("auto", "multipart", "rename", "none"),
            "How task output stays invisible until job commit: multipart (S3: uncompleted "
            "multipart uploads), rename (local, memory: staged under .markerstore/staging, "
            "renamed at job commit), none (written in place, visible before commit). auto "
            "is multipart on S3 and rename elsewhere.",
            ()),
-    Option(STAGING_DIR, None, _optional_str,
+    Option(STAGING_DIR, None, optional_str,
            "S3 staging: local folder where tasks write files before uploading them "
            "(default: the system temporary folder).",
            ()),
-    Option(TARGET_FILE_SIZE, 128 * 1024 * 1024, _int_min(1),
+    Option(TARGET_FILE_SIZE, 128 * 1024 * 1024, int_min(1),
            "A task starts a new data file once the current one reaches this many bytes.",
            ("hoodie.parquet.max.file.size",)),
-    Option(ROW_GROUP_BYTES, 8 * 1024 * 1024, _int_min(1),
+    Option(ROW_GROUP_BYTES, 8 * 1024 * 1024, int_min(1),
            "Rows buffered (Arrow bytes in memory) before a Parquet row group is written; "
            "small enough that encoding overlaps with Spark producing the next rows.",
            ("hoodie.parquet.block.size",)),
     Option(PARQUET_COMPRESSION, "snappy",
-           _choice("snappy", "zstd", "gzip", "lz4", "brotli", "none",
+           choice("snappy", "zstd", "gzip", "lz4", "brotli", "none",
                    synonyms={"uncompressed": "none"}),
            "Parquet compression codec of data files.",
            ("hoodie.parquet.compression.codec",)),
-    Option(MAX_OPEN_FILES, 16, _int_min(1),
+    Option(MAX_OPEN_FILES, 16, int_min(1),
            "Data files a task keeps open at once (one per partition value); the least "
            "recently used is closed beyond this.",
            ()),
-    Option(ROLL_FORWARD, True, _bool,
+    Option(PARTITION_SORT, "python", choice("python", "jvm"),
+           "How a DataFrame write with partition columns groups rows: python (each Arrow "
+           "batch grouped by the task; no sort in the JVM) or jvm (sortWithinPartitions "
+           "first: for tasks that see more partition values than max_open_files).",
+           ()),
+    Option(ROLL_FORWARD, True, parse_bool,
            "Recovery completes a failed write whose job commit plan was durably written "
            "(every winning file staged) instead of rolling it back.",
            ()),
-    Option(ERROR_MAX_FRACTION, None, _optional_fraction,
+    Option(ERROR_MAX_FRACTION, None, optional_fraction,
            "Error budget: a write whose error rows are more than this fraction of its rows "
            "in is rolled back, data and error rows alike, and fails (Hudi's "
            "ROLLBACK_COMMIT failure strategy with a threshold). Default: no limit.",
            ()),
-    Option(ERROR_MAX_RECORDS, None, _optional_int_min(0),
+    Option(ERROR_MAX_RECORDS, None, optional_int_min(0),
            "Error budget: a write with more error rows than this is rolled back and fails; "
            "0 fails on the first bad row (Spark's FAILFAST). Default: no limit.",
            ()),
-):
-    register(_opt)
+    Option(ERROR_TABLE_ENABLED, False, parse_bool,
+           "Write records that fail parsing, casting, key/partition extraction or a check "
+           "to an error table instead of failing the job.",
+           ("hoodie.write.error.table.enabled",)),
+    Option(ERROR_TABLE_SUFFIX, ERROR_TABLE_SUFFIX_DEFAULT, folder_name,
+           "Local error table: the folder beside the target table, named table + suffix. "
+           "Ignored when a name or a base path is set (global table).",
+           ("hoodie.write.error.table.suffix",)),
+    Option(ERROR_TABLE_NAME, None, optional_folder_name,
+           f"Global error table name (default {ERROR_TABLE_NAME_DEFAULT!r}); setting it "
+           "selects the global table.",
+           ("hoodie.write.error.table.name",)),
+    Option(ERROR_TABLE_BASE_PATH, None, optional_path,
+           "Global error table base path (default: the folder holding the target table); "
+           "setting it selects the global table.",
+           ("hoodie.write.error.table.base.path",)),
+    Option(ERROR_TABLE_FORMAT, ERROR_TABLE_FORMAT_DEFAULT, choice(*ERROR_TABLE_FORMATS),
+           "Error file format: parquet (read by DuckDB's own reader; the RFC-20 Avro schema "
+           "is kept in each file's key-value metadata) or avro (fastavro container), both "
+           "in the ErrorRecord schema."),
+    Option(ERROR_STACKTRACE_MAX_CHARS, ERROR_STACKTRACE_MAX_CHARS_DEFAULT, int_min(0),
+           "Characters of stack trace kept in `message` (the innermost frames); 0 keeps none."),
+    Option(ERROR_PAYLOAD_DROP, False, parse_bool,
+           "PII: store no record payload (`record` is null) and strip quoted values from "
+           "messages."),
+    Option(ERROR_PAYLOAD_REDACT, (), field_paths,
+           "PII: field paths (comma-separated, nested with dots) whose values are replaced "
+           "by [REDACTED] in the stored record."),
+)
+
+
+def _index(definitions: tuple[Option, ...]) -> tuple[dict[str, Option], dict[str, str]]:
+    """Every option by key, and every alias to its key; a key or alias given twice is a
+    ConfigError (a mistake in the table above)."""
+    options: dict[str, Option] = {}
+    aliases: dict[str, str] = {}
+    for option in definitions:
+        if option.key in options or option.key in aliases:
+            raise ConfigError(f"option {option.key} is defined twice")
+        options[option.key] = option
+        for alias in option.aliases:
+            if alias in options or alias in aliases:
+                raise ConfigError(f"alias {alias} of {option.key} is defined twice")
+            aliases[alias] = option.key
+    return options, aliases
+
+
+# Every option by key and every alias: built once from the table above, never added to.
+OPTIONS, _ALIASES = _index(_DEFINITIONS)
 
 
 # --- keys of the Spark data source only ------------------------------------------------
@@ -307,7 +395,7 @@ def canonical_key(key: str) -> str:
 
 @dataclass(frozen=True)
 class Settings(Mapping[str, Any]):
-    """Parsed options: every registered key, user value or default."""
+    """Parsed options: every key, user value or default."""
 
     given: Mapping[str, Any] = field(default_factory=dict)
 

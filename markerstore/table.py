@@ -14,9 +14,11 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeAlias
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from markerstore import config
 from markerstore.errors import (
@@ -38,6 +40,7 @@ from markerstore.markers import (
     rollback_from_markers,
 )
 from markerstore.paths import path_problem
+from markerstore.paths_arrow import check_paths
 from markerstore.snapshot import Snapshot
 from markerstore.storage import Storage
 from markerstore.timeline import (
@@ -58,6 +61,8 @@ log = logging.getLogger(__name__)
 
 # The table's identity: its stable id, written by its first write.
 TABLE_FILE = f"{META_DIR}/table.json"
+
+ArrowPaths: TypeAlias = "pa.Array | pa.ChunkedArray | pa.Table"
 
 # Keys of the commit metadata that markerstore writes; user metadata may not set them.
 RESERVED_METADATA = frozenset({
@@ -230,13 +235,38 @@ class Table:
 
         return MarkerClient(instant=instant, table=self, **kwargs)
 
-    def reconcile(self, instant: str, committed_files: Iterable[str | DataFile | Mapping[str, Any]]
+    def reconcile(self, instant: str,
+                  committed_files: Iterable[str | DataFile | Mapping[str, Any]] | ArrowPaths
                   ) -> ReconcileResult:
         """Delete data files of `instant` that have a CREATE/MERGE marker but are not among
-        `committed_files` (the winning tasks' files)."""
-        paths = [self._data_file(f).path for f in committed_files]
+        `committed_files` (the winning tasks' files). They may be given as Arrow (an
+        array of paths, or a table with a ``path`` column): checked vectorized by the same
+        rules, and anti-joined in DuckDB with no Python object per file."""
+        if isinstance(committed_files, (pa.Array, pa.ChunkedArray, pa.Table)):
+            paths: Iterable[str] | pa.Array = self._arrow_paths(committed_files)
+        else:
+            paths = [self._data_file(f).path for f in committed_files]
         return reconcile(self.storage, self._timeline, instant, paths,
                          parallelism=self.parallelism)
+
+    def _arrow_paths(self, files: ArrowPaths) -> pa.Array:
+        """Committed file paths given as Arrow, relative to the table and checked (the
+        rules of _data_file, vectorized)."""
+        if isinstance(files, pa.Table):
+            if "path" not in files.column_names:
+                raise ValueError(f"committed files as an Arrow table need a 'path' column; "
+                                 f"got {files.column_names}")
+            files = files.column("path")
+        column = files.combine_chunks() if isinstance(files, pa.ChunkedArray) else files
+        column = column.cast(pa.string())
+        absolute = pc.fill_null(pc.or_(pc.starts_with(column, "/"),
+                                       pc.match_substring(column, "://")), False)
+        if pc.any(absolute).as_py():  # few, if any: made relative one by one
+            column = pa.array([self.storage.relative(p) if a else p for p, a in
+                               zip(column.to_pylist(), absolute.to_pylist(), strict=True)],
+                              pa.string())
+        check_paths(column, what="file path")
+        return column
 
     # --- commit ---------------------------------------------------------------------------
     def _data_file(self, item: str | DataFile | Mapping[str, Any]) -> DataFile:

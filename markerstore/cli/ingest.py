@@ -42,17 +42,16 @@ def parse_checks(pairs: tuple[str, ...]) -> dict[str, str]:
     return checks
 
 
-def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
+def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     """`key=value` option pairs; keys are dotted option names, values stay strings. Keys
-    and values are validated (markerstore.config, with errortable's options registered):
+    and values are validated (markerstore.config, which holds every key):
     a bad one is a ConfigError before Spark starts."""
-    options: dict[str, str] = {}
+    options: dict[str, Any] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
             raise click.UsageError(f"--option expects KEY=VALUE, got {pair!r}")
         options[name.strip()] = value.strip()
-    import errortable  # noqa: F401  (registers the error table's option keys)
     from markerstore import config
 
     config.resolve(options)
@@ -126,9 +125,9 @@ def ingest(source: str, table: str, fmt: str | None, schema: str | None,
     # Spark) is even imported.
     parsed_checks, parsed_options = parse_checks(checks), parse_options(options)
     if max_error_fraction is not None:
-        parsed_options[config.ERROR_MAX_FRACTION] = str(max_error_fraction)
+        parsed_options[config.ERROR_MAX_FRACTION] = max_error_fraction
     if max_errors is not None:
-        parsed_options[config.ERROR_MAX_RECORDS] = str(max_errors)
+        parsed_options[config.ERROR_MAX_RECORDS] = max_errors
     open_table(table, storage_options, parsed_options, must_exist=False)
     from markerstore.ingest.pipeline import ingest as run
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from markerstore.cli.main import emit, json_flag, parse_storage_options, storage_option_flag
+from markerstore.cli.main import emit, json_flag, open_table, storage_option_flag
 from markerstore.commit.verify import GRACE_DEFAULT, VerifyReport, parse_grace
 from markerstore.errors import ConfigError
 from markerstore.table import Table
@@ -44,10 +44,8 @@ def verify_all(path: str | Table, storage_options: Mapping[str, Any] | None = No
     if not table.storage.exists(table.storage.path(META_DIR)):
         raise ConfigError(f"{table.storage.url()} is not a markerstore table (it has no "
                           f"{META_DIR} folder)")
-    try:
-        from errortable.reader import error_tables_of, is_error_table
-    except ImportError:  # errortable not installed: the table alone
-        return [verify(table, repair=repair, grace=grace)]
+    from errortable.reader import error_tables_of, is_error_table
+
     if is_error_table(table):
         return [verify(table, repair=repair, grace=grace, absent=_expired_files)]
     reports = [verify(table, repair=repair, grace=grace)]
@@ -76,8 +74,7 @@ def verify(table: str, repair: bool, grace: str, storage_options: tuple[str, ...
     finished writes, marker folders, plans, staging areas and heartbeats left by finished
     instants. Exit 0 when consistent, 1 with the findings."""
     period = parse_grace(grace)
-    reports = verify_all(table, parse_storage_options(storage_options), repair=repair,
-                         grace=period)
+    reports = verify_all(open_table(table, storage_options), repair=repair, grace=period)
     findings = [f.to_dict() for r in reports for f in r.findings]
     if as_json:
         emit(findings, True)

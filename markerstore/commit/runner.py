@@ -90,17 +90,22 @@ def markers_for(spec: TaskSpec, storage: Storage) -> WriteMarkers:
     return DirectWriteMarkers(storage, spec.instant, initialize=False)
 
 
-def run_task(spec: TaskSpec, batches: Iterable[pa.RecordBatch],
-             attempt: TaskAttempt) -> TaskResult:
-    """Write one task attempt's batches and commit the task; on any failure abort it
-    (delete its files, abort its uploads) and re-raise."""
+def task_writer(spec: TaskSpec, attempt: TaskAttempt) -> TaskWriter:
+    """The TaskWriter of one task attempt: its storage, staging, markers and hooks."""
     storage = storage_for(spec)
     settings = spec.settings()
     staging = staging_for(storage, spec.instant, spec.write_uuid, settings, spec.staging_mode)
     markers = markers_for(spec, storage)
-    writer = TaskWriter(markers, staging, attempt, partition_by=spec.partition_by,
-                        settings=settings, validator=spec.validator,
-                        error_sink=spec.error_sink)
+    return TaskWriter(markers, staging, attempt, partition_by=spec.partition_by,
+                      settings=settings, validator=spec.validator,
+                      error_sink=spec.error_sink)
+
+
+def run_task(spec: TaskSpec, batches: Iterable[pa.RecordBatch],
+             attempt: TaskAttempt) -> TaskResult:
+    """Write one task attempt's batches and commit the task; on any failure abort it
+    (delete its files, abort its uploads) and re-raise."""
+    writer = task_writer(spec, attempt)
     try:
         for batch in batches:
             writer.write(batch)

@@ -224,16 +224,30 @@ class TaskWriter:
         assert self.validator is not None
         good, errors = self.validator(batch, self.attempt)
         if errors is not None and errors.num_rows:
-            table = errors if isinstance(errors, pa.Table) else pa.Table.from_batches([errors])
-            counts = self.summary.error_records
-            for item in pc.value_counts(_reasons(table)).to_pylist():
-                reason = str(item["values"])
-                counts[reason] = counts.get(reason, 0) + int(item["counts"])
-            if self.error_sink is None:
-                raise MarkerStoreError(f"{table.num_rows} error record(s) and no error sink "
-                                       "to store them")
-            self.error_sink.write(table)
+            self._store_errors(errors)
         return good
+
+    def write_errors(self, errors: pa.Table | pa.RecordBatch) -> None:
+        """Error rows a reading stage found before the writer: counted in the task's rows
+        in and by reason, and handed to the error sink (without one, only counted)."""
+        if self._state != "open":
+            raise MarkerStoreError(f"task attempt {self.attempt.label} is {self._state}")
+        if errors.num_rows:
+            self.summary.rows_in += errors.num_rows
+            self._store_errors(errors, required=False)
+
+    def _store_errors(self, errors: pa.Table | pa.RecordBatch, required: bool = True
+                      ) -> None:
+        table = errors if isinstance(errors, pa.Table) else pa.Table.from_batches([errors])
+        counts = self.summary.error_records
+        for item in pc.value_counts(_reasons(table)).to_pylist():
+            reason = str(item["values"])
+            counts[reason] = counts.get(reason, 0) + int(item["counts"])
+        if self.error_sink is not None:
+            self.error_sink.write(table)
+        elif required:
+            raise MarkerStoreError(f"{table.num_rows} error record(s) and no error sink "
+                                   "to store them")
 
     def _append(self, partition: str, batch: pa.RecordBatch) -> None:
         handle = self._open.get(partition)

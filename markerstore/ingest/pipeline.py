@@ -1,10 +1,11 @@
 """`ingest(source, table, ...)`: JSON lines, CSV or Parquet from any fsspec URL into a table.
 
-Executors read the source through fsspec (one Spark task per file or byte range), parse
-and validate each record (errortable's parsers and Validator: parse, cast, key,
-partition and named checks), and hand good rows and error records to the writer in the
-same task, so a retried task retries both. The write commits data and error rows
-together (markers, the error table, one atomic completed instant).
+Spark schedules one Python task per source split (a file, or a byte range of a big
+JSON-lines file); the task reads its split through fsspec block by block, parses and
+validates it vectorized, and writes good rows and error records itself
+(:mod:`markerstore.ingest.task`), so a retried task retries both and no data row crosses
+into the JVM. The tasks return only their stats rows; the write commits data and error
+rows together (markers, the error table, one atomic completed instant).
 """
 
 from __future__ import annotations
@@ -21,12 +22,10 @@ from typing import Any
 import pyarrow as pa
 
 from markerstore import config
-from markerstore.commit.errortable_link import ERROR_COLUMN
 from markerstore.commit.result import CommitResult
 from markerstore.ingest.schema import SchemaError, load_schema
 from markerstore.ingest.sources import SourceTask, list_tasks, read_lines
 
-BATCH_LINES = 20_000
 TASK_DDL = "task INT, url STRING, format STRING, start BIGINT, `end` BIGINT, header STRING"
 
 
@@ -123,116 +122,6 @@ def _csv_header(task: SourceTask, storage_options: Mapping[str, Any] | None) -> 
     return ""
 
 
-class _Reader:
-    """The executor side: read one source task, parse, validate; yield Arrow batches of
-    good rows (target schema) and error rows (all null but ERROR_COLUMN). Picklable."""
-
-    def __init__(self, schema: pa.Schema, validator: Any, spec: Any,
-                 storage_options: Mapping[str, Any] | None) -> None:
-        self.schema = schema
-        self.validator = validator
-        self.spec = spec  # errortable.ErrorTaskSpec: the capture context of this write
-        self.storage_options = dict(storage_options or {})
-        self.out_schema = schema.append(pa.field(ERROR_COLUMN, pa.string()))
-
-    def _context(self, url: str, extra: Mapping[str, Any] | None = None) -> Any:
-        from pyspark import TaskContext
-
-        tc = TaskContext.get()
-        attempt = (f"{tc.partitionId()}-{tc.stageId()}-{tc.taskAttemptId()}"
-                   if tc is not None else None)
-        return self.spec.context(task_attempt=attempt, source_file=url,
-                                 **({"extra": dict(extra)} if extra else {}))
-
-    def _errors_batch(self, records: list[dict[str, Any]]) -> pa.RecordBatch:
-        n = len(records)
-        columns = [pa.nulls(n, f.type) for f in self.schema]
-        columns.append(pa.array([json.dumps(_jsonable(r)) for r in records], pa.string()))
-        return pa.RecordBatch.from_arrays(columns, schema=self.out_schema)
-
-    def _good_batch(self, good: pa.RecordBatch) -> pa.RecordBatch:
-        columns = [good.column(good.schema.get_field_index(f.name)) for f in self.schema]
-        columns.append(pa.nulls(good.num_rows, pa.string()))
-        return pa.RecordBatch.from_arrays(columns, schema=self.out_schema)
-
-    def _emit(self, good: pa.RecordBatch, errors: list[dict[str, Any]]
-              ) -> Iterator[pa.RecordBatch]:
-        if good.num_rows:
-            yield self._good_batch(good)
-        if errors:
-            yield self._errors_batch(errors)
-
-    def read(self, task: SourceTask, header: str | None) -> Iterator[pa.RecordBatch]:
-        from errortable import parse_csv_lines, parse_json_lines
-
-        if task.format == "parquet":
-            yield from self._read_parquet(task)
-            return
-        # In a byte range of a large file, lines are counted from the range's start.
-        extra = ({"source_offset": str(task.start), "source_line_counted_from": "offset"}
-                 if task.start else None)
-        ctx = self._context(task.url, extra)
-        lines: list[str] = []
-        first_line = 2 if task.format == "csv" else 1
-        skip_header = task.format == "csv"
-
-        def flush(chunk: list[str], first: int) -> Iterator[pa.RecordBatch]:
-            if task.format == "csv":
-                parsed = parse_csv_lines(chunk, ctx, header=_split_csv(header),
-                                         first_line=first)
-            else:
-                parsed = parse_json_lines(chunk, ctx, first_line=first)
-            good, errors = self.validator.split_records(parsed.records, ctx,
-                                                        line_numbers=parsed.line_numbers)
-            yield from self._emit(good, list(parsed.errors) + list(errors))
-
-        for _, _, text in read_lines(task, self.storage_options):
-            if skip_header:
-                skip_header = False
-                continue
-            lines.append(text)
-            if len(lines) >= BATCH_LINES:
-                yield from flush(lines, first_line)
-                first_line += len(lines)
-                lines = []
-        if lines:
-            yield from flush(lines, first_line)
-
-    def _read_parquet(self, task: SourceTask) -> Iterator[pa.RecordBatch]:
-        import fsspec
-        import pyarrow.parquet as pq
-
-        ctx = self._context(task.url)
-        with fsspec.open(task.url, "rb", **self.storage_options) as handle:
-            for batch in pq.ParquetFile(handle).iter_batches(batch_size=BATCH_LINES):
-                good, errors = self.validator.split_arrow(batch, ctx)
-                yield from self._emit(good, _records_of(errors))
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for row in batch.to_pylist():
-                task = SourceTask(row["url"], row["format"], int(row["start"] or 0),
-                                  None if row["end"] is None else int(row["end"]))
-                yield from self.read(task, row["header"])
-
-
-def _split_csv(header: str | None) -> list[str]:
-    import csv
-
-    return next(csv.reader([header or ""]))
-
-
-def _jsonable(record: dict[str, Any]) -> dict[str, Any]:
-    context = record.get("context")
-    if isinstance(context, list):  # Arrow maps come back as (key, value) pairs
-        record = {**record, "context": dict(context)}
-    return record
-
-
-def _records_of(errors: pa.Table) -> list[dict[str, Any]]:
-    return [_jsonable(r) for r in errors.to_pylist()]
-
-
 def spark_session(master: str = "local[*]", log_level: str | None = None) -> Any:
     """The Spark session ingest uses when none is given: this Python in the workers, UTC,
     no console progress (ingest draws its own), Spark's log at ERROR unless
@@ -296,19 +185,20 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    out_schema = from_arrow_schema(target.append(pa.field(ERROR_COLUMN, pa.string())))
+    from markerstore.commit import STATS_DDL
+    from markerstore.ingest.task import IngestTask
 
     def frame(job: Any) -> Any:
-        """The reading DataFrame, built once the write's instant exists: the readers carry
-        its capture context (commit time, error table) into the executors."""
+        """The source tasks' stats rows, built once the write's instant exists: the tasks
+        carry its spec and capture context (commit time, error table) to the executors."""
         spec = job.error_commit.task_spec() if job.error_commit is not None else None
         validator = (spec.validator(target, key, columns, dict(checks or {}))
                      if spec is not None else errortable.Validator(target, key, columns,
                                                                    dict(checks or {})))
-        reader = _Reader(target, validator, spec or _NoSpec(), src_options)
-        return task_df.mapInArrow(reader, out_schema)
+        run = IngestTask(job.spec, validator, spec or _NoSpec(), src_options)
+        return task_df.mapInArrow(run, STATS_DDL)
 
-    shape = session.createDataFrame([], out_schema)
+    shape = session.createDataFrame([], from_arrow_schema(target))
     with _progress(session, progress):
         result = write(shape, table, partition_by=columns or None, mode=mode,
                        options=settings, storage_options=storage_options,

@@ -45,11 +45,19 @@ RollbackHook = Callable[[Storage, str, "pa.Table | None"], "dict[str, Any] | Non
 
 _READERS: dict[str, MarkerReader] = {}
 _ROLLBACK_HOOKS: list[RollbackHook] = []
+_SELF_CHECKED: set[str] = set()  # mechanisms whose reader checks the rows it returns
 
 
-def register_reader(mechanism: str, reader: MarkerReader) -> None:
-    """How to read the markers a mechanism wrote, as a DuckDB relation of MARKER_COLUMNS."""
+def register_reader(mechanism: str, reader: MarkerReader, *, checks_rows: bool = False
+                    ) -> None:
+    """How to read the markers a mechanism wrote, as a DuckDB relation of MARKER_COLUMNS.
+    `checks_rows`: the reader runs :func:`check_marker_rows` on what it returns itself,
+    so read_markers does not run it a second time (a pass over every row)."""
     _READERS[mechanism] = reader
+    if checks_rows:
+        _SELF_CHECKED.add(mechanism)
+    else:
+        _SELF_CHECKED.discard(mechanism)
 
 
 def register_rollback_hook(hook: RollbackHook) -> None:
@@ -135,7 +143,8 @@ def read_markers(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
 
         raise MarkerTypeError(f"no reader for {mechanism} markers is installed")
     relation = _READERS[mechanism](storage, instant, con)
-    check_marker_rows(relation, storage.url(marker_folder(storage, instant)))
+    if mechanism not in _SELF_CHECKED:
+        check_marker_rows(relation, storage.url(marker_folder(storage, instant)))
     columns = ", ".join(f'"{f.name}"' for f in MARKER_COLUMNS)
     return relation.query(
         "m", f"SELECT {columns}, CASE WHEN partition = '' THEN file "
@@ -173,18 +182,23 @@ class ReconcileResult:
         return len(self.invalid_files)
 
 
-def reconcile(storage: Storage, timeline: Timeline, instant: str, committed: Iterable[str],
+def reconcile(storage: Storage, timeline: Timeline, instant: str,
+              committed: Iterable[str] | pa.Array | pa.ChunkedArray,
               *, parallelism: int = 100) -> ReconcileResult:
     """Delete the data files of `instant` that have a CREATE/MERGE marker but were not
     reported by a winning task. Raises ReconcileError (and deletes nothing) if a
-    reported file has no marker, or if a delete fails."""
-    committed_paths = sorted(set(committed))
+    reported file has no marker, or if a delete fails. `committed` (relative paths,
+    checked by the caller) may be an Arrow array: DuckDB anti-joins it against the
+    markers as it is, with no Python object per file."""
     con = duckdb.connect()
     markers = read_markers(storage, instant, con)
     if markers is None:
         markers = empty_markers(con)
     con.register("markers_rel", markers.to_arrow_table())
-    con.register("committed", _paths_table(committed_paths))
+    if isinstance(committed, (pa.Array, pa.ChunkedArray)):
+        con.register("committed", pa.table({"path": committed}))
+    else:
+        con.register("committed", _paths_table(committed))
     con.register("referenced", _paths_table(referenced_files(timeline)))
     unmarked = [r[0] for r in con.sql(
         "SELECT path FROM committed WHERE path NOT IN (SELECT path FROM markers_rel) "

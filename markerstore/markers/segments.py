@@ -346,7 +346,7 @@ _MERGE_SQL = (
     f"SELECT {', '.join(KEY_COLUMNS)}, "
     + ", ".join(f"arg_max({d}, created_at) FILTER (WHERE {d} IS NOT NULL) AS {d}"
                 for d in DETAIL_KEYS)
-    + f", min(created_at) AS created_at FROM s GROUP BY ALL ORDER BY {', '.join(KEY_COLUMNS)}")
+    + ", min(created_at) AS created_at FROM s GROUP BY ALL")  # no ORDER BY: 3/4 of the cost
 
 
 def read_batched(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
@@ -405,7 +405,7 @@ def _segment_holding(storage: Storage, segments: list[SegmentFile], partition: s
     return None
 
 
-register_reader(BATCHED, read_batched)
+register_reader(BATCHED, read_batched, checks_rows=True)  # check_marker_rows above
 
 
 def read_batched_table(storage: Storage, instant: str) -> pa.Table:

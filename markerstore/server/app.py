@@ -13,17 +13,21 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import json
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from aiohttp import web
 
 from markerstore import config
 from markerstore.errors import ConfigError, InvalidMarkerError, MarkerServerError
 from markerstore.server import metrics, validate
+from markerstore.server.memory import trim
 from markerstore.server.service import MarkerService, ServiceError
 
 if TYPE_CHECKING:
@@ -33,6 +37,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_ENV = "MARKERSTORE_SERVER_TOKEN"
 API = "/v1/markers"
+JSON_TYPE = "application/json; charset=utf-8"
 _PUBLIC = frozenset({"/health"})
 _METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "HEAD", "OPTIONS", "PATCH"})
 
@@ -47,6 +52,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False  # a host name: it may resolve anywhere
+
+
+def _names_json(names: pa.Array) -> str:
+    """A piece of a JSON array of names, without its brackets ('' for none)."""
+    return json.dumps(names.to_pylist())[1:-1]
+
+
+def _rows_json(rows: pa.Table) -> str:
+    """A piece of the JSON array of rows of ``?details=true`` (``created_at`` in
+    milliseconds since the epoch), without its brackets."""
+    index = rows.schema.get_field_index("created_at")
+    rows = rows.set_column(index, "created_at", pc.cast(rows.column("created_at"), pa.int64()))
+    return json.dumps(rows.to_pylist())[1:-1]
 
 
 def _error(status: int, code: str, message: str) -> web.Response:
@@ -98,16 +116,45 @@ class _Routes:
             return web.json_response({"created": created, "markers": names})
         return web.json_response({"created": created[0], "marker": names[0]})
 
-    async def all(self, request: web.Request) -> web.Response:
+    async def all(self, request: web.Request) -> web.StreamResponse:
+        """Every marker (or, with ``?details=true``, every row), streamed: the answer is
+        the documented JSON object, written a piece of rows at a time, so the server never
+        holds all the names (or rows) of a large folder at once."""
         instant = request.match_info["instant"]
-        if request.query.get("details", "").lower() in ("1", "true", "yes"):
-            rows = (await self.service.rows(instant)).to_pylist()
-            for row in rows:
-                row["created_at"] = int(row["created_at"].timestamp() * 1000) \
-                    if row["created_at"] is not None else None
-            return web.json_response({"instant": instant, "rows": rows})
-        return web.json_response({"instant": instant,
-                                  "markers": await self.service.names(instant)})
+        details = request.query.get("details", "").lower() in ("1", "true", "yes")
+        state = await self.service.state(instant)  # errors are answered before streaming
+        if request.method == "HEAD":  # the headers only: a streamed body must not follow
+            return web.Response(headers={"Content-Type": JSON_TYPE})
+        if details:
+            chunks: Iterator[str] = map(_rows_json, self.service.row_chunks(state))
+        else:
+            chunks = map(_names_json, self.service.name_chunks(state))
+        response = web.StreamResponse(headers={"Content-Type": JSON_TYPE})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        field = "rows" if details else "markers"
+        await response.write(f'{{"instant": {json.dumps(instant)}, "{field}": ['.encode())
+        loop = asyncio.get_running_loop()
+        first = True
+        try:
+            while True:  # each piece is decoded and encoded in a worker thread
+                text = await loop.run_in_executor(self.service._io_pool, next, chunks, None)
+                if text is None:
+                    break
+                if text:
+                    await response.write((text if first else "," + text).encode("utf-8"))
+                    first = False
+        except Exception:
+            # The status is sent: cut the connection, so that the client sees a broken
+            # answer (and retries or fails) rather than a short list.
+            log.exception("marker server: streaming the markers of %s failed", instant)
+            if request.transport is not None:
+                request.transport.close()
+            return response
+        await response.write(b"]}")
+        await response.write_eof()
+        await loop.run_in_executor(self.service._io_pool, trim)  # the pieces it decoded
+        return response
 
     async def exists(self, request: web.Request) -> web.Response:
         return web.json_response(

@@ -18,13 +18,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from markerstore import config
 from markerstore.errors import MarkerStoreError, MarkerTypeError, StorageError
@@ -39,12 +40,15 @@ from markerstore.markers.base import (
 )
 from markerstore.markers.reconcile import read_markers
 from markerstore.markers.segments import (
+    READ_ATTEMPTS,
     dedupe,
     encode,
-    load_segments,
+    list_segments,
     marker_row,
     rows_to_table,
 )
+from markerstore.server.keys import KeySet, key_of, keys_of, names_of
+from markerstore.server.memory import limit_heap, trim
 from markerstore.server.metrics import Registry
 from markerstore.server.state import (
     DirState,
@@ -53,6 +57,8 @@ from markerstore.server.state import (
     Waiter,
     compaction_target,
     file_id,
+    file_id_key,
+    request_value,
 )
 from markerstore.server.writer import SegmentWriter, ServiceError
 from markerstore.storage import Storage
@@ -72,6 +78,20 @@ class TimelineView:
     foreign: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
 
+def load_segment_files(storage: Storage, instant: str) -> tuple[list[Segment], int]:
+    """Every segment of an instant with its bytes (one GET each; rows counted when the
+    state reads them), and the highest sequence number (-1 if none); lists again when
+    compaction deleted a listed segment meanwhile."""
+    for _ in range(READ_ATTEMPTS):
+        files = list_segments(storage, instant)
+        try:
+            segments = [Segment(f, storage.get(f.path), 0) for f in files]
+        except FileNotFoundError:
+            continue
+        return segments, max((f.seq for f in files), default=-1)
+    raise StorageError(f"the segments of instant {instant} kept changing while being read")
+
+
 def _consume(future: asyncio.Future[Any]) -> None:
     # A client that went away leaves its future unawaited; mark the outcome as seen.
     if not future.cancelled():
@@ -89,6 +109,7 @@ class MarkerService(SegmentWriter):
         self.fmt = str(settings[config.BATCH_FORMAT])
         self.max_segments = int(settings[config.BATCH_MAX_SEGMENTS])
         self.compact_target = compaction_target(self.max_segments)
+        limit_heap()  # large blocks (key arrays, decoded pieces) go back when freed
         self.conflict_detection = bool(settings[config.EARLY_CONFLICT_DETECTION])
         self.instant_check = settings[config.SERVER_INSTANT_CHECK_MS] / 1000
         self.states: dict[str, DirState] = {}
@@ -257,17 +278,19 @@ class MarkerService(SegmentWriter):
             raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
                                "DIRECT; one instant uses one marker mechanism")
         if mechanism is None:
-            return DirState(instant)
+            return DirState(instant, track_ids=self.conflict_detection)
         try:
-            loaded, max_seq = load_segments(self.storage, instant)
+            segments, max_seq = load_segment_files(self.storage, instant)
+            state = DirState.from_segments(instant, segments, max_seq, initialized=True,
+                                           track_ids=self.conflict_detection)
         except StorageError as exc:
             raise ServiceError(503, "storage_error", f"loading the markers of instant "
                                f"{instant} failed: {exc}") from exc
         except MarkerStoreError as exc:  # a segment whose rows are not valid markers
             raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
-        segments = [Segment(f, rows) for f, rows in loaded]
         log.info("marker server: loaded %d segment(s) of instant %s", len(segments), instant)
-        return DirState.from_segments(instant, segments, max_seq, initialized=True)
+        trim()  # the pieces decoded to hash the names
+        return state
 
     # --- the timeline ------------------------------------------------------------------------
     async def _require_inflight(self, instant: str) -> float:
@@ -385,10 +408,13 @@ class MarkerService(SegmentWriter):
         self._check_conflicts(state, [m for m, _ in items])
         results = [False] * len(items)
         waiter: Waiter | None = None
+        keys = [key_of(marker.name) for marker, _ in items]
+        held = state.names.contains_many(keys) if not update else [False] * len(keys)
+        creator = request_value(request_id)
         for index, (marker, row) in enumerate(items):
-            name = marker.name
-            if name in state.names and not update:
-                created = request_id is not None and state.creators.get(name) == request_id
+            if held[index]:
+                created = request_id is not None and \
+                    state.names.value(keys[index]) == creator
                 self._creates("created" if created else "existed")
                 results[index] = created
                 continue
@@ -396,7 +422,8 @@ class MarkerService(SegmentWriter):
                 waiter = Waiter(asyncio.get_running_loop().create_future(), results)
                 waiter.future.add_done_callback(_consume)
             waiter.remaining += 1
-            pending = Pending(marker, row, request_id, waiter, index, started, update)
+            pending = Pending(marker, row, request_id, waiter, index, started, update,
+                              keys[index])
             state.pending.append(pending)
             state.outstanding = max(0, state.outstanding - 1)
             if self.conflict_detection:
@@ -414,9 +441,10 @@ class MarkerService(SegmentWriter):
         view = self._view
         for marker in markers:
             key = (marker.partition, file_id(marker.file_name))
+            id_key = file_id_key(*key)
             holders = {o.instant for o in self.states.values()
                        if o is not state and not o.gone
-                       and (o.file_ids.get(key) or o.pending_ids.get(key))}
+                       and (id_key in o.file_ids or o.pending_ids.get(key))}
             if view is not None:
                 holders |= set(view.foreign.get(key, ())) - {state.instant}
             if holders:
@@ -429,7 +457,24 @@ class MarkerService(SegmentWriter):
 
     # --- queries -------------------------------------------------------------------------------
     async def names(self, instant: str) -> list[str]:
-        return sorted((await self.state(instant)).names)
+        """Every marker name, sorted (a list: for small folders and tests; GET streams)."""
+        return sorted(n for chunk in self.name_chunks(await self.state(instant))
+                      for n in chunk.to_pylist())
+
+    def name_chunks(self, state: DirState) -> Iterator[pa.Array]:
+        """The names of the markers a folder holds, a piece of rows at a time, each once,
+        in segment order (not sorted). The segments are those held when this is called;
+        a compaction meanwhile replaces the list, not the segments in it."""
+        segments = list(state.segments)
+        seen = KeySet() if state.overlapping else None
+        for segment in segments:
+            for rows in segment.batches(["partition", "file", "io_type"]):
+                names = names_of(rows)
+                if seen is not None:  # a marker in more than one segment: once
+                    blob = keys_of(names).astype(">u8").tobytes()
+                    fresh = [seen.add(blob[i:i + 16]) for i in range(0, len(blob), 16)]
+                    names = names.filter(pa.array(fresh, pa.bool_()))
+                yield names
 
     async def has(self, instant: str, marker: MarkerName) -> bool:
         return marker.name in (await self.state(instant)).names
@@ -439,19 +484,37 @@ class MarkerService(SegmentWriter):
         return state.initialized or bool(state.names)
 
     async def created_and_merged(self, instant: str) -> list[str]:
-        paths = set()
-        for name in (await self.state(instant)).names:
-            marker = MarkerName.parse(name)
-            if marker.io_type in (IOType.CREATE, IOType.MERGE):
-                paths.add(marker.data_path)
+        paths: set[str] = set()
+        for segment in list((await self.state(instant)).segments):
+            for rows in segment.batches(["partition", "file", "io_type"]):
+                rows = rows.filter(pc.is_in(rows.column("io_type"),
+                                            pa.array([IOType.CREATE.value,
+                                                      IOType.MERGE.value])))
+                joined = pc.binary_join_element_wise(rows.column("partition"),
+                                                     rows.column("file"), "/")
+                data_paths = pc.if_else(pc.equal(rows.column("partition"), ""),
+                                        rows.column("file"), joined)
+                paths.update(data_paths.to_pylist())
         return sorted(paths)
 
     async def rows(self, instant: str) -> pa.Table:
         state = await self.state(instant)
-        tables = [s.rows for s in state.segments]
-        if not tables:
-            return rows_to_table([])
-        return dedupe(pa.concat_tables(tables))
+        tables = list(self.row_chunks(state))
+        return pa.concat_tables(tables) if tables else rows_to_table([])
+
+    def row_chunks(self, state: DirState) -> Iterator[pa.Table]:
+        """The rows of the markers a folder holds (MARKER_COLUMNS, one per marker), a piece
+        at a time, in segment order. Segments that overlap (a crash mid-compaction, or
+        details updates) are merged as a whole first (dedupe), which needs all their rows
+        at once; those this server writes otherwise never overlap."""
+        segments = list(state.segments)
+        if not segments:
+            return
+        if state.overlapping:
+            yield dedupe(pa.concat_tables([s.rows for s in segments]))
+            return
+        for segment in segments:
+            yield from segment.batches()
 
     async def open(self, instant: str) -> int:
         """Make the instant's folder ready for creates: the instant must be inflight; its
@@ -549,7 +612,6 @@ class MarkerService(SegmentWriter):
         if state is not None and state.sealed:
             # stays sealed (and empty): a straggler must not recreate the folder
             state.names.clear()
-            state.creators.clear()
             state.file_ids.clear()
             state.segments.clear()
             state.garbage.clear()

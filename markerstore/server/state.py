@@ -2,21 +2,36 @@
 
 All fields are read and changed on the server's event loop thread only; worker threads
 get copies of what they need and hand results back to the loop.
+
+A folder is held in compact, columnar form: its markers as 16-byte keys in sorted numpy
+arrays (keys.py), the request that created each as a 64-bit value beside its key, and
+each segment as the bytes of its file (compressed Parquet: about 10-20 bytes a marker),
+decoded when compaction or a GET needs its rows. Nothing is kept per marker as a Python
+object beyond the keys added since the last merge of a key set.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from markerstore.markers.base import MarkerName
-from markerstore.markers.segments import SegmentFile, marker_names
+from markerstore.errors import StorageError
+from markerstore.markers.base import MARKER_COLUMNS, MarkerName
+from markerstore.markers.segments import SegmentFile, decode
+from markerstore.server.keys import KeySet, key_of, keys_of, row_keys
+
+BATCH_ROWS = 16_384  # rows decoded at a time when a segment is read in pieces
+LOAD_ROWS = 131_072  # ... when it is loaded (fewer, larger hashing passes)
 
 
 def file_id(file_name: str) -> str:
@@ -24,16 +39,63 @@ def file_id(file_name: str) -> str:
     return file_name.split("_", 1)[0]
 
 
+def file_id_key(partition: str, file_id_: str) -> bytes:
+    """The key of a (partition, file id) pair (early conflict detection); a partition
+    never holds a NUL (validate_partition), so the pair is unambiguous."""
+    return key_of(f"{partition}\x00{file_id_}")
+
+
+def file_ids_of(rows: pa.Table) -> pa.Array:
+    """The (partition, file id) string of every row, as file_id_key hashes it."""
+    ids = pc.binary_join_element_wise(
+        rows.column("partition"), pc.replace_substring_regex(rows.column("file"), "_.*$", ""),
+        "\x00")
+    return ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+
+
+def request_value(request_id: str | None) -> int:
+    """The 64-bit value a request id is held as beside the keys it created (0: none)."""
+    if request_id is None:
+        return 0
+    digest = hashlib.md5(request_id.encode("utf-8"), usedforsecurity=False).digest()
+    return int.from_bytes(digest[:8], "big") or 1
+
+
 @dataclass(eq=False)
 class Segment:
-    """A segment on storage and its rows (kept for compaction, which then reads nothing)."""
+    """A segment on storage and the bytes of its file (kept for compaction and GET, which
+    then read nothing from storage; compressed, they are a fraction of the rows)."""
 
     file: SegmentFile
-    rows: pa.Table
+    data: bytes
+    num_rows: int
+
+    @classmethod
+    def of(cls, file: SegmentFile, data: bytes, rows: int) -> Segment:
+        return cls(file, data, rows)
 
     @property
-    def num_rows(self) -> int:
-        return int(self.rows.num_rows)
+    def rows(self) -> pa.Table:
+        """All its rows (MARKER_COLUMNS), decoded now."""
+        return decode(self.data, self.file.fmt)
+
+    def batches(self, columns: list[str] | None = None, size: int | None = None
+                ) -> Iterator[pa.Table]:
+        """Its rows in pieces of at most `size` (:data:`BATCH_ROWS`) rows (Parquet:
+        decoded a piece at a time, so a large segment never needs all its rows at once)."""
+        size = size or BATCH_ROWS
+        if self.file.fmt != "parquet":
+            table = self.rows
+            if columns is not None:
+                table = table.select(columns)
+            for batch in table.to_batches(size):
+                yield pa.Table.from_batches([batch])
+            return
+        schema = MARKER_COLUMNS if columns is None else pa.schema(
+            [MARKER_COLUMNS.field(c) for c in columns])
+        reader = pq.ParquetFile(pa.BufferReader(self.data))
+        for batch in reader.iter_batches(size, columns=columns):
+            yield pa.Table.from_batches([batch]).cast(schema)
 
 
 @dataclass(eq=False)
@@ -67,11 +129,16 @@ class Pending:
     index: int  # of the marker in its request
     enqueued: float
     update: bool = False  # its row is written even if the marker is held (new details)
+    name_key: bytes = b""  # key_of(marker.name), set by the service
 
     @property
     def key(self) -> tuple[str, str]:
         """(partition, file id), what early conflict detection compares."""
         return (self.marker.partition, file_id(self.marker.file_name))
+
+    @property
+    def id_key(self) -> bytes:
+        return file_id_key(*self.key)
 
 
 @dataclass
@@ -79,9 +146,9 @@ class DirState:
     """One instant's marker folder as the server knows it."""
 
     instant: str
-    names: set[str] = field(default_factory=set)
-    creators: dict[str, str] = field(default_factory=dict)
-    file_ids: Counter[tuple[str, str]] = field(default_factory=Counter)
+    names: KeySet = field(default_factory=KeySet)  # value: request_value of the creator
+    track_ids: bool = False  # keep file_ids (early conflict detection is on)
+    file_ids: KeySet = field(default_factory=KeySet)  # file_id_key of every marker
     pending_ids: Counter[tuple[str, str]] = field(default_factory=Counter)
     segments: list[Segment] = field(default_factory=list)
     garbage: list[SegmentFile] = field(default_factory=list)
@@ -110,26 +177,67 @@ class DirState:
             self._seq += 1
             return self._seq
 
-    def add_segment(self, segment: Segment, names: Iterable[str] | None = None) -> None:
+    def add_segment(self, segment: Segment, keys: Iterable[bytes],
+                    file_ids: Iterable[bytes] = ()) -> None:
+        """Hold a segment a flush wrote, with the keys of its markers."""
         self.segments.append(segment)
-        self.add_names(segment.rows, names)
+        keys = list(keys)
+        self.names.add_many(keys, [0] * len(keys))
+        if self.track_ids:
+            ids = list(file_ids)
+            self.file_ids.add_many(ids, [0] * len(ids))
 
-    def add_names(self, rows: pa.Table, names: Iterable[str] | None = None) -> None:
-        names = list(names) if names is not None else marker_names(rows)
-        files = rows.column("file").to_pylist()
-        parts = rows.column("partition").to_pylist()
-        for name, partition, file_name in zip(names, parts, files, strict=True):
-            if name not in self.names:
-                self.names.add(name)
-                self.file_ids[(partition, file_id(file_name))] += 1
+    @staticmethod
+    def read_keys(segment: Segment, track_ids: bool) -> tuple[list[np.ndarray],
+                                                             list[np.ndarray]]:
+        """The keys (and file id keys) of a segment read from storage, a piece of rows at
+        a time; sets its row count. Every column is decoded: a segment that does not
+        decode fails its load, as segments.read_segment fails, naming the file."""
+        count = 0
+        keys, ids = [], []
+
+        def hash_rows(pieces: list[pa.Table]) -> None:
+            rows = pa.concat_tables(pieces)
+            keys.append(row_keys(rows))
+            if track_ids:
+                ids.append(keys_of(file_ids_of(rows)))
+
+        try:
+            pieces: list[pa.Table] = []
+            held = 0
+            for rows in segment.batches(size=LOAD_ROWS):
+                count += rows.num_rows
+                pieces.append(rows)  # small row groups come as small pieces: gather them
+                held += rows.num_rows
+                if held >= LOAD_ROWS:
+                    hash_rows(pieces)
+                    pieces, held = [], 0
+            if pieces:
+                hash_rows(pieces)
+        except Exception as exc:
+            raise StorageError(f"segment {segment.file.path} is unreadable: "
+                               f"{type(exc).__name__}: {exc}") from exc
+        segment.num_rows = count
+        return keys, ids
 
     @classmethod
     def from_segments(cls, instant: str, segments: list[Segment], max_seq: int,
-                      initialized: bool) -> DirState:
-        state = cls(instant, initialized=initialized)
+                      initialized: bool, track_ids: bool = False) -> DirState:
+        """The state of a folder read from storage: its keys hashed vectorized and added
+        in one sorted merge."""
+        state = cls(instant, initialized=initialized, track_ids=track_ids)
         state._seq = max_seq
+        keys: list[np.ndarray] = []
+        ids: list[np.ndarray] = []
         for segment in segments:
-            state.add_segment(segment)
+            state.segments.append(segment)
+            more, more_ids = cls.read_keys(segment, track_ids)
+            keys += more
+            ids += more_ids
+        if keys:
+            state.names.add_arrays(np.concatenate(keys))
+        if ids:
+            state.file_ids.add_arrays(np.concatenate(ids))
         # Left by a crash mid-compaction or a flush whose answer was lost; the segments
         # this server writes itself never overlap, so only then does compaction dedupe.
         state.overlapping = sum(s.num_rows for s in segments) != len(state.names)

@@ -9,6 +9,7 @@ by one flush is never written again by another: a create for it waits for that f
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import time
 from collections.abc import Callable
@@ -16,17 +17,27 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from markerstore.markers.base import BATCHED, ensure_marker_type
+from markerstore.errors import StorageError
+from markerstore.markers.base import BATCHED, MARKER_COLUMNS, ensure_marker_type, marker_folder
 from markerstore.markers.segments import (
+    SegmentFile,
     dedupe,
     delete_segments,
     encode,
     rows_to_table,
-    write_segment,
+    segment_name,
 )
+from markerstore.server.memory import trim
 from markerstore.server.metrics import Histogram, Registry
-from markerstore.server.state import DirState, Pending, Segment, plan_compaction
+from markerstore.server.state import (
+    DirState,
+    Pending,
+    Segment,
+    plan_compaction,
+    request_value,
+)
 from markerstore.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -34,6 +45,7 @@ T = TypeVar("T")
 
 PIPELINE = 4  # flushes of one marker folder in flight at once
 FULL_BATCH = 512  # pending creates that start a flush beside one in flight
+ROW_GROUP = 131_072  # rows per row group of a merged segment
 Members = dict[str, list[Pending]]  # marker name -> the creates waiting on its write
 
 
@@ -57,6 +69,29 @@ def unencodable(rows: list[dict[str, Any]], fmt: str) -> dict[int, str]:
             lines = str(exc).splitlines() or [""]
             bad[index] = f"{type(exc).__name__}: {lines[0][:200]}"
     return bad
+
+
+def concat_parquet(segments: list[Segment]) -> tuple[bytes, int]:
+    """One Parquet file of the rows of `segments`, in order, written piece by piece: at
+    most about :data:`ROW_GROUP` rows are decoded at a time, whatever the segments hold,
+    and each row group holds about that many (segments of small flushes would otherwise
+    make a file of thousands of tiny row groups, slow to read back)."""
+    buffer = io.BytesIO()
+    count = 0
+    pending: list[pa.Table] = []
+    held = 0
+    with pq.ParquetWriter(buffer, MARKER_COLUMNS, compression="zstd") as writer:
+        for segment in segments:
+            for rows in segment.batches():
+                pending.append(rows)
+                held += rows.num_rows
+                if held >= ROW_GROUP:
+                    writer.write_table(pa.concat_tables(pending), row_group_size=held)
+                    count, pending, held = count + held, [], 0
+        if pending:
+            writer.write_table(pa.concat_tables(pending), row_group_size=held)
+            count += held
+    return buffer.getvalue(), count
 
 
 class SegmentWriter:
@@ -115,7 +150,7 @@ class SegmentWriter:
         """The answer to a create of a marker that is durable: created only if this very
         request (an earlier try of it) created it."""
         return pending.request_id is not None and \
-            state.creators.get(pending.marker.name) == pending.request_id
+            state.names.value(pending.name_key) == request_value(pending.request_id)
 
     # --- flushing ------------------------------------------------------------------------------
     def _blocked(self, state: DirState) -> bool:
@@ -167,10 +202,10 @@ class SegmentWriter:
         updates: list[Pending] = []  # rows with new details, written whatever is held
         for pending in batch:
             name = pending.marker.name
-            if pending.update and (name in state.names or name in state.writing
+            if pending.update and (pending.name_key in state.names or name in state.writing
                                    or name in members):
                 updates.append(pending)
-            elif name in state.names:
+            elif pending.name_key in state.names:
                 durable.append(pending)
             elif name in state.writing:  # another flush in flight writes it: wait for it
                 state.writing[name].append(pending)
@@ -243,13 +278,16 @@ class SegmentWriter:
                  updates: list[Pending], started: float) -> None:
         """Hold and answer what a flush wrote."""
         state.initialized = state.written_here = True
-        state.add_segment(segment, [*members.keys(), *(p.marker.name for p in updates)])
-        if len(segment.rows) > len(members):
+        firsts = [waiting[0] for waiting in members.values()]
+        state.add_segment(segment, [p.name_key for p in updates],
+                          [p.id_key for p in firsts] if state.track_ids else ())
+        values = {r: request_value(r) for r in {p.request_id for p in firsts}}
+        state.names.add_many([p.name_key for p in firsts],  # with the request of each
+                             [values[p.request_id] for p in firsts])
+        if segment.num_rows > len(members):
             state.overlapping = True  # a marker now has more than one row
-        for name, waiting in members.items():
+        for name in members:
             state.writing.pop(name, None)
-            if waiting[0].request_id is not None:
-                state.creators[name] = waiting[0].request_id
         self._flush_seconds.observe(time.perf_counter() - started)
         self._batch_size.observe(len(members))
         self._count("markerstore_marker_batches_total", "Batches flushed, by result.",
@@ -278,9 +316,7 @@ class SegmentWriter:
         if not initialized:
             ensure_marker_type(self.storage, instant, BATCHED)
         try:
-            table = rows_to_table(rows)
-            return Segment(write_segment(self.storage, instant, table, self.fmt, next_seq),
-                           table), {}
+            return self._write(instant, rows_to_table(rows), next_seq), {}
         except OSError:
             raise  # storage (StorageError is an OSError): the whole batch failed
         except Exception:
@@ -290,9 +326,26 @@ class SegmentWriter:
         kept = [row for i, row in enumerate(rows) if i not in rejected]
         if not kept:
             return None, rejected
-        table = rows_to_table(kept)
-        return Segment(write_segment(self.storage, instant, table, self.fmt, next_seq),
-                       table), rejected
+        return self._write(instant, rows_to_table(kept), next_seq), rejected
+
+    def _write(self, instant: str, table: pa.Table, next_seq: Callable[[], int]) -> Segment:
+        """Write `table` as a new segment (as segments.write_segment does) and keep its
+        bytes, not its rows."""
+        return self._create(instant, encode(table, self.fmt), table.num_rows, next_seq)
+
+    def _create(self, instant: str, data: bytes, num_rows: int,
+                next_seq: Callable[[], int], attempts: int = 100) -> Segment:
+        """Create a segment file of these bytes under a free sequence number (a name
+        taken by another server that wrote this folder takes the next number, so no
+        segment is ever replaced); returns it once it is durable."""
+        folder = marker_folder(self.storage, instant)
+        for _ in range(attempts):
+            seq = next_seq()
+            path = f"{folder}/{segment_name(seq, self.fmt)}"
+            if self.storage.create_if_absent(path, data):
+                return Segment(SegmentFile(seq, self.fmt, path), data, num_rows)
+        raise StorageError(f"could not find a free segment name under "
+                           f"{self.storage.url(folder)} after {attempts} tries")
 
     # --- compaction ----------------------------------------------------------------------------
     def _maybe_compact(self, state: DirState) -> None:
@@ -337,11 +390,15 @@ class SegmentWriter:
                       ) -> tuple[Segment | None, list[Any]]:
         merged = None
         if len(chosen) >= 2:
-            rows = pa.concat_tables([s.rows for s in chosen])
-            if overlapping:
-                rows = dedupe(rows)
-            merged = Segment(write_segment(self.storage, instant, rows, self.fmt, next_seq),
-                             rows)
+            if overlapping or self.fmt != "parquet":
+                rows = pa.concat_tables([s.rows for s in chosen])
+                if overlapping:
+                    rows = dedupe(rows)
+                merged = self._write(instant, rows, next_seq)
+            else:
+                data, count = concat_parquet(chosen)
+                merged = self._create(instant, data, count, next_seq)
+        trim()  # the pieces decoded for the merge
         # The merged segment is durable: only now may the ones it replaces go.
         obsolete = [s.file for s in chosen] if merged is not None else []
         obsolete += garbage

@@ -11,7 +11,9 @@ started in ``writer()`` and travels, pickled, in the writer; its heartbeat and m
 server live in a job host process (:mod:`markerstore.server.jobhost`), not in a worker
 Spark may kill. A streaming sink gets a fresh ``streamWriter()`` for each micro-batch's
 tasks and another for its commit: the batch's job starts when the tasks' writer is
-pickled (only that one is), and reaches commit in the tasks' messages.
+pickled (only that one is), and reaches commit in the tasks' messages. A streaming
+query's job host lives for the query: the first batch launches it, later batches reuse
+it (a dead one is replaced), each batch releases its instants' heartbeats when done.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from markerstore import config
 from markerstore.commit import CommitResult, TaskResult, TaskSpec, WriteJob
 from markerstore.commit.runner import TaskHook
 from markerstore.errors import ConfigError
-from markerstore.server.jobhost import JobHost
+from markerstore.server.jobhost import JobHost, attach_query_host
 from markerstore.spark.writer import (
     _settings,
     abort_job,
@@ -82,8 +84,6 @@ def _json_or_text(value: str) -> Any:
 def parse_options(options: Mapping[str, str]) -> SourceRequest:
     """Split Spark's (lowercased) options into the table path, markerstore options (any
     spelling, any case), storage options, partition columns, key, checks, query id."""
-    import errortable  # noqa: F401  (registers the error table's option keys)
-
     path = options.get("path")
     if not path:
         raise ConfigError("no table path: use .save(path) or .start(path)")
@@ -161,19 +161,28 @@ class SourceJob:
                                 job.instant)
                     abort_job(job, RuntimeError("replayed batch"), self.host.seal)
                     return None
-                job.metadata["stream"] = {"query_id": self.query_id, "batch_id": batch_id}
+                job.metadata["stream"] = {"query_id": self.query_id, "batch_id": batch_id,
+                                          "job_host_pid": self.host.pid}
             try:
                 return commit_job(job, results, self.host.seal)
             except BaseException as exc:
                 raise abort_job(job, exc, self.host.seal)  # noqa: B904 (chains exc)
         finally:
-            self.host.stop()
+            self.release()
 
     def abort(self, reason: str) -> None:
         try:
             abort_job(self.job, RuntimeError(reason), self.host.seal)
         finally:
-            self.host.stop()
+            self.release()
+
+    def release(self) -> None:
+        """The write is over: stop its host (a query's host: release its instants)."""
+        job = self.job
+        instants = [job.instant]
+        if job.error_commit is not None:
+            instants.append(job.error_commit.instant)
+        self.host.release(instants)
 
 
 def committed_batch(table: Table, query_id: str | None, batch_id: int) -> str | None:
@@ -208,22 +217,30 @@ def start_source_job(request: SourceRequest, schema: StructType, overwrite: bool
     table = Table(request.path, request.storage_options, settings)
     batched = settings[config.MARKERS_TYPE] == "batched"
     token = None if _loopback(driver_host) else secrets.token_urlsafe(32)
-    proc = JobHost.launch(table, serve_markers=batched, bind_host=driver_host, token=token)
-    # Batched markers: the tasks need the server's URL, so wait for it. Direct markers:
-    # the host takes the heartbeats over in the background, while Spark runs the tasks.
-    host = JobHost.ready(proc) if batched else JobHost(proc.pid)
+    proc = None
+    if streaming:  # the query's host: found, or launched by the query's first batch
+        assert request.query_id is not None
+        host = attach_query_host(table, request.query_id, serve_markers=batched,
+                                 bind_host=driver_host, token=token)
+    else:
+        proc = JobHost.launch(table, serve_markers=batched, bind_host=driver_host,
+                              token=token)
+        # Batched markers: the tasks need the server's URL, so wait for it. Direct
+        # markers: the host takes the heartbeats in the background, while the tasks run.
+        host = JobHost.ready(proc) if batched else JobHost(proc.pid)
     try:
         metadata = {"engine": "spark", "interface": "stream" if streaming else "format"}
         job = start_job(table, schema, partition_by=columns, marker_url=host.url,
                         marker_token=host.token, key=request.key, checks=request.checks,
                         task_hook=task_hook, metadata=metadata)
     except BaseException:
-        host.stop()
+        if proc is not None:
+            host.stop()
         raise
     instants = [(table, job.instant)]
     if job.error_commit is not None:
         instants.append((job.error_commit.table, job.error_commit.instant))
-    if batched:
+    if batched or proc is None:  # a query host takes the beats at once (one request)
         _hand_over(host, proc, instants)
     else:
         threading.Thread(target=_hand_over, args=(host, proc, instants), daemon=True,
@@ -233,13 +250,13 @@ def start_source_job(request: SourceRequest, schema: StructType, overwrite: bool
     return SourceJob(job.spec, cloudpickle.dumps(job), host, request.query_id)
 
 
-def _hand_over(host: JobHost, proc: Any, instants: list[tuple[Table, str]]) -> None:
+def _hand_over(host: JobHost, proc: Any | None, instants: list[tuple[Table, str]]) -> None:
     """Give the instants' heartbeats to the job host, then stop beating them here. If the
     host cannot take them (it failed, or the write is already over and stopped it), stop
     here all the same: a live write without a beat is rolled back by the next writer and
     its commit then fails (never the reverse)."""
     try:
-        if host.url is None:
+        if host.url is None and proc is not None:
             JobHost.ready(proc)
         host.beat(proc, instants)
     except Exception as exc:

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 def _settings(options: Mapping[str, Any] | None, mode: str) -> config.Settings:
     """The options, with the conflict mode taken from `mode` unless an option sets it."""
-    import errortable  # noqa: F401  (registers the error table options and rollback hook)
+    import errortable  # noqa: F401  (registers the error table's rollback hook and view)
 
     settings = config.resolve(options)
     key = str(mode or "append").strip().lower()
@@ -71,6 +71,16 @@ def _partition_columns(df: DataFrame, partition_by: str | Sequence[str] | None
     if len(columns) >= len(df.columns):
         raise ConfigError("partition_by names every column; a data file needs at least one")
     return columns
+
+
+def _grouped(df: DataFrame, columns: Sequence[str], settings: config.Settings) -> DataFrame:
+    """The rows as the tasks get them. Each task groups every Arrow batch by partition
+    itself (split_by_partition), so no JVM sort by default; with partition.sort=jvm, a
+    sortWithinPartitions first (for tasks that see more partition values than
+    max_open_files, which would otherwise close and reopen files)."""
+    if columns and settings[config.PARTITION_SORT] == "jvm":
+        return df.sortWithinPartitions(*columns)
+    return df
 
 
 def _task_function(spec: TaskSpec) -> Any:
@@ -165,11 +175,13 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
                         validator=validator, error_sink=error_sink, task_hook=_task_hook,
                         metadata={"engine": "spark", "spark_app_id": _application_id(df)})
         try:
-            if _frame is not None:  # a reader that needs the instant (ingest)
-                df = _frame(job)
-            data = df.sortWithinPartitions(*columns) if columns else df
+            if _frame is not None:  # ingest: its tasks read, write and return stats rows
+                stats = _frame(job)
+            else:
+                stats = _grouped(df, columns, settings).mapInArrow(
+                    _task_function(job.spec), STATS_DDL)
             job_started = time.perf_counter()
-            rows = data.mapInArrow(_task_function(job.spec), STATS_DDL).collect()
+            rows = stats.collect()
             job_seconds = time.perf_counter() - job_started
             results = results_from_rows(row.asDict() for row in rows)
             result = commit_job(job, results, seal)
@@ -229,12 +241,10 @@ def abort_job(job: WriteJob, exc: BaseException,
 def _error_table_spec(schema: StructType, settings: config.Settings, key: str | None,
                       checks: Mapping[str, str] | None, validator: BatchValidator | None
                       ) -> ErrorTableSpec | None:
-    from errortable.config import ENABLED
-
-    if not settings[ENABLED]:
+    if not settings[config.ERROR_TABLE_ENABLED]:
         if key is not None or checks:
             raise ConfigError("key and checks route bad rows to the error table; enable it "
-                              f"with {ENABLED}=true")
+                              f"with {config.ERROR_TABLE_ENABLED}=true")
         return None
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType

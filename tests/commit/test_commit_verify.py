@@ -249,4 +249,4 @@ def test_a_path_without_a_table_is_a_one_line_error(tmp_path: Any) -> None:
     out = CliRunner().invoke(cli, ["verify", str(tmp_path / "nothing")])
     assert out.exit_code == 2
     lines = [line for line in out.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "is not a markerstore table" in lines[0]
+    assert len(lines) == 1 and "no markerstore table at" in lines[0]

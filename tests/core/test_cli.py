@@ -112,3 +112,13 @@ def test_console_scripts_start() -> None:
                              timeout=120)
         assert out.returncode == 0, out.stderr
         assert command in out.stdout
+
+
+def test_options_lists_every_key_with_the_error_tables() -> None:
+    from markerstore import config
+
+    done = run("options", "--json")
+    assert done.returncode == 0, done.stderr
+    listed = {row["key"] for row in json.loads(done.stdout)}
+    assert listed == set(config.OPTIONS)
+    assert config.ERROR_TABLE_ENABLED in listed and config.ERROR_PAYLOAD_REDACT in listed

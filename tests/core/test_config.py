@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
 import pytest
 
 from markerstore import Table, config
@@ -69,3 +75,63 @@ def test_describe_lists_every_key() -> None:
     assert keys == set(config.OPTIONS)
     row = next(r for r in config.describe() if r["key"] == config.MARKERS_TYPE)
     assert row["aliases"] == ["hoodie.write.markers.type"] and row["default"] == "direct"
+
+
+def test_error_table_keys_resolve_in_a_fresh_interpreter() -> None:
+    """The error table's keys are in markerstore.config: no import of errortable needed."""
+    script = (
+        "import sys, json\n"
+        "from markerstore import config\n"
+        "s = config.resolve({'markerstore.write.error.table.enabled': 'true',\n"
+        "                    'hoodie.write.error.table.suffix': '_bad'})\n"
+        "keys = [row['key'] for row in config.describe()]\n"
+        "print(json.dumps({'enabled': s[config.ERROR_TABLE_ENABLED],\n"
+        "                  'suffix': s[config.ERROR_TABLE_SUFFIX],\n"
+        "                  'listed': config.ERROR_PAYLOAD_REDACT in keys,\n"
+        "                  'errortable': 'errortable' in sys.modules}))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"enabled": True, "suffix": "_bad", "listed": True,
+                                       "errortable": False}
+
+
+def test_options_are_defined_once_and_never_added_at_import() -> None:
+    assert not hasattr(config, "register")
+    keys = [o.key for o in config._DEFINITIONS]
+    assert len(keys) == len(set(keys)) == len(config.OPTIONS)
+    with pytest.raises(ConfigError, match="defined twice"):
+        config._index((config.OPTIONS[config.MARKERS_TYPE],) * 2)
+
+
+def _readme_options() -> dict[str, list[str]]:
+    """The README's configuration table: key -> [default, aliases, doc] cells."""
+    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+    section = readme.read_text().split("## Configuration", 1)[1]
+    rows: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 4:
+            rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def _shown(default: object) -> set[str]:
+    """How the README may show a default: (none), `value`, or `N MiB` for whole MiB."""
+    if default is None:
+        return {"(none)"}
+    mib = 1024 * 1024
+    if isinstance(default, int) and not isinstance(default, bool) and default % mib == 0:
+        return {f"`{default}`", f"`{default // mib} MiB`"}
+    return {f"`{default}`"}
+
+
+def test_readme_table_matches_config() -> None:
+    """README's configuration table: every key, with config.py's default, aliases, doc."""
+    rows = _readme_options()
+    assert sorted(rows) == sorted(config.OPTIONS)
+    for key, (default, aliases, doc) in rows.items():
+        option = config.OPTIONS[key]
+        assert default in _shown(option.default), key
+        assert re.findall(r"`([^`]+)`", aliases) == list(option.aliases), key
+        assert doc == option.doc, key

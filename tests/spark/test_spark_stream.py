@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,12 @@ from entry_points import format_name
 import errortable
 from markerstore import Table
 from markerstore.commit import FileStats, TaskAttempt
+from markerstore.server.jobhost import HOST_FILE, live_query_host, query_dir
+from markerstore.spark.source import (
+    MarkerStoreDataSource,
+    MarkerStoreStreamWriter,
+    parse_options,
+)
 
 pytestmark = pytest.mark.spark
 DRIVER = str(Path(__file__).with_name("spark_stream_driver.py"))
@@ -163,3 +171,103 @@ def test_a_failed_batch_is_rolled_back_and_the_restart_writes_it_once(spark: Any
     assert error_rows(url) == bad
     assert_exactly_committed(table, len(good))
     assert_clean(table)
+
+
+def host_pids(url: str) -> list[int]:
+    """The job host pid recorded in each completed batch's instant, in batch order."""
+    table = Table(url)
+    return [int((table.commit_metadata(i.instant).get("stream") or {})["job_host_pid"])
+            for i in table.timeline() if i.state == "completed"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def killing_host_source(kill_after: int) -> type:
+    """The sink, SIGKILLing the query's job host right after batch `kill_after` commits
+    (between two batches). Runs in a Spark worker: nothing from this test module."""
+
+    def committed(self: Any, result: Any, batch_id: int) -> None:
+        if batch_id == kill_after:
+            from markerstore.server.jobhost import HOST_FILE, _running, query_dir
+
+            with open(os.path.join(query_dir(self.request.query_id), HOST_FILE)) as handle:
+                pid = int(json.load(handle)["pid"])
+            os.kill(pid, signal.SIGKILL)
+            while _running(pid):
+                time.sleep(0.02)
+
+    writer = type("HostKillingStreamWriter", (MarkerStoreStreamWriter,),
+                  {"committed": committed, "__module__": "host_killing"})
+
+    def stream_writer(self: Any, schema: Any, overwrite: bool) -> Any:
+        base = MarkerStoreDataSource.streamWriter(self, schema, overwrite)
+        killing = writer.__new__(writer)
+        killing.__dict__.update(base.__dict__)
+        return killing
+
+    def name(cls: type) -> str:
+        return "markerstore_host_killing"
+
+    return type("HostKillingSource", (MarkerStoreDataSource,),
+                {"streamWriter": stream_writer, "name": classmethod(name),
+                 "__module__": "host_killing"})
+
+
+@pytest.mark.parametrize("markers", ["batched", "direct"])
+def test_the_job_host_lives_for_the_query_and_a_dead_one_is_replaced(
+        spark: Any, tmp_path: Path, markers: str) -> None:
+    """Four batches of one query: a stale host file (a dead pid, no socket) is ignored;
+    batches 0 and 1 share one host process; the host is SIGKILLed after batch 1 commits;
+    batch 2 starts a new host, which batch 3 reuses. Every row lands exactly once."""
+    good, bad = input_files(tmp_path / "in", 4, 100)
+    url = str(tmp_path / "table")
+    checkpoint = str(tmp_path / "ck")
+    query_id = parse_options({"path": url, "checkpointLocation": checkpoint}).query_id
+    assert query_id is not None
+    folder = query_dir(query_id)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with open(os.path.join(folder, HOST_FILE), "w") as out:  # a stale host file
+        json.dump({"pid": dead.pid, "control": os.path.join(folder, "gone.sock"),
+                   "table": Table(url).storage.url(), "serve_markers": markers == "batched",
+                   "bind_host": "127.0.0.1", "watch_pid": os.getpid()}, out)
+    spark.dataSource.register(killing_host_source(kill_after=1))
+    schema = spark.read.parquet(str(tmp_path / "in")).schema
+    stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(
+        str(tmp_path / "in"))
+    writer = stream.writeStream.format("markerstore_host_killing").option(
+        "checkpointLocation", checkpoint).option(
+        "markerstore.write.markers.type", markers).trigger(availableNow=True)
+    for key, value in ERRORS.items():
+        writer = writer.option(key, value)
+    query = writer.start(url)
+    try:
+        query.awaitTermination()
+        assert query.exception() is None
+        assert [b for _, b in stream_batches(url)] == [0, 1, 2, 3]
+        first, again, replaced, reused = host_pids(url)
+        assert first == again, "batch 1 did not reuse the query's job host"
+        assert not alive(first)
+        assert replaced != first and reused == replaced
+        host = live_query_host(folder)
+        assert host is not None and host.pid == replaced and alive(replaced)
+        assert (host.url is not None) == (markers == "batched")
+        assert table_ids(url) == sorted(good)
+        assert error_rows(url) == bad
+        table = Table(url)
+        assert [i.state for i in table.timeline()].count("completed") == 4
+        assert_exactly_committed(table, len(good))
+        assert_clean(table)
+    finally:
+        host = live_query_host(folder)
+        if host is not None:
+            host.stop(timeout=10.0)
+    assert host is not None and not alive(host.pid)
+    assert not os.path.exists(os.path.join(folder, HOST_FILE))

@@ -1,0 +1,270 @@
+"""Vectorized parsing of a block of JSON or CSV lines into the target schema.
+
+A block's lines are parsed in one pass by C++ engines (DuckDB's JSON functions for JSON
+lines, Arrow's CSV reader for CSV lines) and cast to the target types with DuckDB and
+Arrow. Only the lines this pass is sure of become rows here: a line is *clean* when it
+is plainly well formed and every value has the JSON type (or CSV text) that the
+reference parser (errortable's ``parse_json_lines`` / ``parse_csv_lines`` and the
+Validator's casts) converts to the same value. Every other line is a *suspect*: the task
+hands suspects to the reference parser, which decides them exactly (an error record with
+the raw line, or a row after all). So a block with k suspects costs one vectorized pass
+plus O(k) Python, and the answers are the reference's by construction.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+
+_INTS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
+         pa.int64(): "BIGINT", pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT",
+         pa.uint32(): "UINTEGER", pa.uint64(): "UBIGINT"}
+_HINTS = {**_INTS, pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
+          pa.date32(): "DATE"}
+_MAX_EXACT = 2 ** 53  # the largest JSON integer pyarrow converts to a double exactly
+_MAX_FLOAT32 = 3.4028234663852886e38
+# Extensions DuckDB's JSON parser accepts and Python's json does not (DuckDB rejects a
+# lone surrogate escape and control characters in strings itself).
+_JSON_LAX = r"\\u[dD][89a-fA-F]|,\s*[}\]]|(?i:[:\[,]\s*-?(?:inf|nan))"
+_SPACES = (r"\s\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
+           r"\x{205f}\x{3000}")
+
+_local = threading.local()
+
+
+def connection() -> duckdb.DuckDBPyConnection:
+    """This thread's DuckDB connection (one thread: Spark runs one task per core)."""
+    con = getattr(_local, "con", None)
+    if con is None:
+        con = duckdb.connect(config={"threads": 1})
+        _local.con = con
+    return con
+
+
+@dataclass
+class Parsed:
+    """The clean rows of a block (target schema) with their line indices in the block,
+    and the indices of the suspect lines (ascending)."""
+
+    table: pa.Table
+    rows: np.ndarray
+    suspects: np.ndarray
+
+
+def complement(n: int, rows: np.ndarray) -> np.ndarray:
+    mask = np.ones(n, dtype=bool)
+    mask[rows] = False
+    return np.flatnonzero(mask)
+
+
+def everything_suspect(schema: pa.Schema, n: int) -> Parsed:
+    return Parsed(schema.empty_table(), np.zeros(0, np.int64), np.arange(n, dtype=np.int64))
+
+
+def _json_kind(f: pa.Field) -> str | None:
+    t = f.type
+    if any(ch in f.name for ch in "\"\\'"):
+        return None
+    if t in _INTS:
+        return "int"
+    if t in (pa.float64(), pa.float32()):
+        return "float"
+    if t == pa.bool_():
+        return "bool"
+    if t == pa.string():
+        return "string"
+    if t in (pa.date32(), pa.binary()) or pa.types.is_timestamp(t) or pa.types.is_decimal(t):
+        return "text"  # a JSON string, cast by Arrow as the reference does
+    return None
+
+
+_DUCK_VALUE = {"float": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR", "text": "VARCHAR"}
+
+
+def _json_column(j: int, f: pa.Field, kind: str) -> tuple[str, str]:
+    """(condition, value) SQL of column `f`: ty[j] is the JSON type of its value (NULL
+    when the key is missing), t."name" the value as DuckDB's JSON transform reads it."""
+    ty, v = f"ty[{j}]", f't."{f.name}"'
+    empty = f"({ty} IS NULL OR {ty} = 'NULL')"
+    if kind == "int":
+        return f"({empty} OR ({ty} IN ('BIGINT', 'UBIGINT') AND {v} IS NOT NULL))", v
+    if kind == "float":
+        bound = _MAX_FLOAT32 if f.type == pa.float32() else "'inf'::DOUBLE"
+        # An integer is exact as a double below 2**53 (pyarrow refuses the others).
+        cond = (f"({empty} OR ({ty} = 'DOUBLE' AND isfinite({v}) AND abs({v}) <= {bound}) "
+                f"OR ({ty} IN ('BIGINT', 'UBIGINT') AND abs({v}) < {_MAX_EXACT}))")
+        return cond, (v if f.type == pa.float64() else f"TRY_CAST({v} AS FLOAT)")
+    if kind == "bool":
+        return f"({empty} OR {ty} = 'BOOLEAN')", v
+    return f"({empty} OR {ty} = 'VARCHAR')", v
+
+
+def json_query(schema: pa.Schema, extra_ok: bool) -> str | None:
+    """The DuckDB query over ``blk(i, line)`` giving ``i``, ``ok`` and one column per
+    target column (text for the Arrow-cast types); None if a column's type is not one
+    the vectorized pass handles (then every line goes to the reference parser). Per line:
+    the JSON type of every value, the values (one JSON transform) and the keys."""
+    kinds = [_json_kind(f) for f in schema]
+    if any(k is None for k in kinds):
+        return None
+    paths = "[" + ", ".join(f"'$.\"{f.name}\"'" for f in schema) + "]"
+    typed = "{" + ", ".join(f'"{f.name}": "{_INTS.get(f.type) or _DUCK_VALUE[str(k)]}"'
+                            for f, k in zip(schema, kinds, strict=True)) + "}"
+    # As many keys as target columns present: no unknown key and no key twice.
+    present = " + ".join(f"(ty[{j}] IS NOT NULL)::INTEGER" for j in range(1, len(schema) + 1))
+    keys = "len(k) = len(list_distinct(k))" if extra_ok else f"len(k) = {present}"
+    conds, values = [keys], []
+    for j, (f, kind) in enumerate(zip(schema, kinds, strict=True), start=1):
+        cond, value = _json_column(j, f, str(kind))
+        conds.append(cond)
+        values.append(f'{value} AS "c{j}"')
+    # Python's json rejects what DuckDB's parser allows: a trailing comma, inf and nan.
+    lax = (f"AND NOT regexp_matches(line, '{_JSON_LAX}') " if extra_ok else
+           "AND NOT regexp_matches(line, ',\\s*}$') ")
+    return (f"WITH p AS (SELECT i, json_keys(line) AS k, json_type(line, {paths}) AS ty, "
+            f"json_transform(line, '{typed}') AS t "
+            f"FROM blk WHERE starts_with(line, '{{') AND ends_with(line, '}}') {lax}"
+            f"AND json_valid(line)) "
+            f"SELECT i, {' AND '.join(conds)} AS ok, {', '.join(values)} FROM p")
+
+
+def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None) -> Parsed:
+    """The clean rows of a block of JSON lines, and its suspects."""
+    n = len(lines)
+    if query is None or n == 0:
+        return everything_suspect(schema, n)
+    con = connection()
+    con.register("blk", pa.table({"i": np.arange(n, dtype=np.int64), "line": lines}))
+    try:
+        result = con.sql(query).to_arrow_table()
+    finally:
+        con.unregister("blk")
+    ok = pc.fill_null(result.column("ok"), False)
+    result = result.filter(ok)
+    rows = result.column("i").to_numpy()
+    columns = [result.column(f"c{j}") for j in range(1, len(schema) + 1)]
+    return _finish(schema, columns, rows, n)
+
+
+def _finish(schema: pa.Schema, columns: Sequence[pa.ChunkedArray], rows: np.ndarray,
+            n: int) -> Parsed:
+    """Columns to the target types (Arrow casts, as the reference); rows a cast rejects
+    become suspects."""
+    bad = np.zeros(len(rows), dtype=bool)
+    arrays = []
+    for f, column in zip(schema, columns, strict=True):
+        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        if array.type != f.type:
+            array, failed = cast_rows(array, f.type)
+            bad[failed] = True
+        arrays.append(array)
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    if bad.any():
+        keep = np.flatnonzero(~bad)
+        table, rows = table.take(pa.array(keep)), rows[keep]
+    return Parsed(table, rows, complement(n, rows))
+
+
+_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
+                OverflowError, ValueError)
+
+
+def _hint(source: pa.Array, target: pa.DataType) -> np.ndarray:
+    """Rows DuckDB's TRY_CAST rejects (a hint: Arrow decides)."""
+    duck = _HINTS.get(target)
+    if duck is None and pa.types.is_timestamp(target):
+        duck = "TIMESTAMP" if target.tz is None else "TIMESTAMPTZ"
+    if duck is None and pa.types.is_decimal(target):
+        duck = f"DECIMAL({target.precision}, {target.scale})"
+    if duck is None or len(source) == 0:
+        return np.zeros(0, np.int64)
+    con = connection()
+    con.register("hint", pa.table({"i": np.arange(len(source), dtype=np.int64), "v": source}))
+    try:
+        found = con.sql(f"SELECT i FROM hint WHERE v IS NOT NULL AND "
+                        f"TRY_CAST(v AS {duck}) IS NULL").to_arrow_table()
+    except duckdb.Error:
+        return np.zeros(0, np.int64)
+    finally:
+        con.unregister("hint")
+    return np.sort(found.column("i").to_numpy())
+
+
+def cast_rows(source: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarray]:
+    """`source` cast to `target` with Arrow (safe), and the rows that do not cast (null in
+    the result): DuckDB's hint first, then halving of failing slices for what it missed."""
+    hinted = _hint(source, target)
+    if len(hinted):
+        mask = np.zeros(len(source), dtype=bool)
+        mask[hinted] = True
+        source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
+    array, failed = _bisect(len(source), target,
+                            lambda o, n: pc.cast(source.slice(o, n), target, safe=True))
+    return array, np.union1d(hinted, np.array(failed, dtype=np.int64)).astype(np.int64)
+
+
+def _bisect(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
+            ) -> tuple[pa.Array, list[int]]:
+    pieces: list[tuple[int, pa.Array]] = []
+    failed: list[int] = []
+    stack = [(0, n)]
+    while stack:
+        offset, length = stack.pop()
+        try:
+            pieces.append((offset, convert(offset, length)))
+        except _CAST_ERRORS:
+            if length == 1:
+                failed.append(offset)
+                pieces.append((offset, pa.nulls(1, target)))
+                continue
+            half = length // 2
+            stack.extend([(offset + half, length - half), (offset, half)])
+    pieces.sort(key=lambda p: p[0])
+    arrays = [p[1] for p in pieces]
+    return (arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)), failed
+
+
+def csv_pattern(width: int) -> str:
+    """A CSV line of exactly `width` well-formed fields (quoted or plain, no control
+    characters) that is not blank: what Python's csv module (strict) and Arrow's CSV
+    reader read alike."""
+    field = r'(?:[^",\x00-\x1f]*|"(?:[^"\x00-\x1f]|"")*")'
+    return "^" + ",".join([field] * width) + "$"
+
+
+def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
+              extra_ok: bool) -> Parsed:
+    """The clean rows of a block of CSV lines (after the header), and its suspects."""
+    n = len(lines)
+    names = list(header or [])
+    target = set(schema.names)
+    if n == 0 or not names or len(set(names)) != len(names) or (
+            not extra_ok and not set(names) <= target):
+        return everything_suspect(schema, n)
+    clean = pc.and_(pc.match_substring_regex(lines, csv_pattern(len(names))),
+                    pc.match_substring_regex(lines, f"[^{_SPACES}]"))
+    rows = np.flatnonzero(pc.fill_null(clean, False).to_numpy(zero_copy_only=False))
+    if len(rows) == 0:
+        return everything_suspect(schema, n)
+    texts = lines.take(pa.array(rows))
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(rows)], pa.int32()),
+                                                     texts.cast(pa.string())), "\n")
+    table = pcsv.read_csv(
+        pa.BufferReader(joined.cast(pa.binary())[0].as_buffer()),
+        read_options=pcsv.ReadOptions(column_names=names, use_threads=False),
+        parse_options=pcsv.ParseOptions(newlines_in_values=False),
+        convert_options=pcsv.ConvertOptions(
+            column_types={c: pa.string() for c in names}, null_values=[""],
+            strings_can_be_null=True, quoted_strings_can_be_null=True))
+    if table.num_rows != len(rows):
+        return everything_suspect(schema, n)
+    columns = [table.column(f.name) if f.name in names else pa.nulls(len(rows), pa.string())
+               for f in schema]
+    return _finish(schema, columns, rows, n)

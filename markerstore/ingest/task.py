@@ -1,0 +1,214 @@
+"""The executor side of ingest: one Python task per source split reads, parses,
+validates, partitions and writes, and returns only its stats rows.
+
+Spark schedules one task per split descriptor (``mapInArrow`` over the descriptors); the
+task streams its split block by block (:mod:`~markerstore.ingest.blocks`), parses each
+block vectorized (:mod:`~markerstore.ingest.reader`), finds the rows the Validator's
+stages reject (:mod:`~markerstore.ingest.validate`), and hands the suspect lines to the
+reference parser and Validator (errortable), which build the error records. Good rows go
+to the task writer (grouped by partition in Arrow, marker first, then the file); error
+rows to the task's error sink. No data row crosses into the JVM.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from markerstore.commit import TaskAttempt, TaskSpec
+from markerstore.commit.runner import task_writer
+from markerstore.commit.task import TaskWriter
+from markerstore.ingest.blocks import BLOCK_BYTES, Block, read_blocks
+from markerstore.ingest.reader import Parsed, complement, json_query, parse_csv, parse_json
+from markerstore.ingest.sources import SourceTask
+from markerstore.ingest.validate import failing_rows
+
+PARQUET_BATCH_ROWS = 64_000
+
+
+def _attempt() -> TaskAttempt:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return TaskAttempt(0)
+    return TaskAttempt(context.partitionId(), context.stageId(), context.attemptNumber(),
+                       context.taskAttemptId())
+
+
+def split_header(header: str | None) -> list[str]:
+    import csv
+
+    return next(csv.reader([header or ""]), [])
+
+
+def error_table(records: list[dict[str, Any]]) -> pa.Table:
+    """Error records (dicts) as ErrorRecord rows with the `reason` column the task
+    writer counts."""
+    from errortable.schema import records_to_arrow
+
+    table = records_to_arrow(records)
+    return table.append_column("reason", pc.map_lookup(table.column("context"), "reason",
+                                                       "first"))
+
+
+class IngestTask:
+    """The function each source task runs (picklable). `spec` is the write's task spec
+    (its validator is not used: rows are validated here); `validator` is errortable's
+    Validator of this write, the reference for every suspect line; `capture` makes the
+    capture context (the error table's task spec, or a plain one)."""
+
+    def __init__(self, spec: TaskSpec, validator: Any, capture: Any,
+                 storage_options: Mapping[str, Any] | None = None,
+                 block_bytes: int = BLOCK_BYTES) -> None:
+        self.spec = replace(spec, validator=None)
+        self.validator = validator
+        self.capture = capture
+        self.storage_options = dict(storage_options or {})
+        self.block_bytes = block_bytes
+        self.schema: pa.Schema = validator.target_schema
+        self.extra_ok = getattr(validator, "extra_columns", "error") == "ignore"
+        self.query = json_query(self.schema, self.extra_ok)
+
+    def __call__(self, descriptors: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        attempt = _attempt()
+        writer = task_writer(self.spec, attempt)
+        try:
+            for batch in descriptors:
+                for row in batch.to_pylist():
+                    task = SourceTask(row["url"], row["format"], int(row["start"] or 0),
+                                      None if row["end"] is None else int(row["end"]))
+                    self.read(writer, task, row["header"], attempt)
+            result = writer.commit()
+            if self.spec.task_hook is not None:
+                self.spec.task_hook("committed", attempt, result.files)
+        except BaseException:
+            writer.abort()
+            raise
+        yield result.to_arrow()
+
+    # --- reading ------------------------------------------------------------------------
+    def _context(self, url: str, attempt: TaskAttempt, start: int) -> Any:
+        label = f"{attempt.partition_id}-{attempt.stage_id}-{attempt.task_attempt_id}"
+        # In a byte range of a large file, lines are counted from the range's start.
+        extra = ({"extra": {"source_offset": str(start), "source_line_counted_from": "offset"}}
+                 if start else {})
+        return self.capture.context(task_attempt=label, source_file=url, **extra)
+
+    def read(self, writer: TaskWriter, task: SourceTask, header: str | None,
+             attempt: TaskAttempt) -> None:
+        timer = _Timer(writer.summary.seconds)
+        ctx = self._context(task.url, attempt, task.start)
+        for good, errors in self.results(task, header, ctx, timer):
+            with timer("write_rows"):
+                if errors is not None and errors.num_rows:
+                    writer.write_errors(errors)
+                for batch in good.combine_chunks().to_batches():
+                    writer.write(batch)
+
+    def results(self, task: SourceTask, header: str | None, ctx: Any,
+                timer: _Timer | None = None) -> Iterator[tuple[pa.Table, pa.Table | None]]:
+        """(good rows, error rows or None) of each block of the task, in order."""
+        timer = timer or _Timer({})
+        if task.format == "parquet":
+            yield from self._parquet(task, ctx, timer)
+            return
+        columns = split_header(header) if task.format == "csv" else None
+        for block in timer.each("read", read_blocks(task, self.storage_options,
+                                                    self.block_bytes)):
+            if columns is not None and block.first_line == 1:  # the CSV header line
+                block = Block(2, block.lines.slice(1))
+            yield self._block(block, task.format, columns, ctx, timer)
+
+    def _parquet(self, task: SourceTask, ctx: Any, timer: _Timer
+                 ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
+        import fsspec
+        import pyarrow.parquet as pq
+
+        with fsspec.open(task.url, "rb", **self.storage_options) as handle:
+            batches = pq.ParquetFile(handle).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+            for batch in timer.each("read", batches):
+                with timer("validate"):
+                    good, errors = self.validator.split_arrow(batch, ctx)
+                    errors = errors.append_column("reason", pc.map_lookup(
+                        errors.column("context"), "reason", "first"))
+                yield pa.Table.from_batches([good]), errors
+
+    def _block(self, block: Block, fmt: str, columns: list[str] | None, ctx: Any,
+               timer: _Timer) -> tuple[pa.Table, pa.Table | None]:
+        with timer("parse"):
+            if fmt == "csv":
+                parsed = parse_csv(block.lines, self.schema, columns, self.extra_ok)
+            else:
+                parsed = parse_json(block.lines, self.schema, self.query)
+        with timer("validate"):
+            parsed = _drop_failing(parsed, failing_rows(self.validator, parsed.table),
+                                   len(block))
+        with timer("reference"):
+            good, errors = self._reference(block, parsed.suspects, fmt, columns, ctx)
+        if good is not None and good.num_rows:
+            return pa.concat_tables([parsed.table, pa.Table.from_batches([good])]), errors
+        return parsed.table, errors
+
+    def _reference(self, block: Block, suspects: np.ndarray, fmt: str,
+                   columns: list[str] | None, ctx: Any) -> tuple[pa.RecordBatch | None,
+                                                                 pa.Table | None]:
+        """The suspect lines through errortable's parser and Validator (per record)."""
+        if len(suspects) == 0:
+            return None, None
+        from errortable import parse_csv_lines, parse_json_lines
+
+        texts = block.lines.take(pa.array(suspects)).to_pylist()
+        numbers = (suspects + block.first_line).tolist()
+        if fmt == "csv":
+            parsed = parse_csv_lines(texts, ctx, header=columns, line_numbers=numbers)
+        else:
+            parsed = parse_json_lines(texts, ctx, line_numbers=numbers)
+        good, errors = self.validator.split_records(parsed.records, ctx,
+                                                    line_numbers=parsed.line_numbers)
+        records = list(parsed.errors) + list(errors)
+        return good, (error_table(records) if records else None)
+
+
+def _drop_failing(parsed: Parsed, failing: np.ndarray, n: int) -> Parsed:
+    """The rows a stage rejects, moved from the clean rows to the suspects."""
+    if len(failing) == 0:
+        return parsed
+    keep = np.setdiff1d(np.arange(parsed.table.num_rows), failing, assume_unique=True)
+    rows = parsed.rows[keep]
+    return Parsed(parsed.table.take(pa.array(keep)), rows, complement(n, rows))
+
+
+class _Timer:
+    """Seconds per phase, added to the task summary (the commit result's timings)."""
+
+    def __init__(self, seconds: dict[str, float]) -> None:
+        self.seconds = seconds
+        self.phase = ""
+        self.started = 0.0
+
+    def __call__(self, phase: str) -> _Timer:
+        self.phase = phase
+        return self
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        key = f"ingest_{self.phase}"
+        self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - self.started
+
+    def each(self, phase: str, items: Any) -> Iterator[Any]:
+        iterator = iter(items)
+        while True:
+            with self(phase):
+                item = next(iterator, None)
+            if item is None:
+                return
+            yield item
