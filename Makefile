@@ -5,13 +5,15 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help setup java test test-fast demo bench lint clean
+.PHONY: help setup java test test-fast demo bench soak soak-test lint clean
 
 help:
 	@echo "make demo   - set up .venv and run the end-to-end demo"
 	@echo "make test   - set up .venv and run the whole test suite"
 	@echo "make test-fast - tests without Spark and without slow tests"
 	@echo "make bench  - run the benchmarks and write docs/BENCHMARKS.md"
+	@echo "make soak   - the kill campaign (long): writes docs/RELIABILITY.md"
+	@echo "make soak-test - its slice in tests/soak, Spark driver kills included"
 	@echo "make lint   - ruff and mypy"
 
 $(PY):
@@ -38,6 +40,14 @@ demo: setup
 
 bench: setup
 	$(PY) -m benchmarks.run
+
+SOAK_ARGS ?=
+
+soak: setup
+	$(PY) -m markerstore.testing.soak $(SOAK_ARGS)
+
+soak-test: setup
+	MARKERSTORE_SOAK_SPARK=1 $(PY) -m pytest tests/soak $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check markerstore errortable tests benchmarks

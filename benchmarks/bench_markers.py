@@ -24,13 +24,13 @@ import math
 import multiprocessing
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +41,7 @@ from markerstore import MarkerClient, Table
 from markerstore.markers import DirectWriteMarkers, marker_folder
 from markerstore.markers.segments import list_segments
 from markerstore.testing.s3 import MotoS3, storage_options
+from markerstore.testing.server_kills import start_server_process, stop_server_process
 
 CLIENTS = 64
 DELAY_MS = 20
@@ -64,6 +65,7 @@ class Run:
     latencies_ms: list[float] = field(default_factory=list)
     segments: int | None = None
     estimated: bool = False
+    kinds: Counter[str] = field(default_factory=Counter)  # storage requests by kind
     server_p50_ms: float | None = None  # bucket bounds of the server's own ack histogram
     server_p99_ms: float | None = None
     flushes: int | None = None  # segments the creates were written in
@@ -111,7 +113,9 @@ def _markers_of(spec: ClientSpec) -> tuple[Any, Callable[[], dict[str, int]]]:
         table = Table(spec.target, spec.options)
         shared = DirectWriteMarkers(table.storage, spec.instant, initialize=False)
         return (lambda: shared), table.storage_requests
-    return (lambda: MarkerClient(spec.target, spec.instant, initialize=False)), dict
+    retries = spec.options.get("retries")
+    return (lambda: MarkerClient(spec.target, spec.instant, initialize=False,
+                                 retries=retries)), dict
 
 
 def _client_process(spec: ClientSpec, work: list[list[tuple[str, str]]], group: int,
@@ -157,8 +161,8 @@ def _client_process(spec: ClientSpec, work: list[list[tuple[str, str]]], group: 
 
 
 def _run_clients(spec: ClientSpec, names: list[tuple[str, str]], group: int = 1,
-                 clients: int = CLIENTS, processes: int = PROCESSES
-                 ) -> tuple[float, list[float], int]:
+                 clients: int = CLIENTS, processes: int = PROCESSES,
+                 kinds: Counter[str] | None = None) -> tuple[float, list[float], int]:
     """`clients` clients create the markers, in `processes` processes of threads (as the
     tasks of several executors), each client one call after another, `group` markers a
     call. Returns (wall s, one ack latency per marker: that of its call, the storage
@@ -183,10 +187,17 @@ def _run_clients(spec: ClientSpec, names: list[tuple[str, str]], group: int = 1,
         raise RuntimeError(f"{len(errors)} client(s) failed: {errors[0]}")
     wall = max(o[3] for o in outcomes) - min(o[2] for o in outcomes)
     latencies = [x for o in outcomes for x in o[0]]
+    if kinds is not None:  # the client processes' requests by kind
+        for outcome in outcomes:
+            kinds.update({k: v for k, v in outcome[1].items() if k != "total"})
     return wall, latencies, sum(o[1].get("total", 0) for o in outcomes)
 
 
-def _delta(before: dict[str, int], after: dict[str, int]) -> int:
+def _delta(before: dict[str, int], after: dict[str, int], run: Run | None = None) -> int:
+    """Requests made between two counts (total); adds them by kind to `run.kinds`."""
+    if run is not None:
+        run.kinds.update({k: v - before.get(k, 0) for k, v in after.items()
+                          if k != "total" and v - before.get(k, 0)})
     return after.get("total", 0) - before.get("total", 0)
 
 
@@ -206,7 +217,7 @@ def _direct(options: dict[str, Any], n: int, group: int = 1) -> Run:
     run = Run("direct", n, group)
     DirectWriteMarkers(table.storage, instant)  # the driver writes MARKERS.type
     spec = ClientSpec("direct", table.path, instant, options)
-    wall, run.latencies_ms, requests = _run_clients(spec, names, group)
+    wall, run.latencies_ms, requests = _run_clients(spec, names, group, kinds=run.kinds)
     run.seconds["create"] = wall
     run.requests["create"] = requests
     _reconcile(table, instant, names, run)
@@ -214,7 +225,7 @@ def _direct(options: dict[str, Any], n: int, group: int = 1) -> Run:
     started = time.perf_counter()
     table.storage.delete_dir(marker_folder(table.storage, instant), CLIENTS)
     run.seconds["delete"] = time.perf_counter() - started
-    run.requests["delete"] = _delta(before, table.storage_requests())
+    run.requests["delete"] = _delta(before, table.storage_requests(), run)
     return run
 
 
@@ -224,7 +235,7 @@ def _reconcile(table: Table, instant: str, names: list[tuple[str, str]], run: Ru
     started = time.perf_counter()
     result = table.reconcile(instant, _paths(names))
     run.seconds["reconcile"] = time.perf_counter() - started
-    run.requests["reconcile"] = _delta(before, table.storage_requests())
+    run.requests["reconcile"] = _delta(before, table.storage_requests(), run)
     if result.markers != len(names):
         raise RuntimeError(f"reconcile read {result.markers} markers, expected {len(names)}")
 
@@ -293,16 +304,12 @@ class ServerProcess:
     """`markerstore serve` in its own process."""
 
     def __init__(self, table_url: str, options: dict[str, Any], endpoint: str) -> None:
-        command = [sys.executable, "-m", "markerstore.cli", "serve", "--table", table_url,
-                   "--option", f"markerstore.markers.batch.interval_ms={INTERVAL_MS}"]
-        flat = {"endpoint_url": endpoint, "key": options["key"], "secret": options["secret"],
-                "client_kwargs.region_name": options["client_kwargs"]["region_name"],
-                "config_kwargs.max_pool_connections": CLIENTS}
-        for key, value in flat.items():
-            command += ["--storage-option", f"{key}={value}"]
-        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True)
-        self.url = server_url(self.proc)
+        storage = {"endpoint_url": endpoint, "key": options["key"],
+                   "secret": options["secret"],
+                   "client_kwargs": {"region_name": options["client_kwargs"]["region_name"]},
+                   "config_kwargs": {"max_pool_connections": CLIENTS}}
+        self.proc, self.url = start_server_process(
+            table_url, {"markerstore.markers.batch.interval_ms": INTERVAL_MS}, storage)
         self.http = urllib3.PoolManager()
 
     def metric(self, name: str, labels: str = "") -> float:
@@ -324,15 +331,16 @@ class ServerProcess:
         return buckets
 
     def requests(self) -> dict[str, int]:
-        return {"total": int(self.metric("markerstore_storage_requests", '{kind="total"}'))}
+        """The server's storage requests so far, by kind (and total)."""
+        text = self.http.request("GET", f"{self.url}/metrics").data.decode()
+        found = re.findall(r'^markerstore_storage_requests{kind="([^"]+)"} (\S+)$', text,
+                           re.MULTILINE)
+        counts = {kind: int(float(value)) for kind, value in found}
+        counts.setdefault("total", 0)
+        return counts
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_server_process(self.proc)
 
 
 def _bucket_quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
@@ -358,7 +366,7 @@ def _batched(options: dict[str, Any], endpoint: str, n: int, group: int = 1) -> 
         spec = ClientSpec("batched", server.url, instant)
         wall, run.latencies_ms, _ = _run_clients(spec, names, group)
         run.seconds["create"] = wall
-        run.requests["create"] = _delta(before, server.requests())
+        run.requests["create"] = _delta(before, server.requests(), run)
         acks = [(le, after - prior) for (le, after), (_, prior)
                 in zip(server.histogram("markerstore_marker_ack_seconds"), acks_before,
                        strict=True)]
@@ -366,12 +374,13 @@ def _batched(options: dict[str, Any], endpoint: str, n: int, group: int = 1) -> 
         run.server_p99_ms = _bucket_quantile(acks, 0.99)
         run.flushes = int(server.metric("markerstore_marker_batch_markers_count"))
         run.segments = len(list_segments(table.storage, instant))
+        driver.seal()  # as job commit does: no straggler's marker after this point
         _reconcile(table, instant, names, run)
         before = server.requests()
         started = time.perf_counter()
         driver.delete_all()
         run.seconds["delete"] = time.perf_counter() - started
-        run.requests["delete"] = _delta(before, server.requests())
+        run.requests["delete"] = _delta(before, server.requests(), run)
     finally:
         server.stop()
     return run

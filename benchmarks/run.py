@@ -18,9 +18,9 @@ from pathlib import Path
 
 from markerstore._optional import import_optional
 
-MODULES = ("benchmarks.bench_markers", "benchmarks.bench_writer", "benchmarks.bench_errortable",
-           "benchmarks.bench_source", "benchmarks.bench_verify", "benchmarks.bench_scale",
-           "benchmarks.bench_ingest")
+MODULES = ("benchmarks.bench_markers", "benchmarks.bench_hudi_scale", "benchmarks.bench_writer",
+           "benchmarks.bench_errortable", "benchmarks.bench_source", "benchmarks.bench_verify",
+           "benchmarks.bench_scale", "benchmarks.bench_ingest")
 
 
 def main(argv: list[str] | None = None) -> int:

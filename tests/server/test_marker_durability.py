@@ -5,11 +5,6 @@ from __future__ import annotations
 
 import errno
 import os
-import random
-import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -18,16 +13,12 @@ from typing import Any
 import pytest
 
 from markerstore import MarkerClient, MarkerServerError, Table
-from markerstore.markers.segments import list_segments, marker_names, read_batched_table
+from markerstore.markers.segments import list_segments
 from markerstore.server.app import MarkerServer
-from markerstore.storage import Storage
 from markerstore.testing.s3 import MotoS3, S3Proxy, storage_options
+from markerstore.testing.server_kills import held_markers, server_kill_campaign
 
 Serve = Callable[..., MarkerServer]
-
-
-def _held(storage: Storage, instant: str) -> set[str]:
-    return set(marker_names(read_batched_table(storage, instant)))
 
 
 def _create_concurrently(client: MarkerClient, names: list[str]) -> list[Any]:
@@ -68,10 +59,10 @@ def test_a_failed_segment_write_fails_every_create_of_the_batch(
     assert all(isinstance(o, MarkerServerError) for o in outcomes), outcomes
     assert all("503" in str(o) and "none of them is acknowledged" in str(o) for o in outcomes)
     assert client.all() == ["p/before_w.parquet.marker.CREATE"]
-    assert _held(table.storage, instant) == {"p/before_w.parquet.marker.CREATE"}
+    assert held_markers(table.storage, instant) == {"p/before_w.parquet.marker.CREATE"}
     monkeypatch.setattr(table.storage, "create_if_absent", real)
     assert _create_concurrently(client, names) == [True] * 8
-    assert len(_held(table.storage, instant)) == 9
+    assert len(held_markers(table.storage, instant)) == 9
 
 
 def test_a_failed_fsync_fails_the_batch(tmp_path: Any, serve: Serve,
@@ -91,7 +82,7 @@ def test_a_failed_fsync_fails_the_batch(tmp_path: Any, serve: Serve,
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert not client.has("p", "f_w.parquet", "CREATE")
     assert client.create("p", "f_w.parquet")  # the retry writes it, and says it created it
-    assert _held(table.storage, instant) == {"p/f_w.parquet.marker.CREATE"}
+    assert held_markers(table.storage, instant) == {"p/f_w.parquet.marker.CREATE"}
 
 
 def test_the_client_retries_a_failed_flush(tmp_path: Any, serve: Serve,
@@ -109,7 +100,7 @@ def test_the_client_retries_a_failed_flush(tmp_path: Any, serve: Serve,
 
     monkeypatch.setattr(table.storage, "create_if_absent", flaky)
     assert MarkerClient(server.url, instant, retries=3).create("p", "f_w.parquet")
-    assert _held(table.storage, instant) == {"p/f_w.parquet.marker.CREATE"}
+    assert held_markers(table.storage, instant) == {"p/f_w.parquet.marker.CREATE"}
 
 
 @pytest.mark.s3
@@ -130,9 +121,9 @@ def test_s3_errors_past_the_retries_fail_the_batch(moto_s3: MotoS3, s3_proxy: S3
     outcomes = _create_concurrently(client, [f"f{i}_w.parquet" for i in range(4)])
     assert all(isinstance(o, MarkerServerError) and "503" in str(o) for o in outcomes)
     s3_proxy.clear()
-    assert _held(table.storage, instant) == {"p/ok_w.parquet.marker.CREATE"}
+    assert held_markers(table.storage, instant) == {"p/ok_w.parquet.marker.CREATE"}
     assert client.create("p", "f0_w.parquet")
-    assert _held(table.storage, instant) == {"p/ok_w.parquet.marker.CREATE",
+    assert held_markers(table.storage, instant) == {"p/ok_w.parquet.marker.CREATE",
                                              "p/f0_w.parquet.marker.CREATE"}
 
 
@@ -150,84 +141,25 @@ def test_s3_lost_answer_is_not_a_lost_marker(moto_s3: MotoS3, s3_proxy: S3Proxy,
     s3_proxy.inject("lost", lambda method, path: method == "PUT" and "segment-" in path,
                     seconds=0.5)
     assert client.create("p", "b_w.parquet")
-    assert _held(table.storage, instant) == {"p/a_w.parquet.marker.CREATE",
+    assert held_markers(table.storage, instant) == {"p/a_w.parquet.marker.CREATE",
                                              "p/b_w.parquet.marker.CREATE"}
     assert len(list_segments(table.storage, instant)) == 2
 
 
 # --- kill -9 -----------------------------------------------------------------------------------
-def _start_server_process(table_path: str, options: dict[str, Any]) -> tuple[Any, str]:
-    command = [sys.executable, "-m", "markerstore.cli", "serve", "--table", table_path]
-    for key, value in options.items():
-        command += ["--option", f"{key}={value}"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
-    assert proc.stdout is not None
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        match = re.search(r"(http://\S+)", line)
-        if match:
-            return proc, match.group(1)
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    raise RuntimeError("the marker server process did not start")
-
-
 @pytest.mark.slow
 def test_kill_minus_nine_loses_no_acknowledged_marker(tmp_path: Any) -> None:
     """Kill the server process at random moments while 8 clients create markers (and
     compactions run); every marker acknowledged before the kill is on storage, and a new
-    server knows it."""
-    path = str(tmp_path / "t")
-    table = Table(path)
-    instant = table.start_commit(heartbeat=False)
-    options = {"markerstore.markers.batch.interval_ms": 2,
-               "markerstore.markers.batch.max_segments": 4}
-    rng = random.Random(1234)
-    acknowledged: set[str] = set()
-    lock = threading.Lock()
-    counter = iter(range(10**9))
-    kills = 12
-    for round_ in range(kills):
-        proc, url = _start_server_process(path, options)
-        stop = threading.Event()
-
-        def writer(url: str = url, stop: threading.Event = stop) -> None:
-            client = MarkerClient(url, instant, retries=0, timeout=5, initialize=False)
-            while not stop.is_set():
-                name = f"f{next(counter)}_w.parquet"
-                try:
-                    if client.create("d=1", name, "CREATE"):
-                        with lock:
-                            acknowledged.add(f"d=1/{name}.marker.CREATE")
-                except MarkerServerError:
-                    return  # the server is gone
-
-        threads = [threading.Thread(target=writer) for _ in range(8)]
-        for t in threads:
-            t.start()
-        time.sleep(rng.uniform(0.05, 0.8))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        stop.set()
-        for t in threads:
-            t.join()
-        held = _held(table.storage, instant)
-        missing = acknowledged - held
-        assert not missing, f"kill {round_}: {len(missing)} acknowledged marker(s) lost"
-    assert len(acknowledged) > 100
-    proc, url = _start_server_process(path, options)
-    try:
-        client = MarkerClient(url, instant)
-        assert set(client.all()) >= acknowledged
-        some = sorted(acknowledged)[:20]
-        assert not any(client.create("d=1", n.split("/", 1)[1].split(".marker.")[0])
-                       for n in some)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+    server knows it (the rounds are those of the kill campaign: `make soak`)."""
+    table = Table(str(tmp_path / "t"))
+    report = server_kill_campaign(table, 12, clients=8, seed=1234)
+    assert report.kills == 12 and report.instants == 1
+    assert report.lost == 0, f"{report.lost} acknowledged marker(s) lost: " \
+                             f"{report.lost_examples}"
+    assert report.acknowledged > 100
+    assert report.creates > 0 and report.create_many_calls > 0
+    assert report.unknown_to_fresh_server == 0 and report.recreated == 0
 
 
 def test_a_slow_write_does_not_hold_up_the_next_batches(
@@ -272,6 +204,6 @@ def test_a_slow_write_does_not_hold_up_the_next_batches(
     same.join()
     assert isinstance(outcomes["slow"], MarkerServerError)
     assert isinstance(outcomes["same"], MarkerServerError)
-    assert _held(table.storage, instant) == {"p/first_w.parquet.marker.CREATE",
+    assert held_markers(table.storage, instant) == {"p/first_w.parquet.marker.CREATE",
                                              "p/other_w.parquet.marker.CREATE"}
     assert client.create("p", "slow_w.parquet")
