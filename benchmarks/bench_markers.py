@@ -284,22 +284,6 @@ class ProxyProcess:
 
 
 # --- batched -----------------------------------------------------------------------------------
-def server_url(proc: subprocess.Popen[str], timeout: float = 120) -> str:
-    """The URL a `markerstore serve` process prints once it listens (killed if it never
-    does)."""
-    assert proc.stdout is not None
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        match = re.search(r"(http://\S+)", line)
-        if match:
-            return match.group(1)
-        if not line and proc.poll() is not None:
-            raise RuntimeError("the marker server process exited")
-    proc.kill()
-    raise RuntimeError("the marker server process did not start")
-
-
 class ServerProcess:
     """`markerstore serve` in its own process."""
 

@@ -150,19 +150,23 @@ class JobHost:
             time.sleep(0.02)
 
 
+def _answer(line: str, where: str) -> dict[str, Any]:
+    """A job host's one-line JSON answer; an error it reports, or none, raises."""
+    if not line:
+        raise MarkerStoreError(f"the job host {where} before answering")
+    answer: dict[str, Any] = json.loads(line)
+    if "error" in answer:
+        raise MarkerStoreError(f"the job host failed: {answer['error']}")
+    return answer
+
+
 def _exchange(proc: subprocess.Popen[str], message: dict[str, Any] | None
               ) -> dict[str, Any]:
     assert proc.stdin is not None and proc.stdout is not None
     if message is not None:
         proc.stdin.write(json.dumps(message) + "\n")
         proc.stdin.flush()
-    line = proc.stdout.readline()
-    if not line:
-        raise MarkerStoreError(f"the job host (pid {proc.pid}) ended before answering")
-    answer: dict[str, Any] = json.loads(line)
-    if "error" in answer:
-        raise MarkerStoreError(f"the job host failed: {answer['error']}")
-    return answer
+    return _answer(proc.stdout.readline(), f"(pid {proc.pid}) ended")
 
 
 # --- a query's host: found through its folder, or launched --------------------------------------
@@ -231,12 +235,7 @@ def _call(control: str, message: dict[str, Any], timeout: float = 30.0) -> dict[
         sock.sendall((json.dumps(message) + "\n").encode())
         with sock.makefile("r") as reader:
             line = reader.readline()
-    if not line:
-        raise MarkerStoreError(f"the job host at {control} closed without answering")
-    answer: dict[str, Any] = json.loads(line)
-    if "error" in answer:
-        raise MarkerStoreError(f"the job host failed: {answer['error']}")
-    return answer
+    return _answer(line, f"at {control} closed")
 
 
 def _running(pid: int) -> bool:

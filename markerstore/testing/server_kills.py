@@ -59,13 +59,19 @@ def start_server_process(table_url: str, options: Mapping[str, Any] | None = Non
         command += ["--storage-option", f"{key}={value}"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True)
+    return proc, server_url(proc, timeout)
+
+
+def server_url(proc: subprocess.Popen[str], timeout: float = 120) -> str:
+    """The URL a `markerstore serve` process prints once it listens (killed if it never
+    does)."""
     assert proc.stdout is not None
     deadline = time.time() + timeout
     while time.time() < deadline:
         line = proc.stdout.readline()
         match = re.search(r"(http://\S+)", line)
         if match:
-            return proc, match.group(1)
+            return match.group(1)
         if not line and proc.poll() is not None:
             break
     proc.kill()
