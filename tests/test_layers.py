@@ -38,7 +38,6 @@ KNOWN_CYCLES: list[frozenset[str]] = [
         "markerstore.server.client", "markerstore.sql", "markerstore.sql.views",
         "markerstore.table",
     }),
-    frozenset({"markerstore.markers.reconcile", "markerstore.markers.segments"}),
 ]
 
 

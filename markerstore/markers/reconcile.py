@@ -2,7 +2,9 @@
 
 Reconcile (at commit): invalid files = CREATE/MERGE markers minus the files the winning
 tasks reported, minus any file a completed commit references; they are deleted in
-parallel, and a failed delete fails the commit.
+parallel, and a failed delete fails the commit. The committed files come as Arrow and are
+anti-joined in DuckDB against a lazy scan of the marker rows (:mod:`.scan`), in one pass:
+no Python object per marker or per committed file, no merged copy of the markers.
 
 APPEND markers: an APPEND marker names a file that may already hold committed data (an
 append to an existing file). Reconcile never deletes such a file. Rollback deletes it
@@ -17,7 +19,6 @@ rollback. Every step is idempotent, so an interrupted rollback is finished by th
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,135 +26,43 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from markerstore.errors import CorruptTableError, ReconcileError
-from markerstore.markers.base import (
-    DIRECT,
-    MARKER_COLUMNS,
-    marker_folder,
-    read_marker_type,
+from markerstore.markers.base import marker_folder
+from markerstore.markers.rows import check_marker_rows, check_row_table
+from markerstore.markers.scan import (
+    MarkerScan,
+    empty_markers,
+    read_markers,
+    register_reader,
+    scanned,
 )
-from markerstore.markers.direct import DirectWriteMarkers
-from markerstore.paths import checked_paths, path_problem
+from markerstore.paths import path_problem
+from markerstore.paths_arrow import bad_paths
 from markerstore.storage import Storage
 from markerstore.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
-MarkerReader = Callable[[Storage, str, duckdb.DuckDBPyConnection], duckdb.DuckDBPyRelation]
+__all__ = [
+    "ReconcileResult", "RollbackResult", "check_marker_rows", "empty_markers",
+    "read_markers", "reconcile", "referenced_files", "register_reader",
+    "register_rollback_hook", "rollback_from_markers",
+]
+
 RollbackHook = Callable[[Storage, str, "pa.Table | None"], "dict[str, Any] | None"]
-
-_READERS: dict[str, MarkerReader] = {}
 _ROLLBACK_HOOKS: list[RollbackHook] = []
-_SELF_CHECKED: set[str] = set()  # mechanisms whose reader checks the rows it returns
-
-
-def register_reader(mechanism: str, reader: MarkerReader, *, checks_rows: bool = False
-                    ) -> None:
-    """How to read the markers a mechanism wrote, as a DuckDB relation of MARKER_COLUMNS.
-    `checks_rows`: the reader runs :func:`check_marker_rows` on what it returns itself,
-    so read_markers does not run it a second time (a pass over every row)."""
-    _READERS[mechanism] = reader
-    if checks_rows:
-        _SELF_CHECKED.add(mechanism)
-    else:
-        _SELF_CHECKED.discard(mechanism)
+DELETE_CHUNK = 10_000  # paths turned into Python strings at a time, to be deleted
 
 
 def register_rollback_hook(hook: RollbackHook) -> None:
-    """A cleanup step run by every rollback, with the instant's marker rows (None when it
-    had no marker folder), after its data files are deleted and before its marker folder
-    is. It must be idempotent. What it returns is kept in the rollback record."""
+    """A cleanup step run by every rollback, after its data files are deleted and before
+    its marker folder is, with the instant's markers that record a pending upload
+    (MARKER_COLUMNS, one row per marker; None when it had no marker folder). It must be
+    idempotent. What it returns is kept in the rollback record."""
     if hook not in _ROLLBACK_HOOKS:
         _ROLLBACK_HOOKS.append(hook)
-
-
-# Rows whose file name or IO type cannot be a marker's (the partition is checked apart:
-# there are few distinct ones). A file name is one path segment.
-_BAD_ROWS_SQL = (
-    "SELECT partition, file, io_type FROM m WHERE partition IS NULL OR file IS NULL "
-    "OR io_type IS NULL OR io_type NOT IN ('CREATE', 'MERGE', 'APPEND') "
-    "OR file IN ('', '.', '..') OR regexp_matches(file, '[/\\\\\\x00-\\x1f\\x7f]') LIMIT 1")
-
-
-def check_marker_rows(relation: duckdb.DuckDBPyRelation, where: str,
-                      locate: Callable[[str | None, str | None], str | None] | None = None
-                      ) -> None:
-    """CorruptTableError if a marker row read from storage names no valid table-relative
-    data file (a partition with '..', an absolute one, a file name with a separator, an
-    unknown IO type, ...). `where` names the marker folder; `locate(partition, file)`
-    may name the very file that holds the bad row."""
-    bad = relation.query("m", _BAD_ROWS_SQL)
-    assert bad is not None
-    rows = bad.fetchall()
-    entry: tuple[Any, Any, Any] | None = rows[0] if rows else None
-    if entry is None:
-        parts = relation.query("m", "SELECT DISTINCT partition FROM m")
-        assert parts is not None
-        for (partition,) in parts.fetchall():
-            if path_problem(partition, allow_empty=True) is not None:
-                found = relation.query(
-                    "m", "SELECT partition, file, io_type FROM m WHERE partition = "
-                         + _literal(partition) + " LIMIT 1")
-                assert found is not None
-                entry = found.fetchall()[0]
-                break
-    if entry is None:
-        return
-    partition, file_name, io_type = entry
-    problem = (path_problem(partition, allow_empty=True) if partition is not None
-               else "is null")
-    what = f"partition {partition!r} {problem}" if problem else \
-        f"marker (partition {partition!r}, file {file_name!r}, io_type {io_type!r}) does " \
-        "not name one data file of the table"
-    source = (locate(partition, file_name) if locate is not None else None) or where
-    raise CorruptTableError(source, what)
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _read_direct(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
-                 ) -> duckdb.DuckDBPyRelation:
-    table = DirectWriteMarkers(storage, instant, initialize=False).to_arrow()
-    return con.from_arrow(table)
-
-
-register_reader(DIRECT, _read_direct)
-
-
-def _load_mechanisms() -> None:
-    # The batched reader lives with the marker server; import it if it is installed.
-    with contextlib.suppress(ImportError):
-        import markerstore.markers.segments  # noqa: F401
-
-
-def read_markers(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
-                 ) -> duckdb.DuckDBPyRelation | None:
-    """The instant's markers as a DuckDB relation (columns MARKER_COLUMNS plus `path`, the
-    data file relative to the table), or None if the instant has no marker folder."""
-    mechanism = read_marker_type(storage, instant)
-    if mechanism is None:
-        return None
-    if mechanism not in _READERS:
-        _load_mechanisms()
-    if mechanism not in _READERS:
-        from markerstore.errors import MarkerTypeError
-
-        raise MarkerTypeError(f"no reader for {mechanism} markers is installed")
-    relation = _READERS[mechanism](storage, instant, con)
-    if mechanism not in _SELF_CHECKED:
-        check_marker_rows(relation, storage.url(marker_folder(storage, instant)))
-    columns = ", ".join(f'"{f.name}"' for f in MARKER_COLUMNS)
-    return relation.query(
-        "m", f"SELECT {columns}, CASE WHEN partition = '' THEN file "
-             f"ELSE partition || '/' || file END AS path FROM m")
-
-
-def empty_markers(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
-    table = MARKER_COLUMNS.empty_table().append_column("path", pa.array([], pa.string()))
-    return con.from_arrow(table)
 
 
 def referenced_files(timeline: Timeline) -> set[str]:
@@ -165,21 +74,77 @@ def referenced_files(timeline: Timeline) -> set[str]:
     return paths
 
 
-def _paths_table(paths: Iterable[str]) -> pa.Table:
-    return pa.table({"path": pa.array(sorted(set(paths)), pa.string())})
+def _strings(paths: Iterable[str] | pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(paths, pa.ChunkedArray):
+        return paths.combine_chunks().cast(pa.string())
+    if isinstance(paths, pa.Array):
+        return paths.cast(pa.string())
+    return pa.array(list(paths), pa.string())
+
+
+def _not_referenced(paths: pa.Array, timeline: Timeline) -> pa.Array:
+    """`paths` minus the files a completed commit references (the timeline is read only
+    when there is a path to delete)."""
+    if len(paths) == 0:
+        return paths
+    referenced = referenced_files(timeline)
+    if not referenced:
+        return paths
+    keep = pc.invert(pc.is_in(paths, value_set=pa.array(sorted(referenced), pa.string())))
+    return paths.filter(keep)
+
+
+def _check_paths(paths: pa.Array, where: str) -> None:
+    """CorruptTableError naming the first of `paths` that is not table-relative."""
+    bad = bad_paths(paths)
+    if pc.any(bad).as_py():
+        first = paths.filter(bad)[0].as_py()
+        raise CorruptTableError(where, f"marked file {first!r} "
+                                       f"{path_problem(first) or 'is not table-relative'}")
+
+
+def delete_paths(storage: Storage, paths: pa.Array, parallelism: int) -> None:
+    """Delete the table-relative `paths` (checked by the caller), a chunk at a time. The
+    folders they are in are checked first, all of them before the first delete (on local
+    disk: no symbolic link out of the table; see Storage.check_contained)."""
+    if len(paths) == 0:
+        return
+    parents = pc.replace_substring_regex(paths, r"/?[^/]*$", "")
+    firsts = pa.table({"parent": parents, "path": paths}).group_by(
+        "parent", use_threads=False).aggregate([("path", "first")])
+    storage.check_contained([storage.path(p) for p in firsts.column("path_first").to_pylist()])
+    for offset in range(0, len(paths), DELETE_CHUNK):
+        chunk = paths.slice(offset, DELETE_CHUNK).to_pylist()
+        storage.delete_many([storage.path(p) for p in chunk], parallelism)
 
 
 @dataclass
 class ReconcileResult:
-    """What reconcile found and did."""
+    """What reconcile found and did; `invalid` is Arrow (sorted paths)."""
 
     instant: str
     markers: int = 0
-    invalid_files: list[str] = field(default_factory=list)
+    invalid: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+
+    @property
+    def invalid_files(self) -> list[str]:
+        return list(self.invalid.to_pylist())
 
     @property
     def files_cleaned(self) -> int:
-        return len(self.invalid_files)
+        return len(self.invalid)
+
+
+# Committed files without a marker (`marked` null), and marker rows that are not committed
+# and not APPEND (the files to delete, and any row whose IO type or names are not a
+# marker's), in one join of the lazy marker rows with the committed files.
+_MISMATCH_SQL = (
+    "SELECT m.partition, m.file, m.io_type, m.path, c.path AS committed, m.marked "
+    "FROM (SELECT partition, file, io_type, path, true AS marked FROM marks) m "
+    "FULL JOIN committed c ON m.path = c.path "
+    "WHERE m.marked IS NULL OR (c.path IS NULL AND (m.io_type IS DISTINCT FROM 'APPEND' "
+    "OR m.path IS NULL))")
+_COUNT_SQL = "SELECT count(*) FROM (SELECT DISTINCT partition, file, io_type FROM marks)"
 
 
 def reconcile(storage: Storage, timeline: Timeline, instant: str,
@@ -191,32 +156,27 @@ def reconcile(storage: Storage, timeline: Timeline, instant: str,
     checked by the caller) may be an Arrow array: DuckDB anti-joins it against the
     markers as it is, with no Python object per file."""
     con = duckdb.connect()
-    markers = read_markers(storage, instant, con)
-    if markers is None:
-        markers = empty_markers(con)
-    con.register("markers_rel", markers.to_arrow_table())
-    if isinstance(committed, (pa.Array, pa.ChunkedArray)):
-        con.register("committed", pa.table({"path": committed}))
-    else:
-        con.register("committed", _paths_table(committed))
-    con.register("referenced", _paths_table(referenced_files(timeline)))
-    unmarked = [r[0] for r in con.sql(
-        "SELECT path FROM committed WHERE path NOT IN (SELECT path FROM markers_rel) "
-        "ORDER BY path").fetchall()]
-    if unmarked:
-        raise ReconcileError(
-            f"{len(unmarked)} reported file(s) of instant {instant} have no marker, so the "
-            f"write broke the marker-first rule: {', '.join(unmarked[:5])}")
-    invalid = [r[0] for r in con.sql(
-        "SELECT DISTINCT path FROM markers_rel WHERE io_type IN ('CREATE', 'MERGE') "
-        "AND path NOT IN (SELECT path FROM committed) "
-        "AND path NOT IN (SELECT path FROM referenced) ORDER BY path").fetchall()]
-    total = con.sql("SELECT count(*) FROM markers_rel").fetchall()[0][0]
-    result = ReconcileResult(instant, int(total), invalid)
-    checked_paths(invalid, storage.url(marker_folder(storage, instant)), what="marked file")
-    if invalid:
+    con.register("committed", pa.table({"path": _strings(committed)}))
+    with scanned(storage, instant) as scan:
+        marks = scan.rows(con) if scan is not None else empty_markers(con)
+        marks.create_view("marks")
+        odd = con.sql(_MISMATCH_SQL).to_arrow_table()
+        total = int(con.sql(_COUNT_SQL).fetchall()[0][0])
+        unmarked = odd.filter(pc.is_null(odd.column("marked"))).column("committed")
+        if len(unmarked):
+            first = unmarked.take(pc.sort_indices(unmarked)).slice(0, 5).to_pylist()
+            raise ReconcileError(
+                f"{len(unmarked)} reported file(s) of instant {instant} have no marker, so "
+                f"the write broke the marker-first rule: {', '.join(first)}")
+        rows = odd.filter(pc.fill_null(odd.column("marked"), False))
+        check_row_table(rows, storage.url(marker_folder(storage, instant)),
+                        scan.locate if scan is not None else None)
+        invalid = _not_referenced(pc.unique(rows.column("path").combine_chunks()), timeline)
+    invalid = invalid.take(pc.sort_indices(invalid))
+    result = ReconcileResult(instant, total, invalid)
+    if len(invalid):
         try:
-            storage.delete_many([storage.path(p) for p in invalid], parallelism)
+            delete_paths(storage, invalid, parallelism)
         except Exception as exc:
             raise ReconcileError(f"could not delete the invalid files of instant {instant}; "
                                  f"the commit must not complete: {exc}") from exc
@@ -243,27 +203,42 @@ class RollbackResult:
                 **({"cleanup": self.hooks} if self.hooks else {})}
 
 
+def _rollback_sets(scan: MarkerScan, con: duckdb.DuckDBPyConnection, timeline: Timeline
+                   ) -> tuple[pa.Array, pa.Array, pa.Table]:
+    """(files to delete, APPEND files kept, rows with a pending upload) of a scan, every
+    row checked first."""
+    scan.check(con)
+    rows = scan.rows(con)
+    rows.create_view("marks")
+    paths = con.sql("SELECT DISTINCT path FROM marks ORDER BY path").to_arrow_table()
+    paths_array = paths.column("path").combine_chunks()
+    deleted = _not_referenced(paths_array, timeline)
+    kept = pa.array([], pa.string())
+    if len(deleted) < len(paths_array):  # some are referenced: the APPEND ones are kept
+        appended = con.sql("SELECT DISTINCT path FROM marks WHERE io_type = 'APPEND' "
+                           "ORDER BY path").to_arrow_table().column("path").combine_chunks()
+        kept = appended.filter(pc.invert(pc.is_in(appended, value_set=deleted)))
+    pending = scan.merged(con).query(
+        "m", "SELECT * EXCLUDE (path) FROM m WHERE pending_upload IS NOT NULL")
+    assert pending is not None
+    return deleted, kept, pending.to_arrow_table()
+
+
 def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
                           parallelism: int = 100) -> RollbackResult:
     """Steps 2-5 of a rollback, after the instant was fenced with claim_rollback."""
     con = duckdb.connect()
-    markers = read_markers(storage, instant, con)
     result = RollbackResult(instant)
-    if markers is not None:
-        rows = markers.to_arrow_table()
-        con.register("markers_rel", rows)
-        con.register("referenced", _paths_table(referenced_files(timeline)))
-        result.deleted_files = [r[0] for r in con.sql(
-            "SELECT DISTINCT path FROM markers_rel "
-            "WHERE path NOT IN (SELECT path FROM referenced) ORDER BY path").fetchall()]
-        result.kept_append_files = [r[0] for r in con.sql(
-            "SELECT DISTINCT path FROM markers_rel WHERE io_type = 'APPEND' "
-            "AND path IN (SELECT path FROM referenced) ORDER BY path").fetchall()]
-        checked_paths(result.deleted_files, storage.url(marker_folder(storage, instant)),
-                      what="marked file")
-        storage.delete_many([storage.path(p) for p in result.deleted_files], parallelism)
+    pending: pa.Table | None = None
+    with scanned(storage, instant) as scan:
+        if scan is not None:
+            deleted, kept, pending = _rollback_sets(scan, con, timeline)
+            _check_paths(deleted, storage.url(marker_folder(storage, instant)))
+            delete_paths(storage, deleted, parallelism)
+            result.deleted_files = deleted.to_pylist()
+            result.kept_append_files = kept.to_pylist()
     for hook in _ROLLBACK_HOOKS:
-        outcome = hook(storage, instant, None if markers is None else rows.drop_columns(["path"]))
+        outcome = hook(storage, instant, pending)
         if outcome:
             result.hooks[getattr(hook, "__name__", "hook")] = outcome
     storage.delete_dir(marker_folder(storage, instant), parallelism)

@@ -46,7 +46,7 @@ from markerstore.markers.base import (
     marker_folder,
     read_marker_type,
 )
-from markerstore.markers.reconcile import check_marker_rows, register_reader
+from markerstore.markers.rows import check_marker_rows
 from markerstore.storage import Storage
 
 FORMATS = ("parquet", "avro")
@@ -403,9 +403,6 @@ def _segment_holding(storage: Storage, segments: list[SegmentFile], partition: s
         if (partition, file_name) in pairs:
             return storage.url(segment.path)
     return None
-
-
-register_reader(BATCHED, read_batched, checks_rows=True)  # check_marker_rows above
 
 
 def read_batched_table(storage: Storage, instant: str) -> pa.Table:

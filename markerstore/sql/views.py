@@ -16,8 +16,9 @@ import duckdb
 import pyarrow as pa
 
 from markerstore.markers.base import MARKERS_DIR
-from markerstore.markers.reconcile import empty_markers, read_markers
+from markerstore.markers.scan import empty_markers, scan_markers
 from markerstore.snapshot import live_files
+from markerstore.sql.sandbox import allow_paths
 from markerstore.timeline import COMPLETED, is_instant, parse_instant
 
 if TYPE_CHECKING:
@@ -96,22 +97,28 @@ def files_table(table: Table) -> pa.Table:
     return pa.table(rows, schema=FILES_SCHEMA)
 
 
-def markers_relation(table: Table, con: duckdb.DuckDBPyConnection) -> pa.Table:
+def markers_relation(table: Table, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
+    """The `markers` view: one row per marker of every instant with a marker folder, with
+    its `instant`. Lazy: DuckDB scans each instant's snapshot of segments (see
+    markerstore.markers.scan) when a query runs, so `count(*)` never materializes the
+    merged rows, and a compaction after the snapshot changes nothing. Nothing is deleted
+    from these rows: reconcile and rollback check every row they act on."""
     storage = table.storage
-    parts = []
+    relation: duckdb.DuckDBPyRelation | None = None
     for name in storage.ls(storage.path(MARKERS_DIR)):
         if not is_instant(name):
             continue
-        relation = read_markers(storage, name, con)
-        if relation is None:
+        scan = scan_markers(storage, name)
+        if scan is None:
             continue
-        rows = relation.query("m", f"SELECT '{name}' AS instant, * FROM m")
+        allow_paths(con, scan.files)  # the sandbox reads the snapshot's files, no other
+        rows = scan.merged(con).query("m", f"SELECT '{name}' AS instant, * FROM m")
         assert rows is not None
-        parts.append(rows.to_arrow_table())
-    if not parts:
+        relation = rows if relation is None else relation.union(rows)
+    if relation is None:
         empty = empty_markers(con).to_arrow_table()
-        return empty.add_column(0, "instant", pa.array([], pa.string()))
-    return pa.concat_tables(parts)
+        return con.from_arrow(empty.add_column(0, "instant", pa.array([], pa.string())))
+    return relation
 
 
 def connect(table: Table) -> duckdb.DuckDBPyConnection:
@@ -119,7 +126,7 @@ def connect(table: Table) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     con.register("commits", commits_table(table))
     con.register("files", files_table(table))
-    con.register("markers", markers_relation(table, con))
+    markers_relation(table, con).create_view("markers")
     for name, provider in _EXTRA_VIEWS.items():
         provider(table, con)
         if name not in {r[0] for r in con.sql("SELECT view_name FROM duckdb_views()").fetchall()
