@@ -40,7 +40,7 @@ from markerstore.markers import (
     rollback_from_markers,
 )
 from markerstore.paths import path_problem
-from markerstore.paths_arrow import check_paths
+from markerstore.paths_arrow import bad_paths, check_paths
 from markerstore.snapshot import Snapshot
 from markerstore.storage import Storage
 from markerstore.timeline import (
@@ -259,6 +259,8 @@ class Table:
             files = files.column("path")
         column = files.combine_chunks() if isinstance(files, pa.ChunkedArray) else files
         column = column.cast(pa.string())
+        if not pc.any(bad_paths(column)).as_py():  # the common case: one pass
+            return column
         absolute = pc.fill_null(pc.or_(pc.starts_with(column, "/"),
                                        pc.match_substring(column, "://")), False)
         if pc.any(absolute).as_py():  # few, if any: made relative one by one

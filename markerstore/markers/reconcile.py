@@ -144,7 +144,6 @@ _MISMATCH_SQL = (
     "FULL JOIN committed c ON m.path = c.path "
     "WHERE m.marked IS NULL OR (c.path IS NULL AND (m.io_type IS DISTINCT FROM 'APPEND' "
     "OR m.path IS NULL))")
-_COUNT_SQL = "SELECT count(*) FROM (SELECT DISTINCT partition, file, io_type FROM marks)"
 
 
 def reconcile(storage: Storage, timeline: Timeline, instant: str,
@@ -161,7 +160,7 @@ def reconcile(storage: Storage, timeline: Timeline, instant: str,
         marks = scan.rows(con) if scan is not None else empty_markers(con)
         marks.create_view("marks")
         odd = con.sql(_MISMATCH_SQL).to_arrow_table()
-        total = int(con.sql(_COUNT_SQL).fetchall()[0][0])
+        total = scan.count(con) if scan is not None else 0
         unmarked = odd.filter(pc.is_null(odd.column("marked"))).column("committed")
         if len(unmarked):
             first = unmarked.take(pc.sort_indices(unmarked)).slice(0, 5).to_pylist()

@@ -87,6 +87,7 @@ class MarkerScan:
     segments: list[SegmentFile] = field(default_factory=list)  # where each copy came from
     arrow: pa.Table | None = None  # rows that are not in a Parquet segment
     folder: str | None = None
+    _unique: bool | None = None
 
     @property
     def where(self) -> str:
@@ -110,8 +111,33 @@ class MarkerScan:
         assert rows is not None
         return rows
 
+    def unique(self, con: duckdb.DuckDBPyConnection) -> bool:
+        """Whether no marker has two rows (then the rows are the merged rows). One pass over
+        64-bit hashes of the keys, exact: if the hashes are all distinct, so are the keys;
+        if not (a duplicate, or a collision), the answer is False and the rows are merged.
+        Asked once per snapshot."""
+        if self._unique is None:
+            answer = self.rows(con).query("s", f"SELECT count(*) = count(DISTINCT hash("
+                                               f"{', '.join(KEY_COLUMNS)})) FROM s")
+            assert answer is not None
+            self._unique = bool(answer.fetchall()[0][0])
+        return self._unique
+
+    def count(self, con: duckdb.DuckDBPyConnection) -> int:
+        """How many markers (distinct keys) the snapshot holds."""
+        if self.unique(con):
+            answer = self.rows(con).query("s", "SELECT count(*) FROM s")
+        else:
+            answer = self.rows(con).query(
+                "s", f"SELECT count(*) FROM (SELECT DISTINCT {', '.join(KEY_COLUMNS)} FROM s)")
+        assert answer is not None
+        return int(answer.fetchall()[0][0])
+
     def merged(self, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
-        """One row per marker (columns MARKER_COLUMNS and `path`), lazily."""
+        """One row per marker (columns MARKER_COLUMNS and `path`), lazily: the rows as they
+        are when no marker has two (see :meth:`unique`), else merged by a GROUP BY."""
+        if self.unique(con):
+            return self.rows(con)
         relation = self.rows(con).query("s", MERGE_SQL)
         assert relation is not None
         merged = relation.query("m", f"SELECT {_COLUMNS}, {PATH_SQL} AS path FROM m")
