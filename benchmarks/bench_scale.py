@@ -39,6 +39,10 @@ from markerstore.testing.server_kills import server_url
 CLIENTS = 4
 PER_CALL = 1000
 LOSERS = 1000  # marker files that reconcile finds are not committed, and deletes
+# Reconcile inside a real Spark write (local[2]): files in one commit, and its tasks. Each
+# task writes one file per partition value it holds, so files = tasks x values.
+SPARK_FILES = 4000
+SPARK_TASKS = 8
 BASELINE_ENV = "MARKERSTORE_BENCH_BASELINE"
 # The figures of issue 13, measured on main before this work (same shape, same machine).
 ISSUE = {"held": "876-898 (idle 202)", "get_s": "3.3", "get_peak": "1,203",
@@ -112,6 +116,7 @@ class Result:
     reconcile_s: float = 0.0
     reconcile_peak: float = 0.0
     reconcile_deleted: int = 0
+    spark: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -184,12 +189,36 @@ import markerstore
 from markerstore.table import Table
 print("code:", markerstore.__file__, file=sys.stderr)
 table = Table(path)
-if kind == "count":
+if kind == "spark":
+    import os
+    from pyspark.sql import SparkSession
+    import markerstore.spark as ms
+    files, tasks = int(instant), int(paths_file)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master("local[2]").appName("bench-scale")
+             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    opts = {"markerstore.write.markers.type": "batched"}
+    def frame(n):
+        return spark.range(0, n * 20, numPartitions=tasks).selectExpr(
+            "id", f"id % {n // tasks} AS p", "rand(7) AS x")
+    ms.write(frame(tasks * 10), path + "-warm", partition_by="p", options=opts)
+    result = ms.write(frame(files), path, partition_by="p", options=opts)
+    spark.stop()
+    t = result.timings
+    print(json.dumps({"files": result.num_files, "total": result.duration,
+                      "commit": t["commit"], "reconcile": t.get("commit_reconcile", 0.0)}))
+elif kind == "count":
     started = time.perf_counter()
     count = table.sql("SELECT count(*) FROM markers").fetchall()[0][0]
     print(json.dumps({"s": time.perf_counter() - started, "peak": hwm(), "count": count}))
 else:
     committed = pq.read_table(paths_file).column("path")
+    import pyarrow as pa
+    pa.default_memory_pool().release_unused()
+    # the peak from here on: reconcile's, with its input held (not the Parquet read's)
+    Path("/proc/self/clear_refs").write_text("5")
     started = time.perf_counter()
     try:  # Arrow, where reconcile takes it
         result = table.reconcile(instant, committed)
@@ -261,6 +290,8 @@ def _measure(label: str, n: int, workdir: Path, src: str | None) -> Result:
     rec = _child("reconcile", path, instant, paths_file, src)
     result.reconcile_s, result.reconcile_peak = rec["s"], rec["peak"]
     result.reconcile_deleted = rec["deleted"]
+    result.spark = _child("spark", str(workdir / f"spark-{label}"), str(SPARK_FILES),
+                          str(SPARK_TASKS), src)
     return result
 
 
@@ -341,8 +372,29 @@ def _section(new: Result, old: Result | None, load_before: str, load_after: str)
         f"- GET answered {new.get_count:,} markers; reconcile deleted "
         f"{new.reconcile_deleted:,} files",
     ]
+    lines += _spark_lines(new, old)
     lines += [f"- {note}" for note in new.notes + (old.notes if old else [])]
     return "\n".join(lines) + "\n"
+
+
+def _spark_lines(new: Result, old: Result | None) -> list[str]:
+    """Reconcile inside a real Spark write: its seconds and its share of the write."""
+    sp = new.spark
+    if not sp:
+        return []
+    share = sp["reconcile"] / sp["total"] if sp["total"] else 0.0
+    text = (f"- reconcile inside a real Spark write (`markerstore.spark.write`, local[2], "
+            f"batched markers, stats rows from Spark's tasks): {sp['files']:,} files in "
+            f"{SPARK_TASKS} tasks, reconcile {sp['reconcile']:.2f} s "
+            f"({sp['reconcile'] / sp['files'] * 1000:.3f} s per 1,000 files) of a "
+            f"{sp['commit']:.2f} s job commit and a {sp['total']:.1f} s write: "
+            f"{share:.1%} of the write")
+    if old is not None and old.spark:
+        o = old.spark
+        ratio = o["reconcile"] / sp["reconcile"] if sp["reconcile"] else float("inf")
+        text += (f"; main here: reconcile {o['reconcile']:.2f} s of a {o['total']:.1f} s "
+                 f"write ({o['reconcile'] / o['total']:.1%}), {ratio:.1f}x")
+    return [text]
 
 
 def run(quick: bool = False, n: int | None = None) -> str:
