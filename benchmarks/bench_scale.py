@@ -353,7 +353,8 @@ def _section(new: Result, old: Result | None, load_before: str, load_after: str)
         "the first request for the instant, which loads its folder (and from spawning the "
         "process). The `markers` view count and `Table.reconcile` (committed files read "
         f"from a Parquet file first, {LOSERS:,} marker files not committed and deleted) "
-        "each run in a process of their own, so the peak RSS is theirs alone. "
+        "each run in a process of their own, so the peak RSS is theirs alone (reconcile's "
+        "from the call on, VmHWM reset once its input is read and held). "
         + ("Each figure is followed by main's, measured in the same run on a table of its "
            "own with main's code, and the ratio. " if old else
            "Main's figures are quoted from issue 13. ")
@@ -373,8 +374,7 @@ def _section(new: Result, old: Result | None, load_before: str, load_after: str)
         f"- GET answered {new.get_count:,} markers; reconcile deleted "
         f"{new.reconcile_deleted:,} files",
     ]
-    lines += _spark_lines(new, old)
-    lines += [f"- {note}" for note in new.notes + (old.notes if old else [])]
+    lines += _spark_lines(new, old) + [f"- {n}" for n in new.notes + (old.notes if old else [])]
     return "\n".join(lines) + "\n"
 
 
