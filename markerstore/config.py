@@ -350,6 +350,13 @@ def _index(definitions: tuple[Option, ...]) -> tuple[dict[str, Option], dict[str
 OPTIONS, _ALIASES = _index(_DEFINITIONS)
 
 
+# --- metric names that more than one package reports --------------------------------------
+# Records sent to an error table, by table and reason: errortable counts them, every marker
+# server's /metrics and errortable.metrics.prometheus_lines() show them under this one name.
+FAILED_RECORDS_METRIC = "markerstore_failed_records_total"
+FAILED_RECORDS_HELP = "Records that failed and were written to an error table."
+
+
 # --- keys of the Spark data source only ------------------------------------------------
 # `df.write.format("markerstore").option(key, value)` takes every option above (any case:
 # Spark lowercases option keys) and these, which carry what `markerstore.spark.write`
