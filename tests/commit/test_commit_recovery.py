@@ -128,7 +128,7 @@ def test_markerstore_rollback_recovers_a_crashed_commit(location: Any, step: str
         assert read_plan(table.storage, crashed["instant"]) is None
     else:
         assert [r["instant"] for r in rows] == [crashed["instant"]]
-        assert rows[0]["status"] == ("rolled back" if outcome == "back" else "rolled forward")
+        assert (rows[0]["rolled_forward"], rows[0]["noop"]) == (outcome == "forward", False)
     assert_exactly_committed(table, expected_rows(outcome, "replace" if completed
                                                   else "append"))
     assert_clean(table)

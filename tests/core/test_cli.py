@@ -52,10 +52,10 @@ def test_timeline_markers_sql_rollback_json(tmp_path: Path) -> None:
     assert text.returncode == 0 and "completed" in text.stdout and "inflight" in text.stdout
     out = run("rollback", url, failed, "--force", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)[0]["files"] == ["p=2/c.parquet"]
+    assert json.loads(out.stdout)[0]["deleted_files"] == ["p=2/c.parquet"]  # to_dict()
     assert not exists(table, "p=2/c.parquet")
     again = json.loads(run("rollback", url, failed, "--json").stdout)
-    assert again[0]["status"] == "already rolled back"
+    assert again[0]["noop"] is True and again[0]["rolled_forward"] is False  # already
 
 
 def test_rollback_of_completed_instant_fails_with_one_line(tmp_path: Path) -> None:
