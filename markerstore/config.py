@@ -9,6 +9,7 @@ and returns a frozen :class:`Settings`.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,15 @@ def parse_bool(value: Any) -> bool:
     if text in ("false", "0", "no", "off"):
         return False
     raise ValueError(f"expected true or false, got {value!r}")
+
+
+def json_or_text(value: str) -> Any:
+    """A storage option's value as given on a command line or to Spark: JSON when it parses
+    as JSON (true, 5, {...}), else the text as is."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
 
 
 def int_min(minimum: int) -> Parser:

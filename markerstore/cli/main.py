@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from markerstore._optional import import_optional
+from markerstore.config import json_or_text
 from markerstore.errors import (
     ConfigError,
     InstantNotFoundError,
@@ -164,10 +165,7 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     and a dotted key nests (client_kwargs.region_name=us-east-1)."""
     options: dict[str, Any] = {}
     for key, raw in parse_key_values(pairs, "--storage-option").items():
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
+        value = json_or_text(raw)
         target = options
         parts = key.split(".")
         for part in parts[:-1]:

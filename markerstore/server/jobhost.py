@@ -146,7 +146,7 @@ class JobHost:
         except ProcessLookupError:
             return
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _running(self.pid):
+        while time.monotonic() < deadline and process_alive(self.pid):
             time.sleep(0.02)
 
 
@@ -216,7 +216,7 @@ def live_query_host(folder: str, want: dict[str, Any] | None = None) -> JobHost 
         pid, control = int(record["pid"]), str(record["control"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if any(record.get(k) != v for k, v in (want or {}).items()) or not _running(pid):
+    if any(record.get(k) != v for k, v in (want or {}).items()) or not process_alive(pid):
         return None
     try:
         if int(_call(control, {"op": "ping"}, timeout=5.0)["pid"]) != pid:
@@ -238,7 +238,7 @@ def _call(control: str, message: dict[str, Any], timeout: float = 30.0) -> dict[
     return _answer(line, f"at {control} closed")
 
 
-def _running(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether `pid` exists and is not a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -309,7 +309,7 @@ class _Host:
         checked = time.monotonic()
         delete = True
         while not self.stopping.wait(0.5):
-            if not _running(watch):
+            if not process_alive(watch):
                 log.warning("job host: the Spark driver (pid %d) is gone", watch)
                 delete = False
                 break

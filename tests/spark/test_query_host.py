@@ -16,15 +16,15 @@ import pytest
 from markerstore import Table
 from markerstore.errors import MarkerStoreError
 from markerstore.server import jobhost
-from markerstore.server.jobhost import HOST_FILE, attach_query_host, live_query_host, query_dir
+from markerstore.server.jobhost import (
+    HOST_FILE,
+    attach_query_host,
+    live_query_host,
+    process_alive,
+    query_dir,
+)
 
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+alive = process_alive
 
 
 def wait_gone(pid: int, seconds: float = 15.0) -> bool:
