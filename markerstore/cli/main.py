@@ -225,7 +225,7 @@ def emit_relation(relation: Any, as_json: bool) -> None:
         return
     columns = list(relation.columns)
     rows = [dict(zip(columns, values)) for values in relation.fetchall()]
-    emit(rows, as_json, columns)
+    output(rows, as_json, columns=columns)
 
 
 def emit(rows: list[dict[str, Any]] | dict[str, Any], as_json: bool,
