@@ -10,7 +10,7 @@ from pathlib import Path
 import errortable
 from markerstore import Table
 from tests.cli.test_output import ROLLBACK_KEYS, failed_write
-from tests.errortable.et_helpers import batch, full_write
+from tests.support.errortable_writes import batch, full_write
 
 BIN = Path(sys.executable).parent
 

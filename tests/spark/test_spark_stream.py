@@ -15,8 +15,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from commit_checks import assert_clean, assert_exactly_committed
-from entry_points import format_name
 
 import errortable
 from markerstore import Table
@@ -24,9 +22,11 @@ from markerstore.commit import FileStats, TaskAttempt
 from markerstore.server.jobhost import HOST_FILE, live_query_host, process_alive, query_dir
 from markerstore.spark.source import parse_options
 from markerstore.testing.spark_sources import hooked_stream_source
+from tests.support.commit_checks import assert_clean, assert_exactly_committed
+from tests.support.entry_points import format_name
 
 pytestmark = pytest.mark.spark
-DRIVER = str(Path(__file__).with_name("spark_stream_driver.py"))
+DRIVER = ["-m", "tests.support.spark_stream_driver"]
 ERRORS = {"markerstore.write.error.table.enabled": "true", "markerstore.write.key": "id",
           "markerstore.write.target_file_size": 4000}
 
@@ -102,7 +102,7 @@ def test_micro_batches_commit_one_instant_each(spark: Any, tmp_path: Path) -> No
 
 def run_driver(args: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run([sys.executable, DRIVER, json.dumps(args)], capture_output=True,
+    return subprocess.run([sys.executable, *DRIVER, json.dumps(args)], capture_output=True,
                           text=True, timeout=600, env=env)
 
 

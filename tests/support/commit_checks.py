@@ -14,6 +14,7 @@ from markerstore.commit import s3 as s3ops
 from markerstore.commit.names import belongs_to
 from markerstore.commit.staging import STAGING_DIR
 from markerstore.markers import MARKERS_DIR
+from markerstore.server import MarkerServer
 
 SMALL = {"markerstore.write.target_file_size": 16000}
 TINY = {"markerstore__write__target_file_size": 4000}  # for tests that need many files
@@ -139,8 +140,6 @@ class MarkerServerRunning:
     """The marker server of a table, embedded as a Spark driver embeds it."""
 
     def __init__(self, table: Table) -> None:
-        from markerstore.server import MarkerServer
-
         self.server = MarkerServer(table, "127.0.0.1", 0)
         self.url = ""
 

@@ -22,7 +22,7 @@ from errortable.cli import cli as errortable_cli
 from markerstore import Table
 from markerstore.cli.main import DEBUG_ENV, OneLineGroup
 from markerstore.cli.main import cli as markerstore_cli
-from tests.core.helpers import marked_write
+from tests.support.files import marked_write
 
 # Where a table is named: arguments and options with these parameter names.
 TABLE_PARAMS = {"table", "table_path", "path", "target"}

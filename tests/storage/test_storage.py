@@ -11,8 +11,8 @@ from markerstore import Table
 from markerstore.errors import ReconcileError, StorageError
 from markerstore.storage import Storage, is_transient
 from markerstore.testing.s3 import MotoS3, S3Proxy
-from tests.conftest import Location
-from tests.core.helpers import exists, marked_write
+from tests.support.files import exists, marked_write
+from tests.support.locations import Location
 
 
 def test_create_if_absent_is_exclusive(location: Location) -> None:

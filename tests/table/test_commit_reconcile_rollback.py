@@ -14,8 +14,8 @@ from markerstore.errors import (
     ReconcileError,
 )
 from markerstore.markers import DirectWriteMarkers
-from tests.conftest import Location
-from tests.core.helpers import exists, marked_write, write_file
+from tests.support.files import exists, marked_write, write_file
+from tests.support.locations import Location
 
 
 def open_table(location: Location, **options: object) -> Table:

@@ -8,7 +8,7 @@ import ast
 import pathlib
 from collections import defaultdict
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # value -> the definitions allowed to repeat it, each with why it is still there.
 KNOWN: dict[object, set[str]] = {

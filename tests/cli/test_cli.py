@@ -11,7 +11,7 @@ import pytest
 
 from markerstore import Table
 from markerstore.testing.s3 import MotoS3
-from tests.core.helpers import exists, marked_write
+from tests.support.files import exists, marked_write
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""Small helpers for core tests."""
+"""Marked writes for the core tests: the marker first, then the file."""
 
 from __future__ import annotations
 

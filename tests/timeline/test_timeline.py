@@ -14,8 +14,8 @@ import pytest
 from markerstore import Table
 from markerstore.errors import InstantNotFoundError
 from markerstore.timeline import format_instant, is_instant, parse_instant
-from tests.conftest import Location
-from tests.core.helpers import exists, marked_write
+from tests.support.files import exists, marked_write
+from tests.support.locations import Location
 
 
 def test_instant_format_round_trip() -> None:

@@ -20,7 +20,7 @@ def test_every_package_is_in_the_distribution() -> None:
 
     import tomllib
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
                  ["packages"])
     found = {".".join(init.parent.relative_to(root).parts)

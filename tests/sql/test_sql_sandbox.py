@@ -18,10 +18,9 @@ from markerstore import Table
 from markerstore.cli.main import cli
 from markerstore.errors import SqlRefusedError
 from markerstore.sql import sandbox
-from tests.conftest import Location
-from tests.core.helpers import marked_write
-
-SECRET = "s3cr3t-outside-the-table"
+from tests.support.files import marked_write
+from tests.support.locations import Location
+from tests.support.sandbox import SECRET
 
 
 def run(*args: str) -> Result:
@@ -35,13 +34,6 @@ def table(tmp_path: Path) -> Table:
     marked_write(table, instant, ["d=1/a.parquet"])
     table.commit(instant, [{"path": "d=1/a.parquet", "rows": 2}])
     return table
-
-
-@pytest.fixture
-def secret(tmp_path: Path) -> Path:
-    path = tmp_path / "secret.csv"
-    path.write_text(f"name\n{SECRET}\n")
-    return path
 
 
 def timeline_files(table: Table) -> dict[str, bytes]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from markerstore import Table
-from tests.conftest import Location
-from tests.core.helpers import marked_write
+from tests.support.files import marked_write
+from tests.support.locations import Location
 
 
 def test_views(location: Location) -> None:

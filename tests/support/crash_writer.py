@@ -1,7 +1,9 @@
-"""A writer process that kills itself (SIGKILL) at one step of job commit.
+"""A writer process that kills itself (SIGKILL) at one step of job commit, and
+:func:`crash_write`, which runs it.
 
-Usage: python crash_writer.py '<json: url, storage_options, options, step, partition_by,
-conflict_mode, rows, start>'. Prints the instant and write UUID before committing.
+Usage: python -m tests.support.crash_writer '<json: url, storage_options, options, step,
+partition_by, conflict_mode, rows, start>'. Prints the instant and write UUID before
+committing.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +20,28 @@ import pyarrow as pa
 
 from markerstore import Table
 from markerstore.commit import TaskAttempt, WriteJob, add_step_hook, run_task
+
+OLD, NEW = 600, 900  # rows committed before the crash, rows of the crashed write
+
+
+def crash_write(table: Table, step: str, *, options: dict[str, Any] | None = None,
+                partition_by: list[str] | None = None, mode: str = "replace"
+                ) -> dict[str, Any]:
+    """Run a write in a child process that SIGKILLs itself at `step`."""
+    args = {"url": table.path, "storage_options": table.storage.storage_options,
+            # One completing thread: a crash in the middle of publishing leaves some files
+            # published and some not.
+            "options": {**table.settings.explicit(), "markerstore.write.commit.threads": 1,
+                        **(options or {})}, "step": step,
+            "partition_by": partition_by or [], "conflict_mode": mode, "rows": NEW,
+            "start": 10_000}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-m", "tests.support.crash_writer", json.dumps(args)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines and "instant" in lines[0], proc.stdout + proc.stderr[-3000:]
+    return dict(lines[0])
 
 
 def main() -> None:

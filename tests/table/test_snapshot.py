@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from commit_checks import commit_all, day_batches, live_paths, open_table, split
 
 from markerstore.commit import WriteJob
 from markerstore.snapshot import SnapshotError
+from tests.support.commit_checks import commit_all, day_batches, live_paths, open_table, split
 
 
 def test_snapshot_follows_appends_and_replaces(location: Any) -> None:

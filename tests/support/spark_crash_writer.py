@@ -1,7 +1,7 @@
 """A Spark driver process for the crash tests.
 
-`python spark_crash_writer.py '<json>'` writes a small DataFrame with markerstore.spark to
-each of ``targets`` (url, storage_options):
+`python -m tests.support.spark_crash_writer '<json>'` writes a small DataFrame with
+markerstore.spark to each of ``targets`` (url, storage_options):
 
 * ``{"kill_driver_at": STEP}``: SIGKILLs itself (the driver) at that step of job commit;
 * ``{"kill_executor": true, "master": "local-cluster[2,1,1024]"}``: the first attempt of

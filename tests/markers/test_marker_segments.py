@@ -1,9 +1,9 @@
-"""Segment files: schema, encoding, naming, the DuckDB reader, compaction planning."""
+"""Segment files: schema, encoding, naming, the DuckDB reader. (The server's compaction
+planning is tested in tests/server/test_marker_compaction.py.)"""
 
 from __future__ import annotations
 
 import json
-import random
 from typing import Any
 
 import duckdb
@@ -26,7 +26,6 @@ from markerstore.markers.segments import (
     segment_name,
     write_segment,
 )
-from markerstore.server.state import compaction_target, plan_compaction
 
 
 def _rows(n: int, start: int = 0, partition: str = "day=1") -> pa.Table:
@@ -94,32 +93,3 @@ def test_reader_fails_loudly_on_a_corrupt_segment(tmp_path: object) -> None:
     table.storage.put(f"{folder}/{segment_name(1, 'avro')}", b"not avro at all")
     with pytest.raises(Exception, match="unreadable|Avro|avro|magic"):
         read_batched_table(table.storage, instant)
-
-
-def test_compaction_plan_keeps_the_bound_at_100k_markers() -> None:
-    """Flushes of 1 to 64 markers until 100,000: the count never passes the bound and each
-    marker is rewritten only a few times."""
-    rng = random.Random(7)
-    for bound in (4, 8, 20):
-        target = compaction_target(bound)
-        sizes: list[int] = []
-        total = rewritten = 0
-        while total < 100_000:
-            batch = rng.randint(1, 64)
-            sizes.append(batch)
-            total += batch
-            assert len(sizes) <= bound
-            chosen = plan_compaction(sizes, target)
-            if chosen:
-                merged = sum(sizes[i] for i in chosen)
-                rewritten += merged
-                sizes = [s for i, s in enumerate(sizes) if i not in set(chosen)] + [merged]
-            assert len(sizes) <= target
-        assert sum(sizes) == total
-        assert rewritten / total < {4: 30, 8: 10, 20: 5}[bound]
-
-
-def test_compaction_plan_merges_nothing_under_the_target() -> None:
-    assert plan_compaction([5, 5, 5], 3) == []
-    assert plan_compaction([100, 1, 1, 1], 3) == [1, 2, 3]
-    assert len(plan_compaction([1] * 10, 4)) >= 7

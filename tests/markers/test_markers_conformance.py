@@ -9,7 +9,7 @@ import pytest
 from markerstore import IOType, Table
 from markerstore.errors import InvalidMarkerError, MarkerTypeError, TimelineError
 from markerstore.markers import MARKER_TYPE_FILE, MarkerName, read_marker_type
-from tests.conftest import Location
+from tests.support.locations import Location
 
 
 def open_table(location: Location) -> Table:
