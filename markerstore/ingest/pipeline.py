@@ -25,6 +25,7 @@ from markerstore import config
 from markerstore.commit.result import CommitResult
 from markerstore.ingest.schema import SchemaError, load_schema
 from markerstore.ingest.sources import SourceTask, list_tasks, read_lines
+from markerstore.notebook import fields_html
 
 TASK_DDL = "task INT, url STRING, format STRING, start BIGINT, `end` BIGINT, header STRING"
 
@@ -59,9 +60,7 @@ class IngestResult:
                 "storage_requests": dict(c.requests)}
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
-                       for k, v in self.summary().items())
-        return f"<table>{rows}</table>"
+        return fields_html(self.summary())
 
 
 def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
