@@ -21,17 +21,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable import records as R
 from errortable import schema as S
+from errortable.checks import ROW_COLUMN, check_stage
 from errortable.config import ErrorTableConfig
 from errortable.errorrows import ErrorRows, RawRows
 from errortable.errorrows import Failure as RowFailure
 from markerstore.errors import ConfigError
 
-ROW_COLUMN = "__errortable_row"
 EXTRA_COLUMNS = ("error", "ignore")
 _CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
                 OverflowError, TypeError, ValueError)
@@ -222,6 +223,15 @@ class Validator:
                       ) -> tuple[pa.RecordBatch, list[dict[str, Any]]]:
         """The same for Python dicts (parsed JSON/CSV lines): values are converted to the
         target types (strings are cast as Arrow casts them, so CSV text works)."""
+        good, errors = self.split_records_arrow(records, context, line_numbers=line_numbers,
+                                                schema=schema)
+        return good, S.arrow_to_records(errors)
+
+    def split_records_arrow(self, records: Sequence[Mapping[str, Any]],
+                            context: R.CaptureContext | Mapping[str, Any] | None = None, *,
+                            line_numbers: Sequence[int] | None = None,
+                            schema: str | None = None) -> tuple[pa.RecordBatch, pa.Table]:
+        """:meth:`split_records` with the error records as an Arrow table."""
         ctx = R.CaptureContext.of(context)
         n = len(records)
         if line_numbers is not None and len(line_numbers) != n:
@@ -233,19 +243,54 @@ class Validator:
                 unknown = sorted(set(record) - target_names)
                 if unknown:
                     pre[i] = RowFailure("schema", "unknown:" + ",".join(unknown), "SchemaError",
-                                      f"field(s) {', '.join(map(repr, unknown))} are not in "
-                                      "the target schema", unknown)
+                                        f"field(s) {', '.join(map(repr, unknown))} are not "
+                                        "in the target schema", unknown)
         columns: dict[str, pa.Array] = {}
         failures: dict[int, list[tuple[str, Failure]]] = {}
         for f in self.target_schema:
-            values = [r.get(f.name) for r in records]
-            array, failed = _convert(n, f.type, _python_converter(values, f.type))
+            array, failed = self._convert_values([r.get(f.name) for r in records], f.type)
             columns[f.name] = array
             for row, exc in failed.items():
                 failures.setdefault(row, []).append((f.name, exc))
         raw = RawRows(records=records)
-        good, errors = self._finish(n, columns, failures, pre, raw, ctx, schema, line_numbers)
-        return good, S.arrow_to_records(errors)
+        return self._finish(n, columns, failures, pre, raw, ctx, schema, line_numbers)
+
+    def _convert_values(self, values: list[Any], target: pa.DataType
+                        ) -> tuple[pa.Array, dict[int, Failure]]:
+        """Python values to `target`, finding exactly the values that do not convert: each
+        value converts alone as in a slice (pa.array, or Arrow's cast of a string), so the
+        values of an unexpected Python type are taken apart, the strings among them cast
+        together (DuckDB's hint finds the failing ones) and the rest one by one, and the
+        plain values converted in one call (halving a failing slice, as before)."""
+        n = len(values)
+        plain = _plain_types(target)
+        odd = [] if plain is None else [i for i, v in enumerate(values)
+                                        if v is not None and type(v) not in plain]
+        if not odd:
+            return _convert(n, target, _python_converter(values, target))
+        cleared = list(values)
+        for i in odd:
+            cleared[i] = None
+        array, failures = _convert(n, target, _python_converter(cleared, target))
+        strings = [i for i in odd if type(values[i]) is str]
+        others = [i for i in odd if type(values[i]) is not str]
+        parts: list[pa.Array] = []
+        where: list[int] = []
+        if strings:
+            cast, failed = self._cast_column(pa.array([values[i] for i in strings],
+                                                      pa.string()), target)
+            parts.append(cast)
+            where += strings
+            failures.update((strings[j], exc) for j, exc in failed.items())
+        for i in others:
+            one, failed = _convert(1, target, _python_converter([values[i]], target))
+            parts.append(one)
+            where.append(i)
+            if failed:
+                failures[i] = failed[0]
+        index = np.arange(n, dtype=np.int64)
+        index[where] = np.arange(n, n + len(where), dtype=np.int64)
+        return pa.concat_arrays([array, *parts]).take(pa.array(index)), failures
 
     # --- stages -------------------------------------------------------------------------
     def _check_castable(self, f: pa.Field, source_type: pa.DataType) -> None:
@@ -320,7 +365,7 @@ class Validator:
         self._key_stage(table, failed)
         self._partition_stage(table, failed)
         if self.checks:
-            self._check_stage(table, failed)
+            check_stage(self, table, failed)
         good = [i for i in range(n) if i not in failed]
         good_table = table if len(good) == n else table.take(pa.array(good, pa.int64()))
         batches = good_table.combine_chunks().to_batches()
@@ -395,103 +440,6 @@ class Validator:
                         f"partition column {name!r} holds a value that is not a valid folder "
                         "name (empty, '.', '..', or with a slash or control character)", [name])
 
-    def _check_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
-        rows = [i for i in range(table.num_rows) if i not in failed]
-        if not rows:
-            return
-        subset = table.take(pa.array(rows, pa.int64())).append_column(
-            ROW_COLUMN, pa.array(rows, pa.int64()))
-        with self._lock:
-            con = self._connection()
-            con.register("record", subset)
-            try:
-                self._run_checks(con, failed)
-            finally:
-                con.unregister("record")
-
-    def _run_checks(self, con: duckdb.DuckDBPyConnection, failed: dict[int, RowFailure]) -> None:
-        names = list(self.checks)
-        flags = ", ".join(f"(({self.checks[c]}) IS FALSE)" for c in names)
-        any_false = " OR ".join(f"(({self.checks[c]}) IS FALSE)" for c in names)
-        grouped: list[tuple[tuple[bool, ...], list[int]]]
-        try:
-            # One row per combination of failing checks, with the rows that have it.
-            result = con.sql(f"SELECT {flags}, list({ROW_COLUMN}) FROM record "
-                             f"WHERE {any_false} GROUP BY ALL").fetchall()
-            grouped = [(tuple(r[:-1]), list(r[-1])) for r in result]
-        except duckdb.Error:
-            grouped = [(tuple(values), [row]) for row, *values in
-                       self._run_checks_one_by_one(con, failed)]
-        for values, group in grouped:
-            failing = tuple(c for c, v in zip(names, values, strict=True) if v)
-            if not failing:
-                continue
-            first = failing[0]
-            extra = {R.CHECK: first}
-            if len(failing) > 1:
-                extra[R.FAILED_CHECKS] = ",".join(failing)
-            failure = RowFailure(R.CHECK_REASON, first, "CheckFailed",
-                               f"check {first!r} failed: {self.checks[first]}", extra=extra)
-            failed.update((row, failure) for row in group if row not in failed)
-
-    def _run_checks_one_by_one(self, con: duckdb.DuckDBPyConnection,
-                               failed: dict[int, RowFailure]) -> list[tuple[Any, ...]]:
-        """A check raised at run time (a cast inside it, say): find the raising rows one
-        check at a time; they fail that check, with DuckDB's error as the message."""
-        table = con.sql("SELECT * FROM record").to_arrow_table()
-        flags: dict[int, list[bool]] = {}
-        names = list(self.checks)
-        for index, name in enumerate(names):
-            expr = self.checks[name]
-
-            def evaluate(off: int, ln: int, expr: str = expr) -> pa.Array:
-                con.register("slice", table.slice(off, ln))
-                try:
-                    values = con.sql(f"SELECT (({expr}) IS FALSE) FROM slice").fetchall()
-                finally:
-                    con.unregister("slice")
-                return pa.array([v[0] for v in values], pa.bool_())
-
-            array, raised = _convert_duck(table.num_rows, evaluate)
-            row_ids = table.column(ROW_COLUMN).to_pylist()
-            for pos, value in enumerate(array.to_pylist()):
-                if value:
-                    flags.setdefault(row_ids[pos], [False] * len(names))[index] = True
-            for pos, exc in raised.items():
-                row = row_ids[pos]
-                if row not in failed:
-                    failed[row] = RowFailure(
-                        R.CHECK_REASON, name, type(exc).__name__,
-                        f"check {name!r} raised: {' '.join(str(exc).split())}",
-                        extra={R.CHECK: name, R.FAILED_CHECKS: name})
-        return [(row, *values) for row, values in flags.items()]
-
-    # --- error records -------------------------------------------------------------------
-
-def _convert_duck(n: int, evaluate: Callable[[int, int], pa.Array]
-                  ) -> tuple[pa.Array, dict[int, BaseException]]:
-    pieces: list[tuple[int, pa.Array]] = []
-    failures: dict[int, BaseException] = {}
-    stack = [(0, n)]
-    while stack:
-        offset, length = stack.pop()
-        if length == 0:
-            continue
-        try:
-            pieces.append((offset, evaluate(offset, length)))
-        except duckdb.Error as exc:
-            if length == 1:
-                failures[offset] = exc
-                pieces.append((offset, pa.array([False])))
-                continue
-            half = length // 2
-            stack.append((offset + half, length - half))
-            stack.append((offset, half))
-    pieces.sort(key=lambda p: p[0])
-    arrays = [p[1] for p in pieces]
-    return (pa.concat_arrays(arrays) if arrays else pa.array([], pa.bool_())), failures
-
-
 _DUCK_TYPES = {
     pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
     pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER",
@@ -522,6 +470,20 @@ def _arrow_converter(source: pa.Array, target: pa.DataType) -> Callable[[int, in
         return part if part.type == target else pc.cast(part, target, safe=True)
 
     return convert
+
+
+def _plain_types(target: pa.DataType) -> tuple[type, ...] | None:
+    """The Python types pa.array converts to `target` as they are (a value of another
+    type is converted on its own; None: no screening for this type)."""
+    if pa.types.is_boolean(target):
+        return (bool,)
+    if pa.types.is_integer(target):
+        return (int,)
+    if pa.types.is_floating(target):
+        return (float, int)
+    if _is_textual(target):
+        return (str,)
+    return None
 
 
 def _python_converter(values: list[Any], target: pa.DataType

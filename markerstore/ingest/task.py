@@ -48,14 +48,10 @@ def split_header(header: str | None) -> list[str]:
     return next(csv.reader([header or ""]), [])
 
 
-def error_table(records: list[dict[str, Any]]) -> pa.Table:
-    """Error records (dicts) as ErrorRecord rows with the `reason` column the task
-    writer counts."""
-    from errortable.schema import records_to_arrow
-
-    table = records_to_arrow(records)
-    return table.append_column("reason", pc.map_lookup(table.column("context"), "reason",
-                                                       "first"))
+def with_reason(errors: pa.Table) -> pa.Table:
+    """Error records with the `reason` column the task writer counts."""
+    return errors.append_column("reason", pc.map_lookup(errors.column("context"), "reason",
+                                                        "first"))
 
 
 class IngestTask:
@@ -136,8 +132,7 @@ class IngestTask:
             for batch in timer.each("read", batches):
                 with timer("validate"):
                     good, errors = self.validator.split_arrow(batch, ctx)
-                    errors = errors.append_column("reason", pc.map_lookup(
-                        errors.column("context"), "reason", "first"))
+                    errors = with_reason(errors)
                 yield pa.Table.from_batches([good]), errors
 
     def _block(self, block: Block, fmt: str, columns: list[str] | None, ctx: Any,
@@ -159,21 +154,24 @@ class IngestTask:
     def _reference(self, block: Block, suspects: np.ndarray, fmt: str,
                    columns: list[str] | None, ctx: Any) -> tuple[pa.RecordBatch | None,
                                                                  pa.Table | None]:
-        """The suspect lines through errortable's parser and Validator (per record)."""
+        """The suspect lines through errortable's parser and Validator, which decide them
+        exactly; their error records are built as Arrow columns (no dict per record)."""
         if len(suspects) == 0:
             return None, None
-        from errortable import parse_csv_lines, parse_json_lines
+        from errortable.parsing import parse_csv_block, parse_json_block
 
         texts = block.lines.take(pa.array(suspects)).to_pylist()
         numbers = (suspects + block.first_line).tolist()
         if fmt == "csv":
-            parsed = parse_csv_lines(texts, ctx, header=columns, line_numbers=numbers)
+            parsed = parse_csv_block(texts, ctx, header=columns, line_numbers=numbers)
         else:
-            parsed = parse_json_lines(texts, ctx, line_numbers=numbers)
-        good, errors = self.validator.split_records(parsed.records, ctx,
-                                                    line_numbers=parsed.line_numbers)
-        records = list(parsed.errors) + list(errors)
-        return good, (error_table(records) if records else None)
+            parsed = parse_json_block(texts, ctx, line_numbers=numbers)
+        good, errors = self.validator.split_records_arrow(parsed.records, ctx,
+                                                          line_numbers=parsed.line_numbers)
+        found = [t for t in (parsed.errors, errors) if t.num_rows]
+        if not found:
+            return good, None
+        return good, with_reason(found[0] if len(found) == 1 else pa.concat_tables(found))
 
 
 def _drop_failing(parsed: Parsed, failing: np.ndarray, n: int) -> Parsed:
