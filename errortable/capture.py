@@ -255,6 +255,18 @@ class Validator:
         raw = RawRows(records=records)
         return self._finish(n, columns, failures, pre, raw, ctx, schema, line_numbers)
 
+    def split_typed(self, table: pa.Table,
+                    context: R.CaptureContext | Mapping[str, Any] | None,
+                    line_numbers: Sequence[int] | None,
+                    payloads: Callable[[list[int]], list[str]]
+                    ) -> tuple[pa.RecordBatch, pa.Table]:
+        """Rows already cast to the target schema (the typed rows of parsed lines): the
+        null, key, partition and check stages; `payloads(rows)` is the original records of
+        `rows` as JSON, the `record` of their error rows."""
+        columns = {f.name: table.column(f.name) for f in self.target_schema}
+        return self._finish(table.num_rows, columns, {}, {}, RawRows(payloads=payloads),
+                            R.CaptureContext.of(context), None, line_numbers)
+
     def _convert_values(self, values: list[Any], target: pa.DataType
                         ) -> tuple[pa.Array, dict[int, Failure]]:
         """Python values to `target`, finding exactly the values that do not convert: each
@@ -366,8 +378,9 @@ class Validator:
         self._partition_stage(table, failed)
         if self.checks:
             check_stage(self, table, failed)
-        good = [i for i in range(n) if i not in failed]
-        good_table = table if len(good) == n else table.take(pa.array(good, pa.int64()))
+        keep = np.ones(n, dtype=bool)
+        keep[list(failed)] = False
+        good_table = table if not failed else table.filter(pa.array(keep))
         batches = good_table.combine_chunks().to_batches()
         good_batch = batches[0] if len(batches) == 1 else \
             pa.RecordBatch.from_pylist([], schema=self.target_schema)
@@ -397,48 +410,46 @@ class Validator:
 
     def _null_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         for f in self.target_schema:
-            if f.nullable:
-                continue
-            for row in _true_rows(pc.is_null(table.column(f.name))):
-                if row not in failed:
-                    failed[row] = RowFailure(R.NULL, f.name, "NullValueError",
-                                           f"column {f.name!r} is not nullable but is null",
-                                           [f.name])
+            if not f.nullable:
+                _mark(failed, pc.is_null(table.column(f.name)), RowFailure(
+                    R.NULL, f.name, "NullValueError",
+                    f"column {f.name!r} is not nullable but is null", [f.name]))
 
     def _key_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         if self.key is None:
             return
         column = table.column(self.key)
-        for row in _true_rows(pc.is_null(column)):
-            if row not in failed:
-                failed[row] = RowFailure(R.KEY, f"{self.key}:null", "RecordKeyError",
-                                       f"record key column {self.key!r} is null", [self.key])
+        _mark(failed, pc.is_null(column), RowFailure(
+            R.KEY, f"{self.key}:null", "RecordKeyError",
+            f"record key column {self.key!r} is null", [self.key]))
         if _is_textual(column.type):
-            empty = pc.equal(pc.utf8_trim_whitespace(column), "")
-            for row in _true_rows(empty):
-                if row not in failed:
-                    failed[row] = RowFailure(R.KEY, f"{self.key}:empty", "RecordKeyError",
-                                           f"record key column {self.key!r} is empty",
-                                           [self.key])
+            _mark(failed, pc.equal(pc.utf8_trim_whitespace(column), ""), RowFailure(
+                R.KEY, f"{self.key}:empty", "RecordKeyError",
+                f"record key column {self.key!r} is empty", [self.key]))
 
     def _partition_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         for name in self.partition_by:
             column = table.column(name)
-            for row in _true_rows(pc.is_null(column)):
-                if row not in failed:
-                    failed[row] = RowFailure(R.PARTITION, f"{name}:null", "PartitionValueError",
-                                           f"partition column {name!r} is null", [name])
+            _mark(failed, pc.is_null(column), RowFailure(
+                R.PARTITION, f"{name}:null", "PartitionValueError",
+                f"partition column {name!r} is null", [name]))
             if not _is_textual(column.type):
                 continue
             bad = pc.or_kleene(
                 pc.match_substring_regex(column, r"[/\\\x00-\x1f\x7f]"),
                 pc.is_in(column, value_set=pa.array(["", ".", ".."], column.type)))
-            for row in _true_rows(bad):
-                if row not in failed:
-                    failed[row] = RowFailure(
-                        R.PARTITION, f"{name}:invalid", "PartitionValueError",
-                        f"partition column {name!r} holds a value that is not a valid folder "
-                        "name (empty, '.', '..', or with a slash or control character)", [name])
+            _mark(failed, bad, RowFailure(
+                R.PARTITION, f"{name}:invalid", "PartitionValueError",
+                f"partition column {name!r} holds a value that is not a valid folder "
+                "name (empty, '.', '..', or with a slash or control character)", [name]))
+
+
+def _mark(failed: dict[int, RowFailure], mask: pa.Array | pa.ChunkedArray,
+          failure: RowFailure) -> None:
+    """`failure` (one object, shared) for the rows of `mask` not failed yet."""
+    for row in _true_rows(mask):
+        failed.setdefault(row, failure)
+
 
 _DUCK_TYPES = {
     pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from errortable import records as R
@@ -21,11 +22,13 @@ ROW_COLUMN = "__errortable_row"
 
 def check_stage(validator: Any, table: pa.Table, failed: dict[int, RowFailure]) -> None:
     """Record in `failed` the rows of `table` not failed yet that fail a check."""
-    rows = [i for i in range(table.num_rows) if i not in failed]
-    if not rows:
+    rows = np.ones(table.num_rows, dtype=bool)
+    rows[list(failed)] = False
+    if not rows.any():
         return
-    subset = table.take(pa.array(rows, pa.int64())).append_column(
-        ROW_COLUMN, pa.array(rows, pa.int64()))
+    positions = pa.array(np.flatnonzero(rows))
+    subset = (table if not failed else table.take(positions)).append_column(
+        ROW_COLUMN, positions)
     with validator._lock:
         con = validator._connection()
         con.register("record", subset)

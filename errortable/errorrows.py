@@ -11,10 +11,12 @@ the policy to every value.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,12 +38,17 @@ class Failure:
 
 @dataclass
 class RawRows:
-    """The original rows (an Arrow batch, or dicts), read only for the rows that failed."""
+    """The original rows (an Arrow batch, or dicts, or typed rows whose originals are known
+    only as JSON: `payloads` gives the JSON of the rows asked for), read only for the rows
+    that failed."""
 
     batch: pa.RecordBatch | None = None
     records: Sequence[Mapping[str, Any]] | None = None
+    payloads: Callable[[list[int]], list[str]] | None = None
 
     def column(self, name: str, indices: list[int]) -> list[Any]:
+        if self.payloads is not None:  # typed rows: no value differs from its original
+            return [None] * len(indices)
         if self.batch is not None:
             if name not in self.batch.schema.names:
                 return [None] * len(indices)
@@ -50,6 +57,8 @@ class RawRows:
         return [self.records[i].get(name) for i in indices]
 
     def rows(self, indices: list[int]) -> list[Any]:
+        if self.payloads is not None:
+            return [json.loads(p) for p in self.payloads(indices)]
         if self.batch is not None:
             return self.batch.take(pa.array(indices, pa.int64())).to_pylist()
         assert self.records is not None
@@ -101,7 +110,7 @@ class ErrorRows:
             optional.append((R.PARTITION_PATH, pc.binary_join_element_wise(*parts, "/")))
         if line_numbers is not None:
             optional.append((R.SOURCE_LINE, as_strings(
-                pa.array(list(line_numbers), pa.int64()).take(at))))
+                pa.array(np.asarray(line_numbers, dtype=np.int64)).take(at))))
         elif ctx.first_line is not None:
             optional.append((R.SOURCE_LINE, as_strings(pc.add(at, ctx.first_line))))
         if ctx.first_offset is not None:
@@ -123,13 +132,15 @@ class ErrorRows:
         uid = self.builder.uid
         ts = R.now_ts()
         return pa.Table.from_arrays([
-            pa.array([uid() for _ in range(k)], pa.string()), pa.array([ts] * k, pa.string()),
+            pa.array(uid.many(k), pa.string()), pa.array([ts] * k, pa.string()),
             pa.array([schema] * k, pa.string()), pa.array(self.payloads(rows, raw), pa.string()),
             messages, context], schema=S.arrow_schema())
 
     def payloads(self, rows: list[int], raw: RawRows) -> list[str | None]:
         """`record` of each failed row: the original row as JSON (one call over the Arrow
         rows when the validator gives one, else Python's json)."""
+        if raw.payloads is not None:
+            return list(raw.payloads(rows))
         if raw.batch is None:
             assert raw.records is not None
             return [R.to_json(raw.records[i]) for i in rows]
@@ -276,7 +287,7 @@ def parse_error_table(builder: R.RecordBuilder, base: Mapping[str, str],
                   pa.string()))]
     uid = builder.uid
     return pa.Table.from_arrays([
-        pa.array([uid() for _ in range(k)], pa.string()), _repeat(R.now_ts(), k),
+        pa.array(uid.many(k), pa.string()), _repeat(R.now_ts(), k),
         pa.array([f[3] for f in failures], pa.string()),
         pa.array([R.to_json(f[1]) for f in failures], pa.string()),
         pa.array([R.format_message(c, t, None, cap) for c, t in zip(classes, texts,

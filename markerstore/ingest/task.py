@@ -13,9 +13,9 @@ rows to the task's error sink. No data row crosses into the JVM.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -25,9 +25,9 @@ from markerstore.commit import TaskAttempt, TaskSpec
 from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, read_blocks
-from markerstore.ingest.reader import Parsed, complement, json_query, parse_csv, parse_json
+from markerstore.ingest.payload import csv_payloads, json_payloads
+from markerstore.ingest.reader import Parsed, json_query, parse_csv, parse_json
 from markerstore.ingest.sources import SourceTask
-from markerstore.ingest.validate import failing_rows
 
 PARQUET_BATCH_ROWS = 64_000
 
@@ -143,13 +143,29 @@ class IngestTask:
             else:
                 parsed = parse_json(block.lines, self.schema, self.query)
         with timer("validate"):
-            parsed = _drop_failing(parsed, failing_rows(self.validator, parsed.table),
-                                   len(block))
+            good, errors = self._validate(block, parsed, fmt, columns, ctx)
         with timer("reference"):
-            good, errors = self._reference(block, parsed.suspects, fmt, columns, ctx)
-        if good is not None and good.num_rows:
-            return pa.concat_tables([parsed.table, pa.Table.from_batches([good])]), errors
-        return parsed.table, errors
+            more, more_errors = self._reference(block, parsed.suspects, fmt, columns, ctx)
+        found = [t for t in (errors, more_errors) if t is not None and t.num_rows]
+        errors = None if not found else found[0] if len(found) == 1 else \
+            pa.concat_tables(found)
+        if more is not None and more.num_rows:
+            return pa.Table.from_batches([good, more]), errors
+        return pa.Table.from_batches([good]), errors
+
+    def _validate(self, block: Block, parsed: Parsed, fmt: str, columns: list[str] | None,
+                  ctx: Any) -> tuple[pa.RecordBatch, pa.Table | None]:
+        """The Validator's stages (null, key, partition, checks) over the parsed rows, with
+        the `record` of a failing row computed from its line as the per-record path does."""
+        def payloads(rows: list[int]) -> list[str]:
+            lines = block.lines.take(pa.array(parsed.rows[rows]))
+            if fmt == "csv":
+                return csv_payloads(lines.to_pylist(), columns or [])
+            return json_payloads(lines.to_pylist())
+
+        numbers = cast(Sequence[int], parsed.rows + block.first_line)
+        good, errors = self.validator.split_typed(parsed.table, ctx, numbers, payloads)
+        return good, (with_reason(errors) if errors.num_rows else None)
 
     def _reference(self, block: Block, suspects: np.ndarray, fmt: str,
                    columns: list[str] | None, ctx: Any) -> tuple[pa.RecordBatch | None,
@@ -172,15 +188,6 @@ class IngestTask:
         if not found:
             return good, None
         return good, with_reason(found[0] if len(found) == 1 else pa.concat_tables(found))
-
-
-def _drop_failing(parsed: Parsed, failing: np.ndarray, n: int) -> Parsed:
-    """The rows a stage rejects, moved from the clean rows to the suspects."""
-    if len(failing) == 0:
-        return parsed
-    keep = np.setdiff1d(np.arange(parsed.table.num_rows), failing, assume_unique=True)
-    rows = parsed.rows[keep]
-    return Parsed(parsed.table.take(pa.array(keep)), rows, complement(n, rows))
 
 
 class _Timer:
