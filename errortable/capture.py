@@ -25,17 +25,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from errortable import convert as C
 from errortable import records as R
 from errortable import schema as S
 from errortable.checks import ROW_COLUMN, check_stage
 from errortable.config import ErrorTableConfig
+from errortable.convert import Failure
 from errortable.errorrows import ErrorRows, RawRows
 from errortable.errorrows import Failure as RowFailure
 from markerstore.errors import ConfigError
 
 EXTRA_COLUMNS = ("error", "ignore")
-_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
-                OverflowError, TypeError, ValueError)
 
 
 def schema_json(schema: pa.Schema) -> str:
@@ -43,44 +43,6 @@ def schema_json(schema: pa.Schema) -> str:
     return json.dumps({"type": "arrow", "fields": [
         {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema]},
         separators=(",", ":"))
-
-
-Failure = tuple[str, str]  # (error class, message)
-
-
-def _failure(exc: BaseException) -> Failure:
-    return type(exc).__name__, " ".join(str(exc).split())
-
-
-def _convert(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
-             ) -> tuple[pa.Array, dict[int, Failure]]:
-    """Convert rows [0, n) slice by slice, halving a slice that fails until the failing rows
-    are single: O(k log n) conversions for k bad rows. Failed rows become nulls."""
-    if n == 0:
-        return convert(0, 0), {}
-    pieces: list[tuple[int, pa.Array]] = []
-    failures: dict[int, Failure] = {}
-    stack = [(0, n)]
-    while stack:
-        offset, length = stack.pop()
-        try:
-            pieces.append((offset, convert(offset, length)))
-        except _CAST_ERRORS as exc:
-            if length == 1:
-                failures[offset] = _failure(exc)
-                pieces.append((offset, pa.nulls(1, target)))
-                continue
-            half = length // 2
-            stack.append((offset + half, length - half))
-            stack.append((offset, half))
-    if len(pieces) == 1:
-        return pieces[0][1], failures
-    pieces.sort(key=lambda p: p[0])
-    return pa.concat_arrays([p[1] for p in pieces]), failures
-
-
-def _is_textual(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 class Validator:
@@ -275,15 +237,15 @@ class Validator:
         together (DuckDB's hint finds the failing ones) and the rest one by one, and the
         plain values converted in one call (halving a failing slice, as before)."""
         n = len(values)
-        plain = _plain_types(target)
+        plain = C.plain_types(target)
         odd = [] if plain is None else [i for i, v in enumerate(values)
                                         if v is not None and type(v) not in plain]
         if not odd:
-            return _convert(n, target, _python_converter(values, target))
+            return C.by_halves(n, target, C.python_converter(values, target))
         cleared = list(values)
         for i in odd:
             cleared[i] = None
-        array, failures = _convert(n, target, _python_converter(cleared, target))
+        array, failures = C.by_halves(n, target, C.python_converter(cleared, target))
         strings = [i for i in odd if type(values[i]) is str]
         others = [i for i in odd if type(values[i]) is not str]
         parts: list[pa.Array] = []
@@ -295,7 +257,7 @@ class Validator:
             where += strings
             failures.update((strings[j], exc) for j, exc in failed.items())
         for i in others:
-            one, failed = _convert(1, target, _python_converter([values[i]], target))
+            one, failed = C.by_halves(1, target, C.python_converter([values[i]], target))
             parts.append(one)
             where.append(i)
             if failed:
@@ -325,16 +287,16 @@ class Validator:
             return source, {}
         suspects = self._suspects(source, target)
         if not suspects:
-            return _convert(n, target, _arrow_converter(source, target))
+            return C.by_halves(n, target, C.arrow_converter(source, target))
         mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(suspects, pa.int64()))
         cleared = pc.if_else(mask, pa.scalar(None, source.type), source)
-        array, failures = _convert(n, target, _arrow_converter(cleared, target))
+        array, failures = C.by_halves(n, target, C.arrow_converter(cleared, target))
         recovered: dict[int, Any] = {}
         for row in suspects:
             try:
                 recovered[row] = pc.cast(source.slice(row, 1), target, safe=True)[0]
-            except _CAST_ERRORS as exc:
-                failures[row] = _failure(exc)
+            except C.CAST_ERRORS as exc:
+                failures[row] = C.failure(exc)
         if recovered:  # DuckDB was stricter than Arrow for these: keep Arrow's answer
             rows = sorted(recovered)
             put = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(rows, pa.int64()))
@@ -343,8 +305,8 @@ class Validator:
         return array, failures
 
     def _suspects(self, source: pa.Array, target: pa.DataType) -> list[int] | None:
-        duck = _duck_type(target)
-        if duck is None or not _is_textual(source.type) or len(source) == 0:
+        duck = C.duck_type(target)
+        if duck is None or not C.is_textual(source.type) or len(source) == 0:
             return None
         table = pa.table({"i": pa.array(range(len(source)), pa.int64()), "v": source})
         with self._lock:
@@ -422,7 +384,7 @@ class Validator:
         _mark(failed, pc.is_null(column), RowFailure(
             R.KEY, f"{self.key}:null", "RecordKeyError",
             f"record key column {self.key!r} is null", [self.key]))
-        if _is_textual(column.type):
+        if C.is_textual(column.type):
             _mark(failed, pc.equal(pc.utf8_trim_whitespace(column), ""), RowFailure(
                 R.KEY, f"{self.key}:empty", "RecordKeyError",
                 f"record key column {self.key!r} is empty", [self.key]))
@@ -433,7 +395,7 @@ class Validator:
             _mark(failed, pc.is_null(column), RowFailure(
                 R.PARTITION, f"{name}:null", "PartitionValueError",
                 f"partition column {name!r} is null", [name]))
-            if not _is_textual(column.type):
+            if not C.is_textual(column.type):
                 continue
             bad = pc.or_kleene(
                 pc.match_substring_regex(column, r"[/\\\x00-\x1f\x7f]"),
@@ -451,64 +413,8 @@ def _mark(failed: dict[int, RowFailure], mask: pa.Array | pa.ChunkedArray,
         failed.setdefault(row, failure)
 
 
-_DUCK_TYPES = {
-    pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-    pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER",
-    pa.uint64(): "UBIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE",
-    pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
-}
-
-
-def _duck_type(target: pa.DataType) -> str | None:
-    """The DuckDB type whose TRY_CAST hints at the rows an Arrow cast to `target` rejects."""
-    if target in _DUCK_TYPES:
-        return _DUCK_TYPES[target]
-    if pa.types.is_timestamp(target) and target.tz is None:
-        return "TIMESTAMP"
-    if pa.types.is_decimal(target) and target.precision <= 38:
-        return f"DECIMAL({target.precision}, {target.scale})"
-    return None
-
-
 def _true_rows(mask: pa.Array | pa.ChunkedArray) -> list[int]:
     indices = pc.indices_nonzero(pc.fill_null(mask, False))
     return [int(i) for i in indices.to_pylist()]
 
 
-def _arrow_converter(source: pa.Array, target: pa.DataType) -> Callable[[int, int], pa.Array]:
-    def convert(offset: int, length: int) -> pa.Array:
-        part = source.slice(offset, length)
-        return part if part.type == target else pc.cast(part, target, safe=True)
-
-    return convert
-
-
-def _plain_types(target: pa.DataType) -> tuple[type, ...] | None:
-    """The Python types pa.array converts to `target` as they are (a value of another
-    type is converted on its own; None: no screening for this type)."""
-    if pa.types.is_boolean(target):
-        return (bool,)
-    if pa.types.is_integer(target):
-        return (int,)
-    if pa.types.is_floating(target):
-        return (float, int)
-    if _is_textual(target):
-        return (str,)
-    return None
-
-
-def _python_converter(values: list[Any], target: pa.DataType
-                      ) -> Callable[[int, int], pa.Array]:
-    def convert(offset: int, length: int) -> pa.Array:
-        return _from_python(values[offset:offset + length], target)
-
-    return convert
-
-
-def _from_python(values: list[Any], target: pa.DataType) -> pa.Array:
-    try:
-        return pa.array(values, type=target)
-    except _CAST_ERRORS:
-        if _is_textual(target) or not all(v is None or isinstance(v, str) for v in values):
-            raise
-        return pc.cast(pa.array(values, pa.string()), target, safe=True)
