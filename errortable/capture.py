@@ -292,11 +292,17 @@ class Validator:
         cleared = pc.if_else(mask, pa.scalar(None, source.type), source)
         array, failures = C.by_halves(n, target, C.arrow_converter(cleared, target))
         recovered: dict[int, Any] = {}
-        for row in suspects:
+        rows_of: dict[Any, list[int]] = {}  # a value casts alike wherever it is
+        for row, value in zip(suspects, source.take(pa.array(suspects, pa.int64())).to_pylist(),
+                              strict=True):
+            rows_of.setdefault(value, []).append(row)
+        for same in rows_of.values():
             try:
-                recovered[row] = pc.cast(source.slice(row, 1), target, safe=True)[0]
+                value = pc.cast(source.slice(same[0], 1), target, safe=True)[0]
+                recovered.update((row, value) for row in same)
             except C.CAST_ERRORS as exc:
-                failures[row] = C.failure(exc)
+                found = C.failure(exc)
+                failures.update((row, found) for row in same)
         if recovered:  # DuckDB was stricter than Arrow for these: keep Arrow's answer
             rows = sorted(recovered)
             put = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(rows, pa.int64()))
@@ -326,14 +332,19 @@ class Validator:
                 failed: dict[int, RowFailure], raw: RawRows, ctx: R.CaptureContext,
                 schema: str | None, line_numbers: Sequence[int] | None
                 ) -> tuple[pa.RecordBatch, pa.Table]:
+        alike: dict[tuple[tuple[str, Failure], ...], RowFailure] = {}
         for row, items in cast_failures.items():
             if row in failed:
                 continue
-            cols = [c for c, _ in items]
-            types = {c: str(self.target_schema.field(c).type) for c in cols}
-            text = "; ".join(f"column {c!r} to {types[c]}: {e[1]}" for c, e in items)
-            failed[row] = RowFailure(R.CAST, ",".join(f"{c}:{types[c]}" for c in cols),
-                                   items[0][1][0], f"cannot cast {text}", cols)
+            failure = alike.get(tuple(items))
+            if failure is None:  # one object for the rows that failed alike
+                cols = [c for c, _ in items]
+                types = {c: str(self.target_schema.field(c).type) for c in cols}
+                text = "; ".join(f"column {c!r} to {types[c]}: {e[1]}" for c, e in items)
+                failure = alike[tuple(items)] = RowFailure(
+                    R.CAST, ",".join(f"{c}:{types[c]}" for c in cols), items[0][1][0],
+                    f"cannot cast {text}", cols)
+            failed[row] = failure
         table = pa.table(columns, schema=self.target_schema)
         self._null_stage(table, failed)
         self._key_stage(table, failed)
