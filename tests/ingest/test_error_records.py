@@ -120,3 +120,17 @@ def test_parse_blocks_match_the_line_parsers() -> None:
     csv_new = parse_csv_block(texts, ctx, header=["a", "b"], line_numbers=numbers)
     assert _plain(csv_new.errors.to_pylist()) == _plain(csv_old.errors)
     assert csv_new.records == csv_old.records
+
+
+@pytest.mark.parametrize("policy", [{"redact": ("s", "day")}, {"drop_payload": True}])
+def test_a_pii_policy_gives_the_per_record_records(policy: dict[str, Any]) -> None:
+    from errortable.config import ErrorTableConfig
+
+    rng = random.Random(12)
+    lines = [v for i in range(2) for v in _variants(_good(i, rng))]
+    validator = errortable.Validator(ddl_to_arrow(DDL), "id", ["day"], CHECKS,
+                                     config=ErrorTableConfig(**policy))
+    old, new = _both(b"\n".join(lines), "json", validator)
+    assert len(old) > 50 and new == old
+    assert not any("name 1" in str(r["record"]) for r in new if
+                   dict(r["context"])["reason"] != "parse")
