@@ -58,28 +58,14 @@ def bench_batch(spark: Any, rows: int, partitions: int, rounds: int) -> dict[str
 
 def _recording_source(log_path: str) -> type:
     """The sink, recording each batch's CommitResult timings in `log_path`."""
-    from markerstore.spark.source import MarkerStoreDataSource, MarkerStoreStreamWriter
+    from markerstore.testing.spark_sources import hooked_stream_source
 
     def committed(self: Any, result: Any, batch_id: int) -> None:
         with open(log_path, "a") as out:
             out.write(json.dumps({"batch": batch_id, "timings": result.timings,
                                   "rows": result.rows_written}) + "\n")
 
-    writer = type("RecordingStreamWriter", (MarkerStoreStreamWriter,),
-                  {"committed": committed, "__module__": "bench_recording"})
-
-    def stream_writer(self: Any, schema: Any, overwrite: bool) -> Any:
-        base = MarkerStoreDataSource.streamWriter(self, schema, overwrite)
-        recording = writer.__new__(writer)
-        recording.__dict__.update(base.__dict__)
-        return recording
-
-    def name(cls: type) -> str:
-        return "markerstore_recording"
-
-    return type("RecordingSource", (MarkerStoreDataSource,),
-                {"streamWriter": stream_writer, "name": classmethod(name),
-                 "__module__": "bench_recording"})
+    return hooked_stream_source("markerstore_recording", committed, "bench_recording")
 
 
 def bench_stream(spark: Any, batches: int, rows: int, marker_type: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from markerstore.cli.main import (
     emit_relation,
     json_flag,
     open_table,
+    output,
     parse_storage_options,
     storage_option_flag,
     unsafe_sql_flag,
@@ -117,19 +118,20 @@ def stats(path: str, top: int, strict: bool, storage_options: tuple[str, ...],
     """Committed error rows of PATH counted by reason, fingerprint, commit and day."""
     result = report.stats(path, parse_storage_options(storage_options), top=top,
                           strict=strict)
-    if as_json:
-        emit(result.to_dict(), True)
-        return
-    click.echo(f"{result.total} committed error row(s) in {path}")
-    for title, rows, columns in (
-            ("by reason", result.by_reason, ["reason", "rows"]),
-            ("by fingerprint", result.by_fingerprint,
+    output(result, as_json, functools.partial(_stats_text, path))
+
+
+def _stats_text(path: str, data: dict[str, Any]) -> None:
+    click.echo(f"{data['total']} committed error row(s) in {path}")
+    for title, key, columns in (
+            ("by reason", "by_reason", ["reason", "rows"]),
+            ("by fingerprint", "by_fingerprint",
              ["fingerprint", "reason", "detail", "rows", "sample"]),
-            ("by commit", result.by_commit,
+            ("by commit", "by_commit",
              ["source_instant", "error_instant", "rows", "replayed", "source_table"]),
-            ("by day", result.by_day, ["day", "rows"])):
+            ("by day", "by_day", ["day", "rows"])):
         click.echo(f"\n{title}:")
-        emit(rows, False, columns)
+        emit(data[key], False, columns)
 
 
 @cli.command()
@@ -146,13 +148,18 @@ def show(path: str, commit: str | None, limit: int, strict: bool,
     """The newest committed error rows of PATH."""
     rows = report.show(path, parse_storage_options(storage_options), commit=commit,
                        limit=limit, strict=strict)
-    if not as_json:
-        for row in rows:
-            record = row.get("record")
-            if isinstance(record, str) and len(record) > 120:
-                row["record"] = record[:120] + "..."
-    emit(rows, as_json, ["created_at", "source_instant", "reason", "record_key", "error",
-                         "record"])
+    output(rows, as_json, _show_text)
+
+
+def _show_text(rows: list[dict[str, Any]]) -> None:
+    """The rows with each record cut to 120 characters."""
+    shown = [{**row, "record": _cut(row.get("record"), 120)} for row in rows]
+    emit(shown, False, ["created_at", "source_instant", "reason", "record_key", "error",
+                        "record"])
+
+
+def _cut(value: Any, chars: int) -> Any:
+    return value[:chars] + "..." if isinstance(value, str) and len(value) > chars else value
 
 
 @cli.command()
@@ -170,15 +177,16 @@ def expire(path: str, older_than: str, dry_run: bool, storage_options: tuple[str
     is itself a commit on PATH that records what it removed."""
     result = expire_errors(path, older_than, parse_storage_options(storage_options),
                            dry_run=dry_run)
-    if as_json:
-        emit(result.to_dict(), True)
-        return
-    verb = "would expire" if dry_run else "expired"
-    click.echo(f"{verb} {len(result.expired)} error commit(s), {result.rows} row(s), older "
-               f"than {result.cutoff}" + (f" (expire instant {result.expire_instant})"
-                                          if result.expire_instant else ""))
+    output(result, as_json, _expire_text)
+
+
+def _expire_text(data: dict[str, Any]) -> None:
+    verb = "would expire" if data["dry_run"] else "expired"
+    click.echo(f"{verb} {len(data['expired'])} error commit(s), {data['rows']} row(s), older "
+               f"than {data['cutoff']}" + (f" (expire instant {data['expire_instant']})"
+                                           if data["expire_instant"] else ""))
     emit([{k: v for k, v in e.items() if k != "files"} | {"files": len(e["files"])}
-          for e in result.expired], False,
+          for e in data["expired"]], False,
          ["error_instant", "source_instant", "rows", "files", "source_table"])
 
 
@@ -202,15 +210,16 @@ def replay(path: str, where: str, target: str | None, dry_run: bool, unsafe_sql:
         open_table(target, storage_options)
     result = replay_errors(path, where, parse_storage_options(storage_options),
                            dry_run=dry_run, target=target, unsafe_sql=unsafe_sql)
-    if as_json:
-        emit(result.to_dict(), True)
-        return
-    verb = "would replay" if dry_run else "replayed"
-    click.echo(f"{verb} {result.written_rows} record(s)")
-    emit([{"target_table": t.target_table, "selected": t.selected,
-           "written": t.written_rows, "already_replayed": t.already_replayed,
-           "no_payload": t.no_payload, "still_failing": t.still_failing,
-           "instant": t.instant} for t in result.targets], False)
+    output(result, as_json, _replay_text)
+
+
+def _replay_text(data: dict[str, Any]) -> None:
+    verb = "would replay" if data["dry_run"] else "replayed"
+    click.echo(f"{verb} {data['written_rows']} record(s)")
+    emit([{"target_table": t["target_table"], "selected": t["selected"],
+           "written": t["written_rows"], "already_replayed": t["already_replayed"],
+           "no_payload": t["no_payload"], "still_failing": t["still_failing"],
+           "instant": t["instant"]} for t in data["targets"]], False)
 
 
 @cli.command()
@@ -225,16 +234,24 @@ def recover(path: str, dry_run: bool, storage_options: tuple[str, ...], as_json:
     options = parse_storage_options(storage_options)
     if not reader.is_error_table(Table(path, options)):
         raise NotAnErrorTableError(f"{path} is not an error table")
-    result = recover_table(path, options, dry_run=dry_run)
-    if as_json:
-        emit(result.to_dict(), True)
-        return
-    rows = [{"instant": d.instant, "action": d.action, "why": d.why,
-             "error": result.failed.get(d.instant)} for d in result.decisions]
-    rows += [{"instant": i, "action": "failed", "why": "", "error": e}
-             for i, e in result.failed.items() if i not in {d.instant for d in
-                                                           result.decisions}]
-    emit(rows, False, ["instant", "action", "why", "error"])
+    output(recover_table(path, options, dry_run=dry_run), as_json, _recover_text)
+
+
+RECOVERY_OUTCOMES = ("rolled_forward", "rolled_back", "waiting")
+
+
+def _recover_text(data: dict[str, Any]) -> None:
+    """One row per inflight error instant: what recovery did to it (the lists of
+    RecoveryResult.to_dict()), why, and the error when it failed."""
+    rows = [{"instant": instant, "action": outcome, "why": data["why"].get(instant, ""),
+             "error": data["failed"].get(instant)}
+            for outcome in RECOVERY_OUTCOMES for instant in data[outcome]]
+    listed = {row["instant"] for row in rows}
+    rows += [{"instant": instant, "action": "failed", "why": data["why"].get(instant, ""),
+              "error": error} for instant, error in data["failed"].items()
+             if instant not in listed]
+    emit(sorted(rows, key=lambda row: row["instant"]), False,
+         ["instant", "action", "why", "error"])
 
 
 def register(group: click.Group) -> None:

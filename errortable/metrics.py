@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from markerstore.config import FAILED_RECORDS_HELP, FAILED_RECORDS_METRIC
+
 log = logging.getLogger("errortable")
 
 _lock = threading.Lock()
@@ -49,8 +51,7 @@ def _to_server_registry(table: str, counts: Mapping[str, int]) -> None:
     except ImportError:  # the marker server is not installed: this module's registry only
         return
     for reason, n in counts.items():
-        server_metrics.counter(server_metrics.FAILED_RECORDS, {"table": table, "reason": reason},
-                               help="Records written to an error table.").inc(int(n))
+        server_metrics.failed_records(table, reason, int(n))
 
 
 def snapshot() -> dict[str, Any]:
@@ -76,12 +77,11 @@ def prometheus_lines() -> list[str]:
     """The metric in Prometheus text format: a counter by table and reason, and a gauge of
     the last commit's failed records by table."""
     snap = snapshot()
-    lines = ["# HELP markerstore_error_records_total Records written to an error table.",
-             "# TYPE markerstore_error_records_total counter"]
+    name = FAILED_RECORDS_METRIC  # the marker server's /metrics shows the same counter
+    lines = [f"# HELP {name} {FAILED_RECORDS_HELP}", f"# TYPE {name} counter"]
     for table, by_reason in snap["totals"].items():
         for reason, n in by_reason.items():
-            lines.append(f'markerstore_error_records_total{{table="{_label(table)}",'
-                         f'reason="{_label(reason)}"}} {n}')
+            lines.append(f'{name}{{table="{_label(table)}",reason="{_label(reason)}"}} {n}')
     lines += ["# HELP markerstore_error_records_last_commit Failed records of the last commit.",
               "# TYPE markerstore_error_records_last_commit gauge"]
     for table, last in snap["last_commit"].items():

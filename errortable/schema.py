@@ -15,6 +15,8 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
+from markerstore import arrow_avro
+
 SCHEMA_PACKAGE = "markerstore.schemas"
 SCHEMA_FILE = "error_record.avsc"
 
@@ -47,44 +49,10 @@ def field_names() -> list[str]:
     return [f["name"] for f in avro_schema()["fields"]]
 
 
-_PRIMITIVES: dict[str, pa.DataType] = {
-    "string": pa.string(), "bytes": pa.binary(), "int": pa.int32(), "long": pa.int64(),
-    "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(),
-}
-
-
-def _arrow_type(avro_type: Any) -> tuple[pa.DataType, bool]:
-    """(Arrow type, nullable) of an Avro type; covers what ErrorRecord uses and a bit more."""
-    if isinstance(avro_type, list):
-        branches = [t for t in avro_type if t != "null"]
-        if len(branches) != 1:
-            raise ValueError(f"unsupported Avro union {avro_type!r}")
-        arrow, _ = _arrow_type(branches[0])
-        return arrow, "null" in avro_type
-    if isinstance(avro_type, str):
-        if avro_type not in _PRIMITIVES:
-            raise ValueError(f"unsupported Avro type {avro_type!r}")
-        return _PRIMITIVES[avro_type], False
-    kind = avro_type.get("type")
-    if kind == "map":
-        values, _ = _arrow_type(avro_type["values"])
-        return pa.map_(pa.string(), values), False
-    if kind == "array":
-        items, _ = _arrow_type(avro_type["items"])
-        return pa.list_(items), False
-    if isinstance(kind, str) and kind in _PRIMITIVES:
-        return _PRIMITIVES[kind], False
-    raise ValueError(f"unsupported Avro type {avro_type!r}")
-
-
 @lru_cache(maxsize=1)
 def arrow_schema() -> pa.Schema:
     """ErrorRecord as an Arrow schema: the same fields, types and nullability."""
-    fields = []
-    for f in avro_schema()["fields"]:
-        arrow, nullable = _arrow_type(f["type"])
-        fields.append(pa.field(f["name"], arrow, nullable=nullable))
-    return pa.schema(fields)
+    return arrow_avro.arrow_schema(avro_schema())
 
 
 def empty_table() -> pa.Table:

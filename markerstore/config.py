@@ -9,6 +9,7 @@ and returns a frozen :class:`Settings`.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,15 @@ def parse_bool(value: Any) -> bool:
     if text in ("false", "0", "no", "off"):
         return False
     raise ValueError(f"expected true or false, got {value!r}")
+
+
+def json_or_text(value: str) -> Any:
+    """A storage option's value as given on a command line or to Spark: JSON when it parses
+    as JSON (true, 5, {...}), else the text as is."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
 
 
 def int_min(minimum: int) -> Parser:
@@ -348,6 +358,13 @@ def _index(definitions: tuple[Option, ...]) -> tuple[dict[str, Option], dict[str
 
 # Every option by key and every alias: built once from the table above, never added to.
 OPTIONS, _ALIASES = _index(_DEFINITIONS)
+
+
+# --- metric names that more than one package reports --------------------------------------
+# Records sent to an error table, by table and reason: errortable counts them, every marker
+# server's /metrics and errortable.metrics.prometheus_lines() show them under this one name.
+FAILED_RECORDS_METRIC = "markerstore_failed_records_total"
+FAILED_RECORDS_HELP = "Records that failed and were written to an error table."
 
 
 # --- keys of the Spark data source only ------------------------------------------------

@@ -2,6 +2,7 @@
 
     MarkerStoreError
     ├── ConfigError (ValueError)             unknown option key, bad option value
+    │   └── SchemaError                      a schema (DDL, Avro) cannot be read or mapped
     ├── TableNotFoundError (LookupError)     no markerstore table at the path given
     ├── SqlRefusedError (ValueError)         the SQL sandbox refused a query
     ├── StorageError (OSError)               a storage request failed after its retries
@@ -41,6 +42,11 @@ class MarkerStoreError(Exception):
 
 class ConfigError(MarkerStoreError, ValueError):
     """An option key is unknown or its value cannot be parsed."""
+
+
+class SchemaError(ConfigError):
+    """A schema (an ingest DDL string, an Avro schema) cannot be understood, or one of its
+    Avro types has no Arrow type in `markerstore.arrow_avro`; names the part that is wrong."""
 
 
 class TableNotFoundError(MarkerStoreError, LookupError):

@@ -4,7 +4,7 @@
 files checked one by one cost about a second. :func:`bad_paths` applies exactly the same
 rules to an Arrow array of strings in one pass (RE2 through pyarrow), and
 :func:`check_paths` raises as the one-by-one check does, naming the first bad path with
-path_problem's own reason. tests/core/test_paths_arrow.py checks that the two agree on a
+path_problem's own reason. tests/paths/test_paths_arrow.py checks that the two agree on a
 corpus built from every piece the rules look at.
 
 The rules (paths.py): not null; not empty; valid UTF-8 (Arrow strings are, once

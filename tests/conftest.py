@@ -1,4 +1,6 @@
-"""Shared fixtures: a moto S3 server over HTTP on loopback, a fault proxy, table locations."""
+"""Shared fixtures: a moto S3 server over HTTP on loopback, a fault proxy, table locations,
+and one SparkSession for the whole test session (local[2,4]: 2 cores, a failed task is
+retried up to 4 times; no UI, few shuffle partitions). Helpers live in tests/support."""
 
 from __future__ import annotations
 
@@ -6,12 +8,14 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from markerstore.testing.s3 import MotoS3, S3Proxy
+from tests.support.locations import Location
+from tests.support.sandbox import SECRET
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -36,18 +40,6 @@ def s3_proxy(moto_s3: MotoS3) -> Iterator[S3Proxy]:
     proxy.stop()
 
 
-@dataclass
-class Location:
-    """Where a test's table lives: a URL and the storage options to reach it."""
-
-    kind: str
-    url: str
-    storage_options: dict[str, Any] = field(default_factory=dict)
-
-    def child(self, name: str) -> Location:
-        return Location(self.kind, f"{self.url.rstrip('/')}/{name}", self.storage_options)
-
-
 @pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])
 def location(request: pytest.FixtureRequest, tmp_path: Any) -> Location:
     """A fresh table location on local disk, memory:// and S3 (moto over HTTP)."""
@@ -59,3 +51,45 @@ def location(request: pytest.FixtureRequest, tmp_path: Any) -> Location:
     moto: MotoS3 = request.getfixturevalue("moto_s3")
     bucket = moto.create_bucket(f"test-{uuid.uuid4().hex[:12]}")
     return Location(kind, f"s3://{bucket}/table", moto.storage_options())
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def where(request: pytest.FixtureRequest, tmp_path: Any) -> Location:
+    """A table location on local disk or S3 (moto over HTTP); not memory://, which
+    executors (other processes) cannot see."""
+    if request.param == "local":
+        return Location("local", str(tmp_path / "table"))
+    moto: MotoS3 = request.getfixturevalue("moto_s3")
+    bucket = moto.create_bucket(f"spark-{uuid.uuid4().hex[:12]}")
+    return Location("s3", f"s3://{bucket}/table", moto.storage_options())
+
+
+@pytest.fixture
+def local_where(tmp_path: Any) -> Location:
+    """A local table only: for Spark-level behaviour the commit tests already check on S3."""
+    return Location("local", str(tmp_path / "table"))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2,4]")
+               .appName("markerstore-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.default.parallelism", "2")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    """A file outside every table that the SQL sandboxes must never read."""
+    path = tmp_path / "secret.csv"
+    path.write_text(f"name\n{SECRET}\n")
+    return path

@@ -11,11 +11,12 @@ from markerstore.cli.main import (
     emit_relation,
     json_flag,
     open_table,
+    output,
     storage_option_flag,
     unsafe_sql_flag,
 )
 from markerstore.errors import CorruptTableError
-from markerstore.markers import MarkerName, RollbackResult, read_markers
+from markerstore.markers import MarkerName, read_markers
 
 
 @click.command()
@@ -38,7 +39,8 @@ def timeline(table: str, storage_options: tuple[str, ...], as_json: bool) -> Non
                        bytes=counts.get("bytes"))
         rows.append(row)
     problems = ["problem"] if any("problem" in row for row in rows) else []
-    emit(rows, as_json, ["instant", "state", "time", "files", "rows", "bytes", *problems])
+    output(rows, as_json, columns=["instant", "state", "time", "files", "rows", "bytes",
+                                   *problems])
 
 
 @click.command()
@@ -61,7 +63,7 @@ def markers(table: str, instant: str, storage_options: tuple[str, ...], as_json:
         for partition, file_name, io_type in ordered.fetchall():
             rows.append({"marker": MarkerName.build(partition, file_name, io_type).name,
                          "partition": partition, "file": file_name, "io_type": io_type})
-    emit(rows, as_json, ["marker", "io_type"])
+    output(rows, as_json, columns=["marker", "io_type"])
 
 
 @click.command()
@@ -77,17 +79,19 @@ def rollback(table: str, instant: str | None, force: bool, storage_options: tupl
     heartbeat expired) when INSTANT is not given. Rolling back twice is a no-op."""
     t = open_table(table, storage_options)
     result = t.rollback(instant, force=force)
-    results = result if isinstance(result, list) else [result]
-    emit([_rollback_row(r) for r in results], as_json,
+    output(result if isinstance(result, list) else [result], as_json, _rollback_text)
+
+
+def rollback_status(data: dict[str, Any]) -> str:
+    """What a rollback did, in words, from RollbackResult.to_dict()."""
+    return ("rolled forward" if data["rolled_forward"] else
+            "already rolled back" if data["noop"] else "rolled back")
+
+
+def _rollback_text(results: list[dict[str, Any]]) -> None:
+    emit([{"instant": r["instant"], "status": rollback_status(r),
+           "deleted_files": len(r["deleted_files"])} for r in results], False,
          ["instant", "status", "deleted_files"])
-
-
-def _rollback_row(result: RollbackResult) -> dict[str, Any]:
-    return {"instant": result.instant,
-            "status": ("rolled forward" if result.rolled_forward else
-                       "already rolled back" if result.noop else "rolled back"),
-            "deleted_files": len(result.deleted_files), "files": result.deleted_files,
-            "kept_append_files": result.kept_append_files}
 
 
 @click.command()
@@ -115,7 +119,7 @@ def options(as_json: bool) -> None:
     """List every option key with its default and its Hudi / s3committer aliases."""
     from markerstore import config
 
-    emit(config.describe(), as_json, ["key", "default", "aliases"])
+    output(config.describe(), as_json, columns=["key", "default", "aliases"])
 
 
 def register(group: click.Group) -> None:

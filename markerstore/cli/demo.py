@@ -32,11 +32,18 @@ def _fail_first_attempt(step: str, attempt: Any, files: list[Any]) -> None:
 
 
 def run_demo(folder: str, rows: int = 100_000) -> None:
+    """The demo's four steps, each saying what it proved."""
+    url = os.path.join(folder, "events")
+    table = _ingest_step(os.path.join(folder, "source"), url, rows)
+    _sql_step(table)
+    _killed_writer_step(table)
+
+
+def _ingest_step(source: str, url: str, rows: int) -> Table:
+    """Steps 1 and 2: generate a sample and ingest it with Spark while one task dies."""
     from markerstore.ingest import sample
     from markerstore.ingest.pipeline import ingest, spark_session
 
-    source = os.path.join(folder, "source")
-    url = os.path.join(folder, "events")
     _step(1, f"Generate a sample: {rows:,} JSON lines, about 1% bad")
     info = sample.generate(source, rows=rows)
     click.echo(f"    {source}: {len(info.paths)} files; bad rows by kind: {info.bad}")
@@ -63,7 +70,11 @@ def run_demo(folder: str, rows: int = 100_000) -> None:
     _proved(f"rows in = rows written + error rows: {info.rows:,} = "
             f"{result.commit.rows_written:,} + {sum(result.error_records.values()):,}, and "
             f"the error table holds one row per bad input row ({info.bad})")
+    return table
 
+
+def _sql_step(table: Table) -> None:
+    """Step 3: the SQL audits."""
     _step(3, "SQL audits with DuckDB: commits, files, errors")
     for query in (
         "SELECT instant, state, num_files, num_rows, error_records FROM commits",
@@ -77,6 +88,10 @@ def run_demo(folder: str, rows: int = 100_000) -> None:
             click.echo("      " + " | ".join(_short(v) for v in row))
     _proved("commits, files and error rows are queryable with SQL, grouped by fingerprint")
 
+
+def _killed_writer_step(table: Table) -> None:
+    """Step 4: a writer killed mid-write, rolled back by the next one from its markers."""
+    url = table.path
     _step(4, "A writer process killed in the middle of its write")
     script = textwrap.dedent(f"""
         import os

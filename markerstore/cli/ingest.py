@@ -12,6 +12,8 @@ from markerstore.cli.main import (
     emit,
     json_flag,
     open_table,
+    output,
+    parse_key_values,
     parse_storage_options,
     storage_option_flag,
 )
@@ -24,21 +26,17 @@ def parse_checks(pairs: tuple[str, ...]) -> dict[str, str]:
 
     con = duckdb.connect()
     checks: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, expr = pair.partition("=")
-        if not sep or not name.strip() or not expr.strip():
-            raise click.UsageError(f"--check expects NAME=SQL_EXPR, got {pair!r}")
-        if name.strip() in checks:
-            raise click.UsageError(f"--check {name.strip()} is given twice")
+    for name, expr in parse_key_values(pairs, "--check", "NAME=SQL_EXPR", need_value=True,
+                                       unique=True).items():
         try:
             statements = con.extract_statements(f"SELECT ({expr}) AS v")
         except duckdb.Error as exc:
-            raise click.UsageError(f"--check {name.strip()}: {expr.strip()!r} is not a valid SQL "
+            raise click.UsageError(f"--check {name}: {expr.strip()!r} is not a valid SQL "
                                    f"boolean expression: {duckdb_message(exc)}") from None
         if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-            raise click.UsageError(f"--check {name.strip()}: {expr.strip()!r} is not one SQL "
+            raise click.UsageError(f"--check {name}: {expr.strip()!r} is not one SQL "
                                    "expression")
-        checks[name.strip()] = expr.strip()
+        checks[name] = expr.strip()
     return checks
 
 
@@ -46,12 +44,8 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     """`key=value` option pairs; keys are dotted option names, values stay strings. Keys
     and values are validated (markerstore.config, which holds every key):
     a bad one is a ConfigError before Spark starts."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise click.UsageError(f"--option expects KEY=VALUE, got {pair!r}")
-        options[name.strip()] = value.strip()
+    options: dict[str, Any] = {key: value.strip()
+                               for key, value in parse_key_values(pairs, "--option").items()}
     from markerstore import config
 
     config.resolve(options)
@@ -59,9 +53,10 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 
 def print_summary(summary: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        emit(summary, True)
-        return
+    output(summary, as_json, _summary_text)
+
+
+def _summary_text(summary: dict[str, Any]) -> None:
     shown = {k: v for k, v in summary.items() if k not in ("error_records_by_reason",
                                                            "storage_requests")}
     by_reason = summary.get("error_records_by_reason") or {}

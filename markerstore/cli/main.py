@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from markerstore._optional import import_optional
+from markerstore.config import json_or_text
 from markerstore.errors import (
     ConfigError,
     InstantNotFoundError,
@@ -142,20 +143,31 @@ def open_table(path: str, storage_options: Sequence[str] | Mapping[str, Any] = (
     return table
 
 
+def parse_key_values(pairs: Sequence[str], flag: str, metavar: str = "key=value", *,
+                     need_value: bool = False, unique: bool = False) -> dict[str, str]:
+    """The `key=value` pairs of a repeatable flag, in order: keys stripped, values as given.
+    A pair without ``=`` or without a key (or, with `need_value`, without a value) and, with
+    `unique`, a key given twice are usage errors naming the flag; otherwise the last wins."""
+    parsed: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key or (need_value and not value.strip()):
+            raise click.UsageError(f"{flag} expects {metavar}, got {pair!r}")
+        if unique and key in parsed:
+            raise click.UsageError(f"{flag} {key} is given twice")
+        parsed[key] = value
+    return parsed
+
+
 def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     """`key=value` pairs; values that parse as JSON are taken as JSON (true, 5, {...}),
     and a dotted key nests (client_kwargs.region_name=us-east-1)."""
     options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.UsageError(f"--storage-option expects key=value, got {pair!r}")
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
+    for key, raw in parse_key_values(pairs, "--storage-option").items():
+        value = json_or_text(raw)
         target = options
-        parts = key.strip().split(".")
+        parts = key.split(".")
         for part in parts[:-1]:
             target = target.setdefault(part, {})
             if not isinstance(target, dict):
@@ -183,13 +195,37 @@ def unsafe_sql_flag(fn: Callable[..., Any]) -> Callable[..., Any]:
              "(see docs/SECURITY.md).")(fn)
 
 
+def as_data(result: Any) -> Any:
+    """What a command prints of a result: its library's own ``to_dict()`` (a list of them
+    for a list), a dict or rows as they are."""
+    if hasattr(result, "to_dict"):
+        return result.to_dict()
+    if isinstance(result, (list, tuple)):
+        return [as_data(item) for item in result]
+    return result
+
+
+def output(result: Any, as_json: bool, text: Callable[[Any], None] | None = None,
+           columns: Sequence[str] | None = None) -> None:
+    """The one output layer of both CLIs: `result` printed as JSON (``--json``) or as text,
+    from the same data (:func:`as_data`). `text` renders that data as text; without one it
+    is an aligned table of rows (in `columns`) or of a dict's keys and values."""
+    data = as_data(result)
+    if as_json:
+        emit(data, True)
+    elif text is not None:
+        text(data)
+    else:
+        emit(data, False, columns)
+
+
 def emit_relation(relation: Any, as_json: bool) -> None:
     """Print a DuckDB relation's rows (a statement without a result prints nothing)."""
     if relation is None:
         return
     columns = list(relation.columns)
     rows = [dict(zip(columns, values)) for values in relation.fetchall()]
-    emit(rows, as_json, columns)
+    output(rows, as_json, columns=columns)
 
 
 def emit(rows: list[dict[str, Any]] | dict[str, Any], as_json: bool,

@@ -10,20 +10,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from markerstore.cli.main import emit, json_flag, open_table, storage_option_flag
+from markerstore.cli.main import (
+    json_flag,
+    open_table,
+    output,
+    parse_key_values,
+    storage_option_flag,
+)
+from markerstore.server.protocol import TOKEN_ENV
 
 if TYPE_CHECKING:
     from markerstore.server.app import MarkerServer
-
-
-def _options(pairs: tuple[str, ...]) -> dict[str, str]:
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.UsageError(f"--option expects key=value, got {pair!r}")
-        options[key.strip()] = value
-    return options
 
 
 @click.command()
@@ -32,8 +29,8 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
               help="Address to bind; anything but loopback requires a token.")
 @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
               help="Port to bind; 0 picks a free one.")
-@click.option("--token", envvar="MARKERSTORE_SERVER_TOKEN", default=None,
-              help="Bearer token clients must send (or $MARKERSTORE_SERVER_TOKEN).")
+@click.option("--token", envvar=TOKEN_ENV, default=None,
+              help=f"Bearer token clients must send (or ${TOKEN_ENV}).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="markerstore option (repeatable), e.g. "
                    "markerstore.markers.batch.interval_ms=20")
@@ -45,7 +42,7 @@ def serve(table_path: str, host: str, port: int, token: str | None, options: tup
     interrupted (SIGINT or SIGTERM), answering the requests in progress before it exits."""
     from markerstore.server.app import MarkerServer
 
-    table = open_table(table_path, storage_options, _options(options))
+    table = open_table(table_path, storage_options, parse_key_values(options, "--option"))
     server = MarkerServer(table, host=host, port=port, token=token)
     asyncio.run(_run(server, as_json))
 
@@ -56,7 +53,7 @@ async def _run(server: MarkerServer, as_json: bool) -> None:
     # the process: leave it out of the collector's full passes, which would otherwise
     # scan it all and stall every request for tens of milliseconds.
     gc.freeze()
-    emit({"url": url, "table": server.table_url}, as_json)
+    output({"url": url, "table": server.table_url}, as_json)
     sys.stdout.flush()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

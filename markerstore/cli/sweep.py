@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from markerstore.cli.main import emit, json_flag, open_table, storage_option_flag
+from markerstore.cli.main import json_flag, open_table, output, storage_option_flag
 
 
 @click.command()
@@ -24,7 +24,7 @@ def sweep(table: str, dry_run: bool, storage_options: tuple[str, ...], as_json: 
     rows = [{"kind": r["kind"], "instant": r.get("instant"), "state": r.get("state"),
              "key": r.get("key"), "upload_id": r.get("upload_id"), "action": r["action"]}
             for r in report.rows]
-    emit(rows, as_json, ["kind", "instant", "state", "key", "action"])
+    output(rows, as_json, columns=["kind", "instant", "state", "key", "action"])
 
 
 def register(group: click.Group) -> None:

@@ -7,6 +7,7 @@ commits removed.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
@@ -14,7 +15,7 @@ from typing import Any
 
 import click
 
-from markerstore.cli.main import emit, json_flag, open_table, storage_option_flag
+from markerstore.cli.main import emit, json_flag, open_table, output, storage_option_flag
 from markerstore.commit.verify import GRACE_DEFAULT, VerifyReport, parse_grace
 from markerstore.errors import ConfigError
 from markerstore.table import Table
@@ -76,16 +77,19 @@ def verify(table: str, repair: bool, grace: str, storage_options: tuple[str, ...
     period = parse_grace(grace)
     reports = verify_all(open_table(table, storage_options), repair=repair, grace=period)
     findings = [f.to_dict() for r in reports for f in r.findings]
-    if as_json:
-        emit(findings, True)
-    elif findings:
-        emit(findings, False, COLUMNS)
-    else:
-        for report in reports:
-            click.echo(f"{report.table}: consistent ({report.files_listed} files on storage, "
-                       f"{report.committed_files} committed)")
+    output(findings, as_json, functools.partial(_verify_text, reports))
     if findings:
         sys.exit(1)  # not click's Exit: the group runs without standalone mode
+
+
+def _verify_text(reports: list[VerifyReport], findings: list[dict[str, Any]]) -> None:
+    """The findings as a table, or one line per consistent table checked."""
+    if findings:
+        emit(findings, False, COLUMNS)
+        return
+    for report in reports:
+        click.echo(f"{report.table}: consistent ({report.files_listed} files on storage, "
+                   f"{report.committed_files} committed)")
 
 
 def register(group: click.Group) -> None:

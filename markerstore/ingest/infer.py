@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from markerstore.ingest.schema import SchemaError
+from markerstore.errors import SchemaError
 from markerstore.ingest.sources import SourceTask, read_lines
 
 

@@ -23,6 +23,7 @@ from markerstore.ingest.infer import csv_header, infer_schema
 from markerstore.ingest.schema import load_schema
 from markerstore.ingest.session import progress_bar, spark_session
 from markerstore.ingest.sources import SourceTask, list_tasks
+from markerstore.notebook import fields_html
 
 __all__ = ["IngestResult", "infer_schema", "ingest", "spark_session"]
 
@@ -59,9 +60,7 @@ class IngestResult:
                 "storage_requests": dict(c.requests)}
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
-                       for k, v in self.summary().items())
-        return f"<table>{rows}</table>"
+        return fields_html(self.summary())
 
 
 def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,

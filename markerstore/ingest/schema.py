@@ -13,7 +13,8 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 
-from markerstore.errors import ConfigError
+from markerstore.arrow_avro import arrow_schema
+from markerstore.errors import SchemaError
 
 _PRIMITIVES: dict[str, pa.DataType] = {
     "STRING": pa.string(), "VARCHAR": pa.string(), "TEXT": pa.string(),
@@ -24,10 +25,6 @@ _PRIMITIVES: dict[str, pa.DataType] = {
     "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us", tz="UTC"),
     "TIMESTAMP_NTZ": pa.timestamp("us"), "BINARY": pa.binary(),
 }
-
-
-class SchemaError(ConfigError):
-    """A schema given to ingest cannot be understood."""
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -103,53 +100,6 @@ def ddl_to_arrow(ddl: str) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _avro_type(spec: Any, named: dict[str, pa.DataType]) -> tuple[pa.DataType, bool]:
-    """(Arrow type, nullable) of an Avro type."""
-    if isinstance(spec, list):
-        branches = [b for b in spec if b != "null"]
-        if len(branches) != 1:
-            raise SchemaError(f"Avro union {spec!r} is not supported (only [\"null\", T])")
-        return _avro_type(branches[0], named)[0], True
-    if isinstance(spec, str):
-        simple = {"string": pa.string(), "boolean": pa.bool_(), "int": pa.int32(),
-                  "long": pa.int64(), "float": pa.float32(), "double": pa.float64(),
-                  "bytes": pa.binary()}
-        if spec in simple:
-            return simple[spec], False
-        if spec in named:
-            return named[spec], False
-        raise SchemaError(f"unknown Avro type {spec!r}")
-    if isinstance(spec, dict):
-        logical = spec.get("logicalType")
-        base = spec.get("type")
-        if logical == "date":
-            return pa.date32(), False
-        if logical in ("timestamp-millis", "timestamp-micros"):
-            return pa.timestamp("ms" if logical.endswith("millis") else "us", tz="UTC"), False
-        if logical == "decimal":
-            return pa.decimal128(int(spec["precision"]), int(spec.get("scale", 0))), False
-        if base == "array":
-            return pa.list_(_avro_type(spec["items"], named)[0]), False
-        if base == "map":
-            return pa.map_(pa.string(), _avro_type(spec["values"], named)[0]), False
-        if base == "record":
-            struct = pa.struct(_avro_fields(spec, named))
-            named[spec["name"]] = struct
-            return struct, False
-        if base == "enum":
-            return pa.string(), False
-        return _avro_type(base, named)
-    raise SchemaError(f"cannot read Avro type {spec!r}")
-
-
-def _avro_fields(record: dict[str, Any], named: dict[str, pa.DataType]) -> list[pa.Field]:
-    fields = []
-    for field in record.get("fields", []):
-        arrow_type, nullable = _avro_type(field["type"], named)
-        fields.append(pa.field(field["name"], arrow_type, nullable=nullable))
-    return fields
-
-
 def avro_to_arrow(schema: dict[str, Any] | str) -> pa.Schema:
     """An Avro record schema (dict or JSON text) as an Arrow schema."""
     if isinstance(schema, str):
@@ -165,7 +115,7 @@ def avro_to_arrow(schema: dict[str, Any] | str) -> pa.Schema:
         fastavro.parse_schema(schema)
     except Exception as exc:
         raise SchemaError(f"invalid Avro schema: {exc}") from None
-    return pa.schema(_avro_fields(schema, {}))
+    return arrow_schema(schema)
 
 
 def load_schema(spec: str, storage_options: dict[str, Any] | None = None) -> pa.Schema:

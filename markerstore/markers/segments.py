@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from markerstore.arrow_avro import arrow_schema
 from markerstore.errors import CorruptTableError, MarkerTypeError, StorageError
 from markerstore.markers.base import (
     BATCHED,
@@ -97,33 +98,9 @@ def avro_schema() -> dict[str, Any]:
     return parsed
 
 
-def _arrow_type(avro_type: Any) -> tuple[pa.DataType, bool]:
-    """(Arrow type, nullable) of an Avro field type."""
-    if isinstance(avro_type, list):
-        branches = [t for t in avro_type if t != "null"]
-        if len(branches) != 1:
-            raise ValueError(f"unsupported Avro union {avro_type!r}")
-        return _arrow_type(branches[0])[0], "null" in avro_type
-    if isinstance(avro_type, dict):
-        logical = avro_type.get("logicalType")
-        if logical == "timestamp-millis":
-            return pa.timestamp("ms", tz="UTC"), False
-        return _arrow_type(avro_type["type"])
-    simple = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(),
-              "boolean": pa.bool_(), "double": pa.float64()}
-    if avro_type not in simple:
-        raise ValueError(f"unsupported Avro type {avro_type!r}")
-    return simple[avro_type], False
-
-
 def arrow_schema_from_avro(schema: Mapping[str, Any] | None = None) -> pa.Schema:
     """The Arrow schema an Avro record schema describes (types and nullability)."""
-    schema = schema if schema is not None else avro_schema()
-    fields = []
-    for field in schema["fields"]:
-        arrow_type, nullable = _arrow_type(field["type"])
-        fields.append(pa.field(field["name"], arrow_type, nullable=nullable))
-    return pa.schema(fields)
+    return arrow_schema(schema if schema is not None else avro_schema())
 
 
 # --- rows -----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from markerstore import config
 from markerstore.errors import ConfigError, InvalidMarkerError, MarkerServerError
 from markerstore.server import metrics, validate
 from markerstore.server.memory import trim
+from markerstore.server.protocol import API, TOKEN_ENV
 from markerstore.server.service import MarkerService, ServiceError
 
 if TYPE_CHECKING:
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = "MARKERSTORE_SERVER_TOKEN"
-API = "/v1/markers"
 JSON_TYPE = "application/json; charset=utf-8"
 _PUBLIC = frozenset({"/health"})
 _METHODS = frozenset({"GET", "POST", "DELETE", "PUT", "HEAD", "OPTIONS", "PATCH"})

@@ -43,14 +43,13 @@ from markerstore.errors import (
 from markerstore.markers.base import BATCHED, IOType, MarkerName, WriteMarkers, marker_items
 from markerstore.markers.direct import DirectWriteMarkers
 from markerstore.markers.segments import DETAIL_KEYS, rows_to_table
+from markerstore.server.protocol import API, TOKEN_ENV
 
 if TYPE_CHECKING:
     from markerstore.table import Table
 
 log = logging.getLogger(__name__)
 
-API = "/v1/markers"
-TOKEN_ENV = "MARKERSTORE_SERVER_TOKEN"
 CHUNK = 2000  # markers per request in create_many (stays under the default body limit)
 
 _warned: set[tuple[str, str]] = set()

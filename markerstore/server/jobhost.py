@@ -146,7 +146,7 @@ class JobHost:
         except ProcessLookupError:
             return
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _running(self.pid):
+        while time.monotonic() < deadline and process_alive(self.pid):
             time.sleep(0.02)
 
 
@@ -216,7 +216,7 @@ def live_query_host(folder: str, want: dict[str, Any] | None = None) -> JobHost 
         pid, control = int(record["pid"]), str(record["control"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if any(record.get(k) != v for k, v in (want or {}).items()) or not _running(pid):
+    if any(record.get(k) != v for k, v in (want or {}).items()) or not process_alive(pid):
         return None
     try:
         if int(_call(control, {"op": "ping"}, timeout=5.0)["pid"]) != pid:
@@ -238,7 +238,7 @@ def _call(control: str, message: dict[str, Any], timeout: float = 30.0) -> dict[
     return _answer(line, f"at {control} closed")
 
 
-def _running(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether `pid` exists and is not a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -254,6 +254,28 @@ def _running(pid: int) -> bool:
 
 
 # --- the host process ------------------------------------------------------------------------
+def _start_beats(entries: list[list[Any]]) -> tuple[list[Any], tuple[Table, str] | None]:
+    """Start a heartbeat for each (table URL, storage options, options, instant); returns
+    the heartbeats and the first (table, instant), the write's main instant."""
+    beats, main = [], None
+    for url, storage_options, options, instant in entries:
+        table = Table(url, storage_options,
+                      {k: v for k, v in options.items() if k in config.OPTIONS})
+        beats.append(table.heartbeats.start(instant))
+        main = main or (table, instant)
+    return beats, main
+
+
+def _over(table: Table, instant: str) -> bool | None:
+    """Whether `instant` is completed or rolled back; None when its state cannot be read
+    now (a storage hiccup: check again later)."""
+    try:
+        return table.state(instant) not in (REQUESTED, INFLIGHT)
+    except Exception as exc:
+        log.warning("job host: reading the state of %s failed: %s", instant, exc)
+        return None
+
+
 class _Host:
     def __init__(self, request: dict[str, Any]) -> None:
         self.request = request
@@ -275,31 +297,40 @@ class _Host:
         return answer
 
     def beat(self, entries: list[list[Any]]) -> None:
-        for url, storage_options, options, instant in entries:
-            table = Table(url, storage_options,
-                          {k: v for k, v in options.items() if k in config.OPTIONS})
-            self.beats.append(table.heartbeats.start(instant))
-            if self.main is None:
-                self.main = (table, instant)
+        beats, main = _start_beats(entries)
+        self.beats += beats
+        self.main = self.main or main
 
     def run(self) -> None:
+        """Until stopped or done: watch the Spark driver (once it is gone, stop and keep
+        the heartbeat files, so that its instants look failed), and every
+        STATE_CHECK_SECONDS check what this host beats for (:meth:`_finished`)."""
         watch = int(self.request["watch_pid"])
         checked = time.monotonic()
         delete = True
         while not self.stopping.wait(0.5):
-            if not _running(watch):
+            if not process_alive(watch):
                 log.warning("job host: the Spark driver (pid %d) is gone", watch)
                 delete = False
                 break
-            if self.main is not None and time.monotonic() - checked > STATE_CHECK_SECONDS:
+            if self._idle():
+                break
+            if time.monotonic() - checked > STATE_CHECK_SECONDS:
                 checked = time.monotonic()
-                table, instant = self.main
-                try:
-                    if table.state(instant) not in (REQUESTED, INFLIGHT):
-                        break
-                except Exception as exc:  # a storage hiccup: check again later
-                    log.warning("job host: reading the state of %s failed: %s", instant, exc)
+                if self._finished():
+                    break
         self.close(delete)
+
+    def _idle(self) -> bool:
+        """Whether the host has nothing left to do (a job's host never idles)."""
+        return False
+
+    def _finished(self) -> bool:
+        """Whether the job's instant is over (completed or rolled back)."""
+        if self.main is None:
+            return False
+        table, instant = self.main
+        return _over(table, instant) is True
 
     def close(self, delete: bool) -> None:
         if self.server is not None:
@@ -362,12 +393,7 @@ class _QueryHost(_Host):
             if op == "ping":
                 return {"pid": os.getpid()}
             if op == "beat":
-                beats, main = [], None
-                for url, storage_options, options, instant in message["beat"]:
-                    table = Table(url, storage_options,
-                                  {k: v for k, v in options.items() if k in config.OPTIONS})
-                    beats.append(table.heartbeats.start(instant))
-                    main = main or (table, instant)
+                beats, main = _start_beats(message["beat"])
                 if main is not None:
                     self.batches[main[1]] = (main[0], beats)
                 return {"ok": True}
@@ -392,31 +418,19 @@ class _QueryHost(_Host):
         with self.lock:
             batches = list(self.batches.items())
         for instant, (table, _) in batches:
-            try:
-                over = table.state(instant) not in (REQUESTED, INFLIGHT)
-            except Exception as exc:  # a storage hiccup: check again later
-                log.warning("job host: reading the state of %s failed: %s", instant, exc)
-                continue
-            if over:
+            if _over(table, instant):
                 with self.lock:
                     self._release(instant, delete=True)
 
-    def run(self) -> None:
-        watch = int(self.request["watch_pid"])
-        checked = time.monotonic()
-        delete = True
-        while not self.stopping.wait(0.5):
-            if not _running(watch):
-                log.warning("job host: the Spark driver (pid %d) is gone", watch)
-                delete = False
-                break
-            with self.lock:
-                if not self.batches and time.monotonic() - self.last_active > self.idle:
-                    break
-            if time.monotonic() - checked > STATE_CHECK_SECONDS:
-                checked = time.monotonic()
-                self._release_finished()
-        self.close(delete)
+    def _idle(self) -> bool:
+        """No batch to beat for, and no request for `idle` seconds."""
+        with self.lock:
+            return not self.batches and time.monotonic() - self.last_active > self.idle
+
+    def _finished(self) -> bool:
+        """A query's host lives on: it releases the batches that are over."""
+        self._release_finished()
+        return False
 
     def close(self, delete: bool) -> None:
         path = os.path.join(self.folder, HOST_FILE)

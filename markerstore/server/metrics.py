@@ -18,10 +18,12 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from markerstore.config import FAILED_RECORDS_HELP, FAILED_RECORDS_METRIC
+
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
-FAILED_RECORDS = "markerstore_failed_records_total"
+FAILED_RECORDS = FAILED_RECORDS_METRIC
 DEFAULT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2,
                    0.25, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
 
@@ -234,4 +236,4 @@ def histogram(name: str, labels: Mapping[str, Any] | None = None, help: str = ""
 def failed_records(table: str, reason: str, amount: int = 1) -> None:
     """Count records that went to an error table (the RFC-20 failed-record metric)."""
     counter(FAILED_RECORDS, {"table": table, "reason": reason},
-            help="Records that failed and were written to an error table.").inc(amount)
+            help=FAILED_RECORDS_HELP).inc(amount)

@@ -10,6 +10,10 @@ batch (503), and none of them is held, so a retry writes them again (a bad reque
 gets into a batch: see validate.py). A folder's state is loaded from its segments on its
 first request, so a restarted server knows every marker it acknowledged before; an
 instant with no folder is not held, unless it is written or sealed.
+
+Its parts: flushes and compactions (writer.py), which instants are inflight (inflight.py),
+reads of the markers held (queries.py); here, the queue and dispatcher, loading a folder,
+creates, and opening, sealing and deleting a folder.
 """
 
 from __future__ import annotations
@@ -18,38 +22,32 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
-
-import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from markerstore import config
 from markerstore.errors import MarkerStoreError, MarkerTypeError, StorageError
 from markerstore.markers.base import (
     BATCHED,
     DIRECT,
-    IOType,
     MarkerName,
     ensure_marker_type,
     marker_folder,
     read_marker_type,
 )
-from markerstore.markers.reconcile import read_markers
 from markerstore.markers.segments import (
     READ_ATTEMPTS,
-    dedupe,
     encode,
     list_segments,
     marker_row,
     rows_to_table,
 )
-from markerstore.server.keys import KeySet, key_of, keys_of, names_of
+from markerstore.server.inflight import InflightWatch, TimelineView
+from markerstore.server.keys import key_of
 from markerstore.server.memory import limit_heap, trim
 from markerstore.server.metrics import Registry
+from markerstore.server.queries import MarkerQueries
 from markerstore.server.state import (
     DirState,
     Pending,
@@ -60,22 +58,11 @@ from markerstore.server.state import (
     file_id_key,
     request_value,
 )
-from markerstore.server.writer import SegmentWriter, ServiceError
+from markerstore.server.writer import ServiceError
 from markerstore.storage import Storage
 from markerstore.timeline import is_instant
-from markerstore.timeline.timeline import TIMELINE_DIR
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TimelineView:
-    """Which instants were inflight when the timeline was listed, and (for early conflict
-    detection) the file ids that inflight instants not written here have markers for."""
-
-    started: float
-    inflight: frozenset[str]
-    foreign: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
 
 def load_segment_files(storage: Storage, instant: str) -> tuple[list[Segment], int]:
@@ -98,7 +85,7 @@ def _consume(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-class MarkerService(SegmentWriter):
+class MarkerService(MarkerQueries, InflightWatch):
     """Batched markers of one table, served from memory and flushed as segments."""
 
     def __init__(self, storage: Storage, settings: config.Settings,
@@ -292,108 +279,6 @@ class MarkerService(SegmentWriter):
         trim()  # the pieces decoded to hash the names
         return state
 
-    # --- the timeline ------------------------------------------------------------------------
-    async def _require_inflight(self, instant: str) -> float:
-        """Raise 409 unless the timeline says `instant` is inflight; returns when the
-        listing that said so started."""
-        asked = time.monotonic()
-        view = self._view
-        if (view is None or instant not in view.inflight) and self._refresh is not None:
-            # a listing is under way: it may well show the instant
-            with contextlib.suppress(ServiceError):
-                view = await asyncio.shield(self._refresh[1])
-        if view is None or instant not in view.inflight:
-            view = await self._fresh_view(asked)
-        if instant not in view.inflight:
-            raise ServiceError(409, "instant_not_inflight",
-                               f"instant {instant} is not inflight on the timeline (never "
-                               "started, completed or rolled back)")
-        return view.started
-
-    async def _fresh_view(self, not_before: float) -> TimelineView:
-        """A listing of the timeline that started at `not_before` or later. Requests that
-        need one at the same time share it: a listing that started too early is waited
-        for, and the first waiter then starts the next one, which the others join."""
-        while True:
-            running = self._refresh
-            if running is None:
-                running = self._start_refresh()
-            if running[0] >= not_before:
-                return await asyncio.shield(running[1])
-            with contextlib.suppress(ServiceError):
-                await asyncio.shield(running[1])
-            view = self._view
-            if view is not None and view.started >= not_before:
-                return view
-            if self._refresh is running:  # it failed without clearing itself: start anew
-                self._refresh = None
-
-    def _start_refresh(self) -> tuple[float, asyncio.Task[TimelineView]]:
-        started = time.monotonic()
-        written = {i for i, s in self.states.items() if s.written_here or s.pending}
-        task = asyncio.get_running_loop().create_task(
-            self._run_refresh(started, frozenset(written)))
-        self._refresh = (started, task)
-        return self._refresh
-
-    async def _run_refresh(self, started: float, written: frozenset[str]) -> TimelineView:
-        try:
-            view = await self._run(self._io_pool, self._read_view, started, written)
-        except Exception as exc:
-            log.warning("marker server: reading the timeline failed: %s", exc)
-            raise ServiceError(503, "storage_error",
-                               f"reading the timeline failed: {exc}") from exc
-        finally:
-            if self._refresh is not None and self._refresh[0] == started:
-                self._refresh = None
-        if self._view is None or view.started >= self._view.started:
-            self._view = view
-            self._mark_gone(view)
-        return view
-
-    def _read_view(self, started: float, written: frozenset[str]) -> TimelineView:
-        suffixes: dict[str, set[str]] = {}
-        for name in self.storage.ls(self.storage.path(TIMELINE_DIR)):
-            instant, _, rest = name.partition(".")
-            if is_instant(instant):
-                suffixes.setdefault(instant, set()).add(rest)
-        inflight = frozenset(i for i, s in suffixes.items()
-                             if s & {"commit.requested", "inflight"}
-                             and not s & {"commit", "rollback", "rollback.requested"})
-        foreign: dict[tuple[str, str], set[str]] = {}
-        if self.conflict_detection:
-            con = duckdb.connect()
-            for instant in sorted(inflight - written):
-                try:
-                    relation = read_markers(self.storage, instant, con)
-                except MarkerStoreError as exc:  # a corrupt or unreadable neighbour: skipped
-                    log.warning("early conflict detection cannot read the markers of %s: %s",
-                                instant, exc)
-                    continue
-                if relation is None:
-                    continue
-                pairs = relation.query("m", "SELECT DISTINCT partition, file FROM m")
-                assert pairs is not None
-                for partition, file_name in pairs.fetchall():
-                    foreign.setdefault((partition, file_id(file_name)), set()).add(instant)
-        return TimelineView(started, inflight,
-                            {k: frozenset(v) for k, v in foreign.items()})
-
-    def _mark_gone(self, view: TimelineView) -> None:
-        for instant, state in list(self.states.items()):
-            if (state.inflight_checked and not state.gone and instant not in view.inflight
-                    and view.started > state.checked_at):
-                state.gone = (f"instant {instant} is no longer inflight (completed or rolled "
-                              "back); its markers are closed")
-                self._fail(state, state.pending, ServiceError(409, "instant_not_inflight",
-                                                             state.gone))
-                state.pending = []
-            idle = not state.busy and not state.pending
-            finished = instant not in view.inflight
-            if idle and ((state.gone and (not state.sealed or finished))
-                         or (not state.inflight_checked and finished)):
-                del self.states[instant]  # a later request loads it again from storage
-
     # --- creates -----------------------------------------------------------------------------
     async def create(self, instant: str, items: list[tuple[MarkerName, dict[str, Any]]],
                      request_id: str | None = None, update: bool = False) -> list[bool]:
@@ -455,67 +340,7 @@ class MarkerService(SegmentWriter):
                     f" also write file id {key[1]!r} in partition {key[0]!r}; refusing the "
                     f"marker of {marker.file_name!r} for instant {state.instant}")
 
-    # --- queries -------------------------------------------------------------------------------
-    async def names(self, instant: str) -> list[str]:
-        """Every marker name, sorted (a list: for small folders and tests; GET streams)."""
-        return sorted(n for chunk in self.name_chunks(await self.state(instant))
-                      for n in chunk.to_pylist())
-
-    def name_chunks(self, state: DirState) -> Iterator[pa.Array]:
-        """The names of the markers a folder holds, a piece of rows at a time, each once,
-        in segment order (not sorted). The segments are those held when this is called;
-        a compaction meanwhile replaces the list, not the segments in it."""
-        segments = list(state.segments)
-        seen = KeySet() if state.overlapping else None
-        for segment in segments:
-            for rows in segment.batches(["partition", "file", "io_type"]):
-                names = names_of(rows)
-                if seen is not None:  # a marker in more than one segment: once
-                    blob = keys_of(names).astype(">u8").tobytes()
-                    fresh = [seen.add(blob[i:i + 16]) for i in range(0, len(blob), 16)]
-                    names = names.filter(pa.array(fresh, pa.bool_()))
-                yield names
-
-    async def has(self, instant: str, marker: MarkerName) -> bool:
-        return marker.name in (await self.state(instant)).names
-
-    async def exists(self, instant: str) -> bool:
-        state = await self.state(instant)
-        return state.initialized or bool(state.names)
-
-    async def created_and_merged(self, instant: str) -> list[str]:
-        paths: set[str] = set()
-        for segment in list((await self.state(instant)).segments):
-            for rows in segment.batches(["partition", "file", "io_type"]):
-                rows = rows.filter(pc.is_in(rows.column("io_type"),
-                                            pa.array([IOType.CREATE.value,
-                                                      IOType.MERGE.value])))
-                joined = pc.binary_join_element_wise(rows.column("partition"),
-                                                     rows.column("file"), "/")
-                data_paths = pc.if_else(pc.equal(rows.column("partition"), ""),
-                                        rows.column("file"), joined)
-                paths.update(data_paths.to_pylist())
-        return sorted(paths)
-
-    async def rows(self, instant: str) -> pa.Table:
-        state = await self.state(instant)
-        tables = list(self.row_chunks(state))
-        return pa.concat_tables(tables) if tables else rows_to_table([])
-
-    def row_chunks(self, state: DirState) -> Iterator[pa.Table]:
-        """The rows of the markers a folder holds (MARKER_COLUMNS, one per marker), a piece
-        at a time, in segment order. Segments that overlap (a crash mid-compaction, or
-        details updates) are merged as a whole first (dedupe), which needs all their rows
-        at once; those this server writes otherwise never overlap."""
-        segments = list(state.segments)
-        if not segments:
-            return
-        if state.overlapping:
-            yield dedupe(pa.concat_tables([s.rows for s in segments]))
-            return
-        for segment in segments:
-            yield from segment.batches()
-
+    # --- the folder: open, seal, delete -------------------------------------------------
     async def open(self, instant: str) -> int:
         """Make the instant's folder ready for creates: the instant must be inflight; its
         segments are loaded; MARKERS.type is written now (as the driver does for direct
@@ -555,11 +380,6 @@ class MarkerService(SegmentWriter):
         while state.tasks:
             await asyncio.wait(list(state.tasks))
         return len(state.names)
-
-    async def _inflight_now(self, instant: str) -> bool:
-        """Whether a listing of the timeline started now shows the instant inflight."""
-        view = await self._fresh_view(time.monotonic())
-        return instant in view.inflight
 
     async def _check_deletable(self, instant: str, state: DirState | None) -> None:
         """DELETE removes only BATCHED markers, and only of an instant that is sealed or

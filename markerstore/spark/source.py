@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import logging
 import os
 import pickle
@@ -74,13 +73,6 @@ class SourceRequest:
     query_id: str | None = None
 
 
-def _json_or_text(value: str) -> Any:
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
-
-
 def parse_options(options: Mapping[str, str]) -> SourceRequest:
     """Split Spark's (lowercased) options into the table path, markerstore options (any
     spelling, any case), storage options, partition columns, key, checks, query id."""
@@ -97,12 +89,12 @@ def parse_options(options: Mapping[str, str]) -> SourceRequest:
         if name in ("path", "checkpointlocation"):
             checkpoint = value if name == "checkpointlocation" else checkpoint
         elif name == config.SOURCE_STORAGE_OPTIONS:
-            parsed = _json_or_text(value)
+            parsed = config.json_or_text(value)
             if not isinstance(parsed, dict):
                 raise ConfigError(f"option {raw}: expected a JSON object, got {value!r}")
             storage.update(parsed)
         elif name.startswith(config.SOURCE_STORAGE_OPTION_PREFIX):
-            storage[name[len(config.SOURCE_STORAGE_OPTION_PREFIX):]] = _json_or_text(value)
+            storage[name[len(config.SOURCE_STORAGE_OPTION_PREFIX):]] = config.json_or_text(value)
         elif name.startswith(config.SOURCE_CHECK_PREFIX):
             checks[name[len(config.SOURCE_CHECK_PREFIX):]] = value
         elif name == config.SOURCE_PARTITION_BY:

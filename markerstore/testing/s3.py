@@ -198,66 +198,8 @@ class S3Proxy:
         return None
 
     def start(self) -> S3Proxy:
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _body(self) -> bytes:
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    chunks = []
-                    while True:
-                        size_line = self.rfile.readline()
-                        size = int(size_line.split(b";")[0].strip() or b"0", 16)
-                        chunk = self.rfile.read(size + 2)[:size]
-                        if size == 0:
-                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                                pass
-                            break
-                        chunks.append(chunk)
-                    return b"".join(chunks)
-                length = int(self.headers.get("Content-Length") or 0)
-                return self.rfile.read(length) if length else b""
-
-            def _handle(self) -> None:
-                body = self._body()
-                fault = proxy._pick_fault(self.command, self.path)
-                if proxy.delay_ms:
-                    time.sleep(proxy.delay_ms / 1000)
-                if fault is not None and fault.kind in ("503", "500"):
-                    payload = _SLOWDOWN if fault.kind == "503" else _INTERNAL
-                    self.send_response(int(fault.kind))
-                    self.send_header("Content-Type", "application/xml")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                    return
-                if fault is not None and fault.kind == "timeout":
-                    time.sleep(fault.seconds)
-                    self.close_connection = True
-                    return
-                status, headers, data = proxy._forward(self.command, self.path,
-                                                       self.headers.items(), body)
-                if fault is not None and fault.kind == "lost":
-                    time.sleep(fault.seconds)
-                    self.close_connection = True
-                    return
-                self.send_response(status)
-                for key, value in headers:
-                    if key.lower() not in ("connection", "transfer-encoding", "keep-alive",
-                                           "content-length", "server", "date"):
-                        self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
-
-        self._server = _ProxyServer(("127.0.0.1", 0), Handler)
+        handler = type("Handler", (_ProxyHandler,), {"proxy": self})
+        self._server = _ProxyServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -295,3 +237,65 @@ class S3Proxy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    """One request through an S3Proxy: a fault it was told to inject, or the answer of
+    the upstream S3 (`proxy` is set per proxy, by S3Proxy.start)."""
+
+    proxy: S3Proxy
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size_line = self.rfile.readline()
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                chunk = self.rfile.read(size + 2)[:size]
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                chunks.append(chunk)
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _handle(self) -> None:
+        body = self._body()
+        fault = self.proxy._pick_fault(self.command, self.path)
+        if self.proxy.delay_ms:
+            time.sleep(self.proxy.delay_ms / 1000)
+        if fault is not None and fault.kind in ("503", "500"):
+            payload = _SLOWDOWN if fault.kind == "503" else _INTERNAL
+            self.send_response(int(fault.kind))
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        if fault is not None and fault.kind == "timeout":
+            time.sleep(fault.seconds)
+            self.close_connection = True
+            return
+        status, headers, data = self.proxy._forward(self.command, self.path,
+                                               self.headers.items(), body)
+        if fault is not None and fault.kind == "lost":
+            time.sleep(fault.seconds)
+            self.close_connection = True
+            return
+        self.send_response(status)
+        for key, value in headers:
+            if key.lower() not in ("connection", "transfer-encoding", "keep-alive",
+                                   "content-length", "server", "date"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle

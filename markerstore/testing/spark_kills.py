@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from markerstore.commit.job import STEPS  # the job commit's kill points
 from markerstore.testing.server_kills import flat_storage_options
 
 WRITE_OPTIONS = {"markerstore.write.target_file_size": 8000,
@@ -41,8 +42,6 @@ CHECKS = {"non_negative": "amount >= 0"}
 # A random-moment kill lands within this share of the first write's duration: the killed
 # write is the driver's second, and a warm JVM makes it several times faster.
 FRACTION = 0.35
-STEPS = ("before_reconcile", "after_intent", "after_reconcile", "publish",
-         "before_complete", "after_complete")
 
 
 # --- the driver process ------------------------------------------------------------------------

@@ -32,16 +32,22 @@ from markerstore.errors import (
     InstantNotFoundError,
     TimelineError,
 )
+from markerstore.paths import META_SEGMENT
 from markerstore.storage import Storage
-from markerstore.timeline.checks import check_commit, check_rollback_record
+from markerstore.timeline.checks import (
+    COMPLETED_STATE,
+    TOMBSTONE_STATE,
+    check_commit,
+    check_rollback_record,
+)
 
-META_DIR = ".markerstore"
+META_DIR = META_SEGMENT
 TIMELINE_DIR = f"{META_DIR}/timeline"
 
 REQUESTED = "requested"
 INFLIGHT = "inflight"
-COMPLETED = "completed"
-ROLLEDBACK = "rolledback"
+COMPLETED = COMPLETED_STATE
+ROLLEDBACK = TOMBSTONE_STATE  # a rolled-back instant's record is its tombstone
 STATES = (REQUESTED, INFLIGHT, COMPLETED, ROLLEDBACK)
 
 _SUFFIX_STATE = {
@@ -52,7 +58,6 @@ _SUFFIX_STATE = {
 }
 _FENCE = ".rollback.requested"
 _ORDER = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2, ROLLEDBACK: 3}
-TOMBSTONE_STATE = "rolledback"
 INSTANT_LENGTH = 17
 
 _instant_lock = threading.Lock()

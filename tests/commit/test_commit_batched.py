@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from commit_checks import (
+
+from markerstore.commit import WriteJob
+from tests.support.commit_checks import (
     BATCHED,
     MarkerServerRunning,
     assert_clean,
@@ -17,10 +19,6 @@ from commit_checks import (
     split,
     uploads,
 )
-
-from markerstore.commit import WriteJob
-
-pytest.importorskip("markerstore.server.app")
 
 
 def test_only_winning_attempts_are_committed(location: Any) -> None:
@@ -55,8 +53,8 @@ def test_abort_rolls_back_from_batched_markers(location: Any) -> None:
 def test_driver_crash_with_batched_markers(location: Any, step: str) -> None:
     """The marker server dies with the driver; what it acknowledged is on storage, so the
     next write rolls the crashed one back (or forward) from the segments."""
-    from commit_checks import commit_all
-    from test_commit_recovery import NEW, OLD, crash_write
+    from tests.support.commit_checks import commit_all
+    from tests.support.crash_writer import NEW, OLD, crash_write
 
     if location.kind == "memory":
         pytest.skip("a memory:// table does not outlive its process")

@@ -7,7 +7,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from commit_checks import assert_clean, data_files, open_table, run_job_tasks, split
 
 import errortable
 from markerstore import Table, config
@@ -15,6 +14,7 @@ from markerstore.commit import WriteJob
 from markerstore.commit.driver import ErrorTableSpec
 from markerstore.errors import ConfigError, ErrorBudgetExceeded
 from markerstore.timeline import COMPLETED, ROLLEDBACK
+from tests.support.commit_checks import assert_clean, data_files, open_table, run_job_tasks, split
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.int64()), ("payload", pa.string())])
 CHECKS = {"not_tenth": "id % 10 <> 0", "small_id": "id < 990"}  # 100 + 9 bad of 1,000

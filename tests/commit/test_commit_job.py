@@ -7,7 +7,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from commit_checks import (
+
+from markerstore import Table
+from markerstore.commit import (
+    TaskAttempt,
+    TaskResult,
+    WriteJob,
+    add_step_hook,
+    remove_step_hook,
+    run_task,
+)
+from markerstore.commit.stats import TaskSummary
+from markerstore.errors import CommitConflictError, MarkerStoreError, WriteConflictError
+from markerstore.testing.s3 import S3Proxy
+from tests.support.commit_checks import (
     assert_clean,
     assert_exactly_committed,
     batches,
@@ -23,19 +36,6 @@ from commit_checks import (
     uploads,
     view_rows,
 )
-
-from markerstore import Table
-from markerstore.commit import (
-    TaskAttempt,
-    TaskResult,
-    WriteJob,
-    add_step_hook,
-    remove_step_hook,
-    run_task,
-)
-from markerstore.commit.stats import TaskSummary
-from markerstore.errors import CommitConflictError, MarkerStoreError, WriteConflictError
-from markerstore.testing.s3 import S3Proxy
 
 
 def test_only_winning_attempts_are_committed(location: Any) -> None:

@@ -7,7 +7,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from commit_checks import (
+
+from markerstore import Table
+from markerstore.commit import TaskAttempt, TaskWriter, WriteJob, run_task
+from markerstore.commit.runner import markers_for
+from markerstore.commit.staging import staging_for
+from markerstore.errors import CommitConflictError, InstantCompletedError
+from tests.support.commit_checks import (
     MarkerServerRunning,
     assert_clean,
     assert_exactly_committed,
@@ -20,12 +26,6 @@ from commit_checks import (
     split,
     uploads,
 )
-
-from markerstore import Table
-from markerstore.commit import TaskAttempt, TaskWriter, WriteJob, run_task
-from markerstore.commit.runner import markers_for
-from markerstore.commit.staging import staging_for
-from markerstore.errors import CommitConflictError, InstantCompletedError
 
 
 def _writer(job: WriteJob, attempt: TaskAttempt) -> TaskWriter:

@@ -8,14 +8,16 @@ view and DuckDB reading the committed files) see the whole write or none of it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from commit_checks import (
+
+from markerstore import Table
+from markerstore.commit import read_plan
+from markerstore.commit import s3 as s3ops
+from tests.support.commit_checks import (
     assert_clean,
     assert_exactly_committed,
     commit_all,
@@ -27,36 +29,11 @@ from commit_checks import (
     uploads,
     view_rows,
 )
+from tests.support.crash_writer import NEW, OLD, crash_write
 
-from markerstore import Table
-from markerstore.commit import read_plan
-from markerstore.commit import s3 as s3ops
-
-SCRIPT = str(Path(__file__).with_name("crash_writer.py"))
-OLD, NEW = 600, 900
 # step -> what recovery must do
 STEPS = {"before_reconcile": "back", "after_reconcile": "back", "publish": "forward",
          "before_complete": "forward", "after_complete": "completed"}
-
-
-def crash_write(table: Table, step: str, *, options: dict[str, Any] | None = None,
-                partition_by: list[str] | None = None, mode: str = "replace"
-                ) -> dict[str, Any]:
-    """Run a write in a child process that SIGKILLs itself at `step`."""
-    args = {"url": table.path, "storage_options": table.storage.storage_options,
-            # One completing thread: a crash in the middle of publishing leaves some files
-            # published and some not.
-            "options": {**table.settings.explicit(), "markerstore.write.commit.threads": 1,
-                        **(options or {})}, "step": step,
-            "partition_by": partition_by or [], "conflict_mode": mode, "rows": NEW,
-            "start": 10_000}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.run([sys.executable, SCRIPT, json.dumps(args)], capture_output=True,
-                          text=True, timeout=120, env=env)
-    assert proc.returncode == -9, proc.stderr[-3000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert lines and "instant" in lines[0], proc.stdout + proc.stderr[-3000:]
-    return dict(lines[0])
 
 
 def published_already(table: Table, stats: Any) -> bool:
@@ -128,7 +105,7 @@ def test_markerstore_rollback_recovers_a_crashed_commit(location: Any, step: str
         assert read_plan(table.storage, crashed["instant"]) is None
     else:
         assert [r["instant"] for r in rows] == [crashed["instant"]]
-        assert rows[0]["status"] == ("rolled back" if outcome == "back" else "rolled forward")
+        assert (rows[0]["rolled_forward"], rows[0]["noop"]) == (outcome == "forward", False)
     assert_exactly_committed(table, expected_rows(outcome, "replace" if completed
                                                   else "append"))
     assert_clean(table)

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from commit_checks import commit_all, run_job_tasks, split, uploads
 
 from markerstore import Table
 from markerstore.cli.main import cli
 from markerstore.commit import FileName, WriteJob, sweep
 from markerstore.storage import Storage
+from tests.support.commit_checks import commit_all, run_job_tasks, split, uploads
 
 
 def start_upload(storage: Storage, key: str) -> str:

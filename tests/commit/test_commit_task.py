@@ -10,7 +10,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from commit_checks import TINY, batches, data_files, open_table, uploads
 
 from markerstore import Table
 from markerstore.commit import FileName, TaskAttempt, TaskWriter, WriteJob, run_task
@@ -19,6 +18,7 @@ from markerstore.commit.staging import MultipartStaging, staging_for
 from markerstore.commit.task import split_by_partition
 from markerstore.markers import DirectWriteMarkers, IOType
 from markerstore.testing.s3 import S3Proxy
+from tests.support.commit_checks import TINY, batches, data_files, open_table, uploads
 
 
 def test_file_names_round_trip() -> None:

@@ -13,7 +13,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
-from commit_checks import data_files, open_table, run_job_tasks, split
 
 from markerstore import Table
 from markerstore.cli.main import cli
@@ -26,6 +25,7 @@ from markerstore.commit.verify import parse_grace, verify
 from markerstore.errors import ConfigError
 from markerstore.markers import MARKERS_DIR
 from markerstore.timeline.heartbeat import HEARTBEAT_DIR
+from tests.support.commit_checks import data_files, open_table, run_job_tasks, split
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.int64()), ("payload", pa.string())])
 ERRORS = {"markerstore__write__error__table__enabled": "true"}

@@ -1,4 +1,4 @@
-"""Fixtures for the errortable tests (helpers live in et_helpers.py)."""
+"""Fixtures for the errortable tests (helpers live in tests/support/errortable_writes.py)."""
 
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ import random
 
 import pyarrow as pa
 import pytest
-from et_helpers import SCHEMA, batch, validator
 
 from errortable import CaptureContext, Validator, parse_csv_lines, parse_json_lines
 from markerstore.errors import ConfigError
+from tests.support.errortable_writes import SCHEMA, batch, validator
 
 
 def reasons(errors: list[dict]) -> list[str]:

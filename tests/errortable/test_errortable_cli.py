@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from et_helpers import batch, full_write
 
 from errortable.cli import cli
 from markerstore import Table
+from tests.support.errortable_writes import batch, full_write
 
 
 def run(*args: str) -> Any:

@@ -8,12 +8,12 @@ import json
 import fastavro
 import pyarrow as pa
 import pytest
-from et_helpers import batch, start, validator
 
 import errortable
 from errortable import avroblock
 from errortable import schema as S
 from markerstore import Table
+from tests.support.errortable_writes import batch, start, validator
 
 ROWS = [
     {"uid": "a", "ts": "1.000", "schema": None, "record": None, "message": None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from et_helpers import batch, full_write, run_task, start
 
 import errortable
 from errortable import metrics
@@ -14,6 +13,7 @@ from markerstore import Table
 from markerstore.errors import ErrorTableError
 from markerstore.markers import DirectWriteMarkers, IOType, WriteMarkers
 from markerstore.timeline import COMPLETED, INFLIGHT, ROLLEDBACK
+from tests.support.errortable_writes import batch, full_write, run_task, start
 
 
 def count(path: str | Table, storage_options: dict[str, Any] | None = None,

@@ -6,7 +6,6 @@ import pickle
 from typing import Any
 
 import pyarrow as pa
-from et_helpers import CHECKS, SCHEMA, batch
 
 import errortable
 from errortable import ErrorCommit, metrics, writer_hooks
@@ -15,6 +14,7 @@ from markerstore.commit.driver import WriteJob
 from markerstore.commit.runner import run_task
 from markerstore.commit.stats import TaskAttempt
 from markerstore.timeline import COMPLETED, ROLLEDBACK
+from tests.support.errortable_writes import CHECKS, SCHEMA, batch
 
 
 def _source(n_good: int, bad: dict[str, int]) -> pa.RecordBatch:

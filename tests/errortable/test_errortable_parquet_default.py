@@ -9,13 +9,13 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from et_helpers import batch, full_write
 
 import errortable
 from errortable import schema as S
 from errortable.files import AVRO_SCHEMA_KEY
 from errortable.reader import ErrorTableReader, ParquetFiles, readers_for, register_errors
 from markerstore import Table
+from tests.support.errortable_writes import batch, full_write
 
 
 def _files(write: Any) -> list[str]:

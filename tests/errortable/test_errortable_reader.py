@@ -6,12 +6,12 @@ import pathlib
 
 import pyarrow as pa
 import pytest
-from et_helpers import batch, full_write
 
 import errortable
 from errortable.reader import CorruptErrorFileWarning, full_schema
 from markerstore import Table
 from markerstore.errors import CorruptErrorFileError, NotAnErrorTableError
+from tests.support.errortable_writes import batch, full_write
 
 
 def test_errors_view_has_the_rfc_columns_and_flattened_ones(tmp_table: Table) -> None:

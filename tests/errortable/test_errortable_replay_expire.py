@@ -8,13 +8,13 @@ from datetime import datetime, timedelta, timezone
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from et_helpers import batch, full_write
 
 import errortable
 from errortable import replays as replay_module
 from errortable.retention import parse_duration
 from markerstore import Table
 from markerstore.errors import ConfigError, NotAnErrorTableError
+from tests.support.errortable_writes import batch, full_write
 
 
 def target_rows(table: Table) -> int:

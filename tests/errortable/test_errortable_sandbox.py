@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from et_helpers import batch, full_write
 
 import errortable
 from errortable.cli import cli
@@ -17,9 +16,9 @@ from errortable.config import FORMAT
 from markerstore import Table
 from markerstore.cli.main import cli as markerstore_cli
 from markerstore.errors import SqlRefusedError
-from tests.conftest import Location
-
-SECRET = "s3cr3t-outside-the-table"
+from tests.support.errortable_writes import batch, full_write
+from tests.support.locations import Location
+from tests.support.sandbox import SECRET
 
 
 def run(*args: str) -> Result:
@@ -31,13 +30,6 @@ def written(tmp_table: Table, request: pytest.FixtureRequest) -> Any:
     """Error rows in Avro (decoded into Arrow) or Parquet (read lazily by DuckDB itself,
     so the locked connection must still be allowed to read exactly those files)."""
     return full_write(tmp_table, [batch(2, {"cast": 2, "check": 1})], {FORMAT: request.param})
-
-
-@pytest.fixture
-def secret(tmp_path: Path) -> Path:
-    path = tmp_path / "secret.csv"
-    path.write_text(f"name\n{SECRET}\n")
-    return path
 
 
 def assert_refused(result: Result, word: str) -> None:

@@ -1,6 +1,7 @@
-"""The vectorized ingest reader against the per-record reference (tests/ingest/reference.py):
-identical good rows and identical error rows (reason, line, record text, fingerprint) over
-inputs with every kind of bad line, whole files and byte ranges, JSON and CSV."""
+"""The vectorized ingest reader against the per-record reference
+(tests/support/ingest_reference.py): identical good rows and identical error rows (reason,
+line, record text, fingerprint) over inputs with every kind of bad line, whole files and
+byte ranges, JSON and CSV."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from markerstore.commit import TaskSpec
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.sources import SourceTask, list_tasks
 from markerstore.ingest.task import IngestTask
-from tests.ingest import reference
+from tests.support import ingest_reference as reference
 
 DDL = ("id BIGINT, i32 INT, s STRING, d DOUBLE, f FLOAT, b BOOLEAN, dt DATE, "
        "ts TIMESTAMP, dec DECIMAL(10,2), bin BINARY, day STRING")

@@ -15,7 +15,7 @@ import errortable
 from markerstore import CorruptTableError, Table
 from markerstore.storage import Storage
 from markerstore.testing.s3 import MotoS3
-from tests.errortable.et_helpers import batch, full_write
+from tests.support.errortable_writes import batch, full_write
 
 COUNT = "SELECT count(*) FROM errors"
 

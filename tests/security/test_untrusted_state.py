@@ -29,7 +29,7 @@ from markerstore.markers.base import BATCHED, ensure_marker_type, marker_folder
 from markerstore.markers.segments import now_ms, rows_to_table, write_segment
 from markerstore.storage import Storage
 from markerstore.testing.s3 import MotoS3
-from tests.core.helpers import exists, marked_write, write_file
+from tests.support.files import exists, marked_write, write_file
 
 VICTIM = "victim/x.txt"
 

@@ -7,24 +7,23 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from commit_checks import assert_clean, assert_exactly_committed, open_table, uploads
 
 import markerstore.spark as ms
 from markerstore import Table
+from tests.support.commit_checks import assert_clean, assert_exactly_committed, open_table, uploads
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-SCRIPT = str(Path(__file__).with_name("spark_crash_writer.py"))
+SCRIPT = ["-m", "tests.support.spark_crash_writer"]
 OPTIONS = {"markerstore.write.target_file_size": 8000, "markerstore.write.commit.threads": 1}
 
 
 def run_driver(args: dict[str, Any], timeout: int = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run([sys.executable, SCRIPT, json.dumps(args)], capture_output=True,
+    return subprocess.run([sys.executable, *SCRIPT, json.dumps(args)], capture_output=True,
                           text=True, timeout=timeout, env=env)
 
 

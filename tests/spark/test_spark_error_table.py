@@ -7,12 +7,12 @@ import os
 from typing import Any
 
 import pytest
-from entry_points import ENTRIES, write_with
 
 import errortable
 from markerstore import Table
 from markerstore.errors import WriteAbortedError
 from markerstore.spark import write
+from tests.support.entry_points import ENTRIES, write_with
 
 pytestmark = pytest.mark.spark
 

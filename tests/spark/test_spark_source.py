@@ -8,12 +8,12 @@ import json
 from typing import Any
 
 import pytest
-from commit_checks import assert_clean, data_files, open_table
 
 import markerstore.spark as ms
 from markerstore import Table
 from markerstore.errors import ConfigError
 from markerstore.spark.source import parse_options
+from tests.support.commit_checks import assert_clean, data_files, open_table
 
 pytestmark = pytest.mark.spark
 

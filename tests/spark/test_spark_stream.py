@@ -15,21 +15,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from commit_checks import assert_clean, assert_exactly_committed
-from entry_points import format_name
 
 import errortable
 from markerstore import Table
 from markerstore.commit import FileStats, TaskAttempt
-from markerstore.server.jobhost import HOST_FILE, live_query_host, query_dir
-from markerstore.spark.source import (
-    MarkerStoreDataSource,
-    MarkerStoreStreamWriter,
-    parse_options,
-)
+from markerstore.server.jobhost import HOST_FILE, live_query_host, process_alive, query_dir
+from markerstore.spark.source import parse_options
+from markerstore.testing.spark_sources import hooked_stream_source
+from tests.support.commit_checks import assert_clean, assert_exactly_committed
+from tests.support.entry_points import format_name
 
 pytestmark = pytest.mark.spark
-DRIVER = str(Path(__file__).with_name("spark_stream_driver.py"))
+DRIVER = ["-m", "tests.support.spark_stream_driver"]
 ERRORS = {"markerstore.write.error.table.enabled": "true", "markerstore.write.key": "id",
           "markerstore.write.target_file_size": 4000}
 
@@ -105,7 +102,7 @@ def test_micro_batches_commit_one_instant_each(spark: Any, tmp_path: Path) -> No
 
 def run_driver(args: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run([sys.executable, DRIVER, json.dumps(args)], capture_output=True,
+    return subprocess.run([sys.executable, *DRIVER, json.dumps(args)], capture_output=True,
                           text=True, timeout=600, env=env)
 
 
@@ -180,12 +177,7 @@ def host_pids(url: str) -> list[int]:
             for i in table.timeline() if i.state == "completed"]
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+alive = process_alive
 
 
 def killing_host_source(kill_after: int) -> type:
@@ -194,29 +186,15 @@ def killing_host_source(kill_after: int) -> type:
 
     def committed(self: Any, result: Any, batch_id: int) -> None:
         if batch_id == kill_after:
-            from markerstore.server.jobhost import HOST_FILE, _running, query_dir
+            from markerstore.server.jobhost import HOST_FILE, process_alive, query_dir
 
             with open(os.path.join(query_dir(self.request.query_id), HOST_FILE)) as handle:
                 pid = int(json.load(handle)["pid"])
             os.kill(pid, signal.SIGKILL)
-            while _running(pid):
+            while process_alive(pid):
                 time.sleep(0.02)
 
-    writer = type("HostKillingStreamWriter", (MarkerStoreStreamWriter,),
-                  {"committed": committed, "__module__": "host_killing"})
-
-    def stream_writer(self: Any, schema: Any, overwrite: bool) -> Any:
-        base = MarkerStoreDataSource.streamWriter(self, schema, overwrite)
-        killing = writer.__new__(writer)
-        killing.__dict__.update(base.__dict__)
-        return killing
-
-    def name(cls: type) -> str:
-        return "markerstore_host_killing"
-
-    return type("HostKillingSource", (MarkerStoreDataSource,),
-                {"streamWriter": stream_writer, "name": classmethod(name),
-                 "__module__": "host_killing"})
+    return hooked_stream_source("markerstore_host_killing", committed, "host_killing")
 
 
 @pytest.mark.parametrize("markers", ["batched", "direct"])

@@ -6,7 +6,12 @@ import os
 from typing import Any
 
 import pytest
-from commit_checks import (
+
+import markerstore.spark as ms
+from markerstore import Table
+from markerstore.commit import FileStats, TaskAttempt
+from markerstore.errors import ConfigError, WriteAbortedError, WriteConflictError
+from tests.support.commit_checks import (
     assert_clean,
     assert_exactly_committed,
     data_files,
@@ -14,12 +19,7 @@ from commit_checks import (
     open_table,
     uploads,
 )
-from entry_points import ENTRIES, write_with
-
-import markerstore.spark as ms
-from markerstore import Table
-from markerstore.commit import FileStats, TaskAttempt
-from markerstore.errors import ConfigError, WriteAbortedError, WriteConflictError
+from tests.support.entry_points import ENTRIES, write_with
 
 pytestmark = pytest.mark.spark
 ROWS = 6000
@@ -94,7 +94,6 @@ def test_batched_markers_from_executors_to_the_driver(spark: Any, where: Any,
     """markers.type=batched: the driver embeds the marker server at spark.driver.host (the
     data source: its job host does) and the executors' tasks create their markers
     through it."""
-    pytest.importorskip("markerstore.server.app")
     options = {**SMALL, "markerstore.write.markers.type": "batched"}
     result = write_with(entry, spark, frame(spark), where.url, options=options,
                         storage_options=where.storage_options,

@@ -1,0 +1,49 @@
+"""HTML for notebooks: the one renderer behind every result's ``_repr_html_``.
+
+Two shapes: a table of rows (:func:`table_html`) and a two-column table of named values
+(:func:`fields_html`). Every name and value is escaped, long values are cut. Imports
+nothing of the project, so any layer may use it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+MAX_CHARS = 200
+_TH = "<th style='text-align:left'>"
+_TD = "<td style='text-align:left'>"
+
+
+def cell(value: Any, max_chars: int = MAX_CHARS) -> str:
+    """One value as escaped HTML text: lists and dicts as JSON, None as nothing, cut to
+    `max_chars` characters."""
+    if value is None:
+        return ""
+    text = json.dumps(value, default=str) if isinstance(value, (list, dict)) else str(value)
+    if len(text) > max_chars:
+        text = text[:max_chars] + "…"
+    return html.escape(text)
+
+
+def table_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
+    """An HTML table of dict rows (values escaped and cut to 200 characters)."""
+    if not rows:
+        return "<p><i>(no rows)</i></p>"
+    columns = list(columns or rows[0].keys())
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c))}</td>" for c in columns) + "</tr>"
+                   for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def fields_html(fields: Mapping[str, Any] | Iterable[tuple[str, Any]],
+                caption: str | None = None) -> str:
+    """A two-column HTML table: one row per (name, value), names as row headers."""
+    pairs = fields.items() if isinstance(fields, Mapping) else fields
+    body = "".join(f"<tr>{_TH}{html.escape(str(k))}</th>{_TD}{cell(v)}</td></tr>"
+                   for k, v in pairs)
+    head = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return f"<table>{head}{body}</table>"

@@ -1,1 +1,0 @@
-"""Commit-layer tests run without a JVM; commit_checks holds their shared helpers."""

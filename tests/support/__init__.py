@@ -1,0 +1,4 @@
+"""What the tests share, in one importable package (``tests.support.x``): table locations,
+marked writes, the commit and error-table write helpers, the two Spark entry points, the
+per-record ingest reference, and the child processes the crash tests launch
+(``python -m tests.support.crash_writer`` ...). Fixtures live in the conftest.py files."""

@@ -1,0 +1,3 @@
+"""The secret the SQL sandbox tests plant outside the table (the `secret` fixture)."""
+
+SECRET = "s3cr3t-outside-the-table"

@@ -1,0 +1,121 @@
+"""Instants, states, heartbeats and recovery of failed writers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from markerstore import Table
+from markerstore.errors import InstantNotFoundError
+from markerstore.timeline import format_instant, is_instant, parse_instant
+from tests.support.files import exists, marked_write
+from tests.support.locations import Location
+
+
+def test_instant_format_round_trip() -> None:
+    instant = "20261121123456789"
+    assert is_instant(instant)
+    assert format_instant(parse_instant(instant)) == instant
+    assert not is_instant("2026112112345678")
+    with pytest.raises(ValueError, match="not an instant id"):
+        parse_instant("not-an-instant")
+
+
+def test_instants_are_unique_and_sorted_under_concurrency(location: Location) -> None:
+    tables = [Table(location.url, location.storage_options) for _ in range(4)]
+    created: list[str] = []
+    lock = threading.Lock()
+
+    def start(table: Table) -> None:
+        for _ in range(5):
+            instant = table.start_commit(heartbeat=False, rollback_failed=False)
+            with lock:
+                created.append(instant)
+
+    threads = [threading.Thread(target=start, args=(t,)) for t in tables]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(created) == len(set(created)) == 20
+    listed = [i.instant for i in tables[0].timeline()]
+    assert listed == sorted(created)
+    assert {i.state for i in tables[0].timeline()} == {"inflight"}
+
+
+def test_states_progress(location: Location) -> None:
+    table = Table(location.url, location.storage_options)
+    first = table.start_commit(heartbeat=False)
+    assert table.state(first) == "inflight"
+    table.commit(first, [])
+    second = table.start_commit(heartbeat=False)
+    table.rollback(second, force=True)
+    states = [(i.instant, i.state) for i in table.timeline()]
+    assert states == [(first, "completed"), (second, "rolledback")]
+    with pytest.raises(InstantNotFoundError, match="no instant"):
+        table.state("20000101000000000")
+
+
+def test_heartbeat_expiry_makes_an_instant_failed_for_lazy_recovery() -> None:
+    options = {"markerstore.heartbeat.interval_ms": 50,
+               "hoodie.client.heartbeat.tolerable.misses": 1}
+    writer = Table("memory://heartbeat/t", options=options)
+    instant = writer.start_commit()
+    observer = Table("memory://heartbeat/t", options=options)
+    time.sleep(0.3)
+    assert observer.failed_instants("lazy") == []  # the thread keeps beating
+    writer._beating[instant].stop(delete=False)  # the writer stops beating (it died)
+    time.sleep(0.2)
+    assert observer.heartbeats.is_expired(instant)
+    assert observer.failed_instants("lazy") == [instant]
+
+
+def test_next_write_rolls_back_a_killed_writer(tmp_path: Path) -> None:
+    """A writer process dies after writing files; the next writer (eager policy) rolls its
+    instant back from markers even though its heartbeat has not expired yet."""
+    url = str(tmp_path / "table")
+    script = textwrap.dedent(f"""
+        import os
+        from markerstore import Table
+        t = Table({url!r})
+        i = t.start_commit()
+        m = t.markers(i)
+        for name in ("a.parquet", "b.parquet"):
+            m.create("p=1", name)
+            t.storage.put(t.storage.path("p=1", name), b"partial")
+        print(i, flush=True)
+        os._exit(1)  # no cleanup: like kill -9
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    dead = out.stdout.strip()
+    assert is_instant(dead), out.stderr
+    table = Table(url)
+    assert table.state(dead) == "inflight"
+    assert not table.heartbeats.is_expired(dead)  # 60 s interval: still fresh
+    assert table.failed_instants("lazy") == []
+    assert table.failed_instants("eager") == [dead]  # its process is gone
+    new = table.start_commit(heartbeat=False)
+    assert table.state(dead) == "rolledback"
+    assert not exists(table, "p=1/a.parquet") and not exists(table, "p=1/b.parquet")
+    marked_write(table, new, ["p=1/c.parquet"])
+    table.commit(new, ["p=1/c.parquet"])
+    assert table.sql("SELECT path FROM files").fetchall() == [("p=1/c.parquet",)]
+
+
+def test_leftover_markers_of_completed_instant_are_cleaned(location: Location) -> None:
+    table = Table(location.url, location.storage_options)
+    instant = table.start_commit(heartbeat=False)
+    marked_write(table, instant, ["a.parquet"])
+    # A writer that died after completing, before deleting its markers:
+    table._timeline.complete(instant, {"files": [{"path": "a.parquet"}]})
+    assert table.markers  # markers folder still there
+    assert table.clean_markers() == [instant]
+    assert exists(table, "a.parquet")
+    assert table.sql("SELECT count(*) FROM markers").fetchall() == [(0,)]
