@@ -104,7 +104,8 @@ class Validator:
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._con = duckdb.connect()
+            # One thread: Spark runs one task per core, each with its own Validator.
+            self._con = duckdb.connect(config={"threads": 1})
         return self._con
 
     def _validate_checks(self) -> None:
