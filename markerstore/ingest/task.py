@@ -3,11 +3,13 @@ validates, partitions and writes, and returns only its stats rows.
 
 Spark schedules one task per split descriptor (``mapInArrow`` over the descriptors); the
 task streams its split block by block (:mod:`~markerstore.ingest.blocks`), parses each
-block vectorized (:mod:`~markerstore.ingest.reader`), finds the rows the Validator's
-stages reject (:mod:`~markerstore.ingest.validate`), and hands the suspect lines to the
-reference parser and Validator (errortable), which build the error records. Good rows go
-to the task writer (grouped by partition in Arrow, marker first, then the file); error
-rows to the task's error sink. No data row crosses into the JVM.
+block vectorized (:mod:`~markerstore.ingest.reader`), runs the Validator's stages over
+the typed rows (``Validator.split_typed``; the `record` of a failing row decoded from its
+line, :mod:`~markerstore.ingest.payload`), and hands the suspect lines to errortable's
+parser and Validator (``parse_json_block`` / ``parse_csv_block``,
+``split_records_arrow``), which decide them exactly. Every error record is built as Arrow
+columns. Good rows go to the task writer (grouped by partition in Arrow, marker first,
+then the file); error rows to the task's error sink. No data row crosses into the JVM.
 """
 
 from __future__ import annotations
