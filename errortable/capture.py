@@ -21,20 +21,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from errortable import convert as C
 from errortable import records as R
 from errortable import schema as S
+from errortable.checks import ROW_COLUMN, check_stage
 from errortable.config import ErrorTableConfig
+from errortable.convert import Failure
 from errortable.errorrows import ErrorRows, RawRows
 from errortable.errorrows import Failure as RowFailure
 from markerstore.errors import ConfigError
 
-ROW_COLUMN = "__errortable_row"
 EXTRA_COLUMNS = ("error", "ignore")
-_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
-                OverflowError, TypeError, ValueError)
 
 
 def schema_json(schema: pa.Schema) -> str:
@@ -42,44 +43,6 @@ def schema_json(schema: pa.Schema) -> str:
     return json.dumps({"type": "arrow", "fields": [
         {"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema]},
         separators=(",", ":"))
-
-
-Failure = tuple[str, str]  # (error class, message)
-
-
-def _failure(exc: BaseException) -> Failure:
-    return type(exc).__name__, " ".join(str(exc).split())
-
-
-def _convert(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
-             ) -> tuple[pa.Array, dict[int, Failure]]:
-    """Convert rows [0, n) slice by slice, halving a slice that fails until the failing rows
-    are single: O(k log n) conversions for k bad rows. Failed rows become nulls."""
-    if n == 0:
-        return convert(0, 0), {}
-    pieces: list[tuple[int, pa.Array]] = []
-    failures: dict[int, Failure] = {}
-    stack = [(0, n)]
-    while stack:
-        offset, length = stack.pop()
-        try:
-            pieces.append((offset, convert(offset, length)))
-        except _CAST_ERRORS as exc:
-            if length == 1:
-                failures[offset] = _failure(exc)
-                pieces.append((offset, pa.nulls(1, target)))
-                continue
-            half = length // 2
-            stack.append((offset + half, length - half))
-            stack.append((offset, half))
-    if len(pieces) == 1:
-        return pieces[0][1], failures
-    pieces.sort(key=lambda p: p[0])
-    return pa.concat_arrays([p[1] for p in pieces]), failures
-
-
-def _is_textual(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
 class Validator:
@@ -141,7 +104,8 @@ class Validator:
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._con = duckdb.connect()
+            # One thread: Spark runs one task per core, each with its own Validator.
+            self._con = duckdb.connect(config={"threads": 1})
         return self._con
 
     def _validate_checks(self) -> None:
@@ -222,6 +186,15 @@ class Validator:
                       ) -> tuple[pa.RecordBatch, list[dict[str, Any]]]:
         """The same for Python dicts (parsed JSON/CSV lines): values are converted to the
         target types (strings are cast as Arrow casts them, so CSV text works)."""
+        good, errors = self.split_records_arrow(records, context, line_numbers=line_numbers,
+                                                schema=schema)
+        return good, S.arrow_to_records(errors)
+
+    def split_records_arrow(self, records: Sequence[Mapping[str, Any]],
+                            context: R.CaptureContext | Mapping[str, Any] | None = None, *,
+                            line_numbers: Sequence[int] | None = None,
+                            schema: str | None = None) -> tuple[pa.RecordBatch, pa.Table]:
+        """:meth:`split_records` with the error records as an Arrow table."""
         ctx = R.CaptureContext.of(context)
         n = len(records)
         if line_numbers is not None and len(line_numbers) != n:
@@ -233,19 +206,66 @@ class Validator:
                 unknown = sorted(set(record) - target_names)
                 if unknown:
                     pre[i] = RowFailure("schema", "unknown:" + ",".join(unknown), "SchemaError",
-                                      f"field(s) {', '.join(map(repr, unknown))} are not in "
-                                      "the target schema", unknown)
+                                        f"field(s) {', '.join(map(repr, unknown))} are not "
+                                        "in the target schema", unknown)
         columns: dict[str, pa.Array] = {}
         failures: dict[int, list[tuple[str, Failure]]] = {}
         for f in self.target_schema:
-            values = [r.get(f.name) for r in records]
-            array, failed = _convert(n, f.type, _python_converter(values, f.type))
+            array, failed = self._convert_values([r.get(f.name) for r in records], f.type)
             columns[f.name] = array
             for row, exc in failed.items():
                 failures.setdefault(row, []).append((f.name, exc))
         raw = RawRows(records=records)
-        good, errors = self._finish(n, columns, failures, pre, raw, ctx, schema, line_numbers)
-        return good, S.arrow_to_records(errors)
+        return self._finish(n, columns, failures, pre, raw, ctx, schema, line_numbers)
+
+    def split_typed(self, table: pa.Table,
+                    context: R.CaptureContext | Mapping[str, Any] | None,
+                    line_numbers: Sequence[int] | None,
+                    payloads: Callable[[list[int]], list[str]]
+                    ) -> tuple[pa.RecordBatch, pa.Table]:
+        """Rows already cast to the target schema (the typed rows of parsed lines): the
+        null, key, partition and check stages; `payloads(rows)` is the original records of
+        `rows` as JSON, the `record` of their error rows."""
+        columns = {f.name: table.column(f.name) for f in self.target_schema}
+        return self._finish(table.num_rows, columns, {}, {}, RawRows(payloads=payloads),
+                            R.CaptureContext.of(context), None, line_numbers)
+
+    def _convert_values(self, values: list[Any], target: pa.DataType
+                        ) -> tuple[pa.Array, dict[int, Failure]]:
+        """Python values to `target`, finding exactly the values that do not convert: each
+        value converts alone as in a slice (pa.array, or Arrow's cast of a string), so the
+        values of an unexpected Python type are taken apart, the strings among them cast
+        together (DuckDB's hint finds the failing ones) and the rest one by one, and the
+        plain values converted in one call (halving a failing slice, as before)."""
+        n = len(values)
+        plain = C.plain_types(target)
+        odd = [] if plain is None else [i for i, v in enumerate(values)
+                                        if v is not None and type(v) not in plain]
+        if not odd:
+            return C.by_halves(n, target, C.python_converter(values, target))
+        cleared = list(values)
+        for i in odd:
+            cleared[i] = None
+        array, failures = C.by_halves(n, target, C.python_converter(cleared, target))
+        strings = [i for i in odd if type(values[i]) is str]
+        others = [i for i in odd if type(values[i]) is not str]
+        parts: list[pa.Array] = []
+        where: list[int] = []
+        if strings:
+            cast, failed = self._cast_column(pa.array([values[i] for i in strings],
+                                                      pa.string()), target)
+            parts.append(cast)
+            where += strings
+            failures.update((strings[j], exc) for j, exc in failed.items())
+        for i in others:
+            one, failed = C.by_halves(1, target, C.python_converter([values[i]], target))
+            parts.append(one)
+            where.append(i)
+            if failed:
+                failures[i] = failed[0]
+        index = np.arange(n, dtype=np.int64)
+        index[where] = np.arange(n, n + len(where), dtype=np.int64)
+        return pa.concat_arrays([array, *parts]).take(pa.array(index)), failures
 
     # --- stages -------------------------------------------------------------------------
     def _check_castable(self, f: pa.Field, source_type: pa.DataType) -> None:
@@ -268,16 +288,22 @@ class Validator:
             return source, {}
         suspects = self._suspects(source, target)
         if not suspects:
-            return _convert(n, target, _arrow_converter(source, target))
+            return C.by_halves(n, target, C.arrow_converter(source, target))
         mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(suspects, pa.int64()))
         cleared = pc.if_else(mask, pa.scalar(None, source.type), source)
-        array, failures = _convert(n, target, _arrow_converter(cleared, target))
+        array, failures = C.by_halves(n, target, C.arrow_converter(cleared, target))
         recovered: dict[int, Any] = {}
-        for row in suspects:
+        rows_of: dict[Any, list[int]] = {}  # a value casts alike wherever it is
+        for row, value in zip(suspects, source.take(pa.array(suspects, pa.int64())).to_pylist(),
+                              strict=True):
+            rows_of.setdefault(value, []).append(row)
+        for same in rows_of.values():
             try:
-                recovered[row] = pc.cast(source.slice(row, 1), target, safe=True)[0]
-            except _CAST_ERRORS as exc:
-                failures[row] = _failure(exc)
+                value = pc.cast(source.slice(same[0], 1), target, safe=True)[0]
+                recovered.update((row, value) for row in same)
+            except C.CAST_ERRORS as exc:
+                found = C.failure(exc)
+                failures.update((row, found) for row in same)
         if recovered:  # DuckDB was stricter than Arrow for these: keep Arrow's answer
             rows = sorted(recovered)
             put = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(rows, pa.int64()))
@@ -286,8 +312,8 @@ class Validator:
         return array, failures
 
     def _suspects(self, source: pa.Array, target: pa.DataType) -> list[int] | None:
-        duck = _duck_type(target)
-        if duck is None or not _is_textual(source.type) or len(source) == 0:
+        duck = C.duck_type(target)
+        if duck is None or not C.is_textual(source.type) or len(source) == 0:
             return None
         table = pa.table({"i": pa.array(range(len(source)), pa.int64()), "v": source})
         with self._lock:
@@ -307,22 +333,28 @@ class Validator:
                 failed: dict[int, RowFailure], raw: RawRows, ctx: R.CaptureContext,
                 schema: str | None, line_numbers: Sequence[int] | None
                 ) -> tuple[pa.RecordBatch, pa.Table]:
+        alike: dict[tuple[tuple[str, Failure], ...], RowFailure] = {}
         for row, items in cast_failures.items():
             if row in failed:
                 continue
-            cols = [c for c, _ in items]
-            types = {c: str(self.target_schema.field(c).type) for c in cols}
-            text = "; ".join(f"column {c!r} to {types[c]}: {e[1]}" for c, e in items)
-            failed[row] = RowFailure(R.CAST, ",".join(f"{c}:{types[c]}" for c in cols),
-                                   items[0][1][0], f"cannot cast {text}", cols)
+            failure = alike.get(tuple(items))
+            if failure is None:  # one object for the rows that failed alike
+                cols = [c for c, _ in items]
+                types = {c: str(self.target_schema.field(c).type) for c in cols}
+                text = "; ".join(f"column {c!r} to {types[c]}: {e[1]}" for c, e in items)
+                failure = alike[tuple(items)] = RowFailure(
+                    R.CAST, ",".join(f"{c}:{types[c]}" for c in cols), items[0][1][0],
+                    f"cannot cast {text}", cols)
+            failed[row] = failure
         table = pa.table(columns, schema=self.target_schema)
         self._null_stage(table, failed)
         self._key_stage(table, failed)
         self._partition_stage(table, failed)
         if self.checks:
-            self._check_stage(table, failed)
-        good = [i for i in range(n) if i not in failed]
-        good_table = table if len(good) == n else table.take(pa.array(good, pa.int64()))
+            check_stage(self, table, failed)
+        keep = np.ones(n, dtype=bool)
+        keep[list(failed)] = False
+        good_table = table if not failed else table.filter(pa.array(keep))
         batches = good_table.combine_chunks().to_batches()
         good_batch = batches[0] if len(batches) == 1 else \
             pa.RecordBatch.from_pylist([], schema=self.target_schema)
@@ -352,163 +384,45 @@ class Validator:
 
     def _null_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         for f in self.target_schema:
-            if f.nullable:
-                continue
-            for row in _true_rows(pc.is_null(table.column(f.name))):
-                if row not in failed:
-                    failed[row] = RowFailure(R.NULL, f.name, "NullValueError",
-                                           f"column {f.name!r} is not nullable but is null",
-                                           [f.name])
+            if not f.nullable:
+                _mark(failed, pc.is_null(table.column(f.name)), RowFailure(
+                    R.NULL, f.name, "NullValueError",
+                    f"column {f.name!r} is not nullable but is null", [f.name]))
 
     def _key_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         if self.key is None:
             return
         column = table.column(self.key)
-        for row in _true_rows(pc.is_null(column)):
-            if row not in failed:
-                failed[row] = RowFailure(R.KEY, f"{self.key}:null", "RecordKeyError",
-                                       f"record key column {self.key!r} is null", [self.key])
-        if _is_textual(column.type):
-            empty = pc.equal(pc.utf8_trim_whitespace(column), "")
-            for row in _true_rows(empty):
-                if row not in failed:
-                    failed[row] = RowFailure(R.KEY, f"{self.key}:empty", "RecordKeyError",
-                                           f"record key column {self.key!r} is empty",
-                                           [self.key])
+        _mark(failed, pc.is_null(column), RowFailure(
+            R.KEY, f"{self.key}:null", "RecordKeyError",
+            f"record key column {self.key!r} is null", [self.key]))
+        if C.is_textual(column.type):
+            _mark(failed, pc.equal(pc.utf8_trim_whitespace(column), ""), RowFailure(
+                R.KEY, f"{self.key}:empty", "RecordKeyError",
+                f"record key column {self.key!r} is empty", [self.key]))
 
     def _partition_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         for name in self.partition_by:
             column = table.column(name)
-            for row in _true_rows(pc.is_null(column)):
-                if row not in failed:
-                    failed[row] = RowFailure(R.PARTITION, f"{name}:null", "PartitionValueError",
-                                           f"partition column {name!r} is null", [name])
-            if not _is_textual(column.type):
+            _mark(failed, pc.is_null(column), RowFailure(
+                R.PARTITION, f"{name}:null", "PartitionValueError",
+                f"partition column {name!r} is null", [name]))
+            if not C.is_textual(column.type):
                 continue
             bad = pc.or_kleene(
                 pc.match_substring_regex(column, r"[/\\\x00-\x1f\x7f]"),
                 pc.is_in(column, value_set=pa.array(["", ".", ".."], column.type)))
-            for row in _true_rows(bad):
-                if row not in failed:
-                    failed[row] = RowFailure(
-                        R.PARTITION, f"{name}:invalid", "PartitionValueError",
-                        f"partition column {name!r} holds a value that is not a valid folder "
-                        "name (empty, '.', '..', or with a slash or control character)", [name])
-
-    def _check_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
-        rows = [i for i in range(table.num_rows) if i not in failed]
-        if not rows:
-            return
-        subset = table.take(pa.array(rows, pa.int64())).append_column(
-            ROW_COLUMN, pa.array(rows, pa.int64()))
-        with self._lock:
-            con = self._connection()
-            con.register("record", subset)
-            try:
-                self._run_checks(con, failed)
-            finally:
-                con.unregister("record")
-
-    def _run_checks(self, con: duckdb.DuckDBPyConnection, failed: dict[int, RowFailure]) -> None:
-        names = list(self.checks)
-        flags = ", ".join(f"(({self.checks[c]}) IS FALSE)" for c in names)
-        any_false = " OR ".join(f"(({self.checks[c]}) IS FALSE)" for c in names)
-        grouped: list[tuple[tuple[bool, ...], list[int]]]
-        try:
-            # One row per combination of failing checks, with the rows that have it.
-            result = con.sql(f"SELECT {flags}, list({ROW_COLUMN}) FROM record "
-                             f"WHERE {any_false} GROUP BY ALL").fetchall()
-            grouped = [(tuple(r[:-1]), list(r[-1])) for r in result]
-        except duckdb.Error:
-            grouped = [(tuple(values), [row]) for row, *values in
-                       self._run_checks_one_by_one(con, failed)]
-        for values, group in grouped:
-            failing = tuple(c for c, v in zip(names, values, strict=True) if v)
-            if not failing:
-                continue
-            first = failing[0]
-            extra = {R.CHECK: first}
-            if len(failing) > 1:
-                extra[R.FAILED_CHECKS] = ",".join(failing)
-            failure = RowFailure(R.CHECK_REASON, first, "CheckFailed",
-                               f"check {first!r} failed: {self.checks[first]}", extra=extra)
-            failed.update((row, failure) for row in group if row not in failed)
-
-    def _run_checks_one_by_one(self, con: duckdb.DuckDBPyConnection,
-                               failed: dict[int, RowFailure]) -> list[tuple[Any, ...]]:
-        """A check raised at run time (a cast inside it, say): find the raising rows one
-        check at a time; they fail that check, with DuckDB's error as the message."""
-        table = con.sql("SELECT * FROM record").to_arrow_table()
-        flags: dict[int, list[bool]] = {}
-        names = list(self.checks)
-        for index, name in enumerate(names):
-            expr = self.checks[name]
-
-            def evaluate(off: int, ln: int, expr: str = expr) -> pa.Array:
-                con.register("slice", table.slice(off, ln))
-                try:
-                    values = con.sql(f"SELECT (({expr}) IS FALSE) FROM slice").fetchall()
-                finally:
-                    con.unregister("slice")
-                return pa.array([v[0] for v in values], pa.bool_())
-
-            array, raised = _convert_duck(table.num_rows, evaluate)
-            row_ids = table.column(ROW_COLUMN).to_pylist()
-            for pos, value in enumerate(array.to_pylist()):
-                if value:
-                    flags.setdefault(row_ids[pos], [False] * len(names))[index] = True
-            for pos, exc in raised.items():
-                row = row_ids[pos]
-                if row not in failed:
-                    failed[row] = RowFailure(
-                        R.CHECK_REASON, name, type(exc).__name__,
-                        f"check {name!r} raised: {' '.join(str(exc).split())}",
-                        extra={R.CHECK: name, R.FAILED_CHECKS: name})
-        return [(row, *values) for row, values in flags.items()]
-
-    # --- error records -------------------------------------------------------------------
-
-def _convert_duck(n: int, evaluate: Callable[[int, int], pa.Array]
-                  ) -> tuple[pa.Array, dict[int, BaseException]]:
-    pieces: list[tuple[int, pa.Array]] = []
-    failures: dict[int, BaseException] = {}
-    stack = [(0, n)]
-    while stack:
-        offset, length = stack.pop()
-        if length == 0:
-            continue
-        try:
-            pieces.append((offset, evaluate(offset, length)))
-        except duckdb.Error as exc:
-            if length == 1:
-                failures[offset] = exc
-                pieces.append((offset, pa.array([False])))
-                continue
-            half = length // 2
-            stack.append((offset + half, length - half))
-            stack.append((offset, half))
-    pieces.sort(key=lambda p: p[0])
-    arrays = [p[1] for p in pieces]
-    return (pa.concat_arrays(arrays) if arrays else pa.array([], pa.bool_())), failures
+            _mark(failed, bad, RowFailure(
+                R.PARTITION, f"{name}:invalid", "PartitionValueError",
+                f"partition column {name!r} holds a value that is not a valid folder "
+                "name (empty, '.', '..', or with a slash or control character)", [name]))
 
 
-_DUCK_TYPES = {
-    pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
-    pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER",
-    pa.uint64(): "UBIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE",
-    pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
-}
-
-
-def _duck_type(target: pa.DataType) -> str | None:
-    """The DuckDB type whose TRY_CAST hints at the rows an Arrow cast to `target` rejects."""
-    if target in _DUCK_TYPES:
-        return _DUCK_TYPES[target]
-    if pa.types.is_timestamp(target) and target.tz is None:
-        return "TIMESTAMP"
-    if pa.types.is_decimal(target) and target.precision <= 38:
-        return f"DECIMAL({target.precision}, {target.scale})"
-    return None
+def _mark(failed: dict[int, RowFailure], mask: pa.Array | pa.ChunkedArray,
+          failure: RowFailure) -> None:
+    """`failure` (one object, shared) for the rows of `mask` not failed yet."""
+    for row in _true_rows(mask):
+        failed.setdefault(row, failure)
 
 
 def _true_rows(mask: pa.Array | pa.ChunkedArray) -> list[int]:
@@ -516,26 +430,3 @@ def _true_rows(mask: pa.Array | pa.ChunkedArray) -> list[int]:
     return [int(i) for i in indices.to_pylist()]
 
 
-def _arrow_converter(source: pa.Array, target: pa.DataType) -> Callable[[int, int], pa.Array]:
-    def convert(offset: int, length: int) -> pa.Array:
-        part = source.slice(offset, length)
-        return part if part.type == target else pc.cast(part, target, safe=True)
-
-    return convert
-
-
-def _python_converter(values: list[Any], target: pa.DataType
-                      ) -> Callable[[int, int], pa.Array]:
-    def convert(offset: int, length: int) -> pa.Array:
-        return _from_python(values[offset:offset + length], target)
-
-    return convert
-
-
-def _from_python(values: list[Any], target: pa.DataType) -> pa.Array:
-    try:
-        return pa.array(values, type=target)
-    except _CAST_ERRORS:
-        if _is_textual(target) or not all(v is None or isinstance(v, str) for v in values):
-            raise
-        return pc.cast(pa.array(values, pa.string()), target, safe=True)

@@ -10,10 +10,13 @@ the policy to every value.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -35,12 +38,17 @@ class Failure:
 
 @dataclass
 class RawRows:
-    """The original rows (an Arrow batch, or dicts), read only for the rows that failed."""
+    """The original rows (an Arrow batch, or dicts, or typed rows whose originals are known
+    only as JSON: `payloads` gives the JSON of the rows asked for), read only for the rows
+    that failed."""
 
     batch: pa.RecordBatch | None = None
     records: Sequence[Mapping[str, Any]] | None = None
+    payloads: Callable[[list[int]], list[str]] | None = None
 
     def column(self, name: str, indices: list[int]) -> list[Any]:
+        if self.payloads is not None:  # typed rows: no value differs from its original
+            return [None] * len(indices)
         if self.batch is not None:
             if name not in self.batch.schema.names:
                 return [None] * len(indices)
@@ -49,6 +57,8 @@ class RawRows:
         return [self.records[i].get(name) for i in indices]
 
     def rows(self, indices: list[int]) -> list[Any]:
+        if self.payloads is not None:
+            return [json.loads(p) for p in self.payloads(indices)]
         if self.batch is not None:
             return self.batch.take(pa.array(indices, pa.int64())).to_pylist()
         assert self.records is not None
@@ -100,7 +110,7 @@ class ErrorRows:
             optional.append((R.PARTITION_PATH, pc.binary_join_element_wise(*parts, "/")))
         if line_numbers is not None:
             optional.append((R.SOURCE_LINE, as_strings(
-                pa.array(list(line_numbers), pa.int64()).take(at))))
+                pa.array(np.asarray(line_numbers, dtype=np.int64)).take(at))))
         elif ctx.first_line is not None:
             optional.append((R.SOURCE_LINE, as_strings(pc.add(at, ctx.first_line))))
         if ctx.first_offset is not None:
@@ -122,13 +132,15 @@ class ErrorRows:
         uid = self.builder.uid
         ts = R.now_ts()
         return pa.Table.from_arrays([
-            pa.array([uid() for _ in range(k)], pa.string()), pa.array([ts] * k, pa.string()),
+            pa.array(uid.many(k), pa.string()), pa.array([ts] * k, pa.string()),
             pa.array([schema] * k, pa.string()), pa.array(self.payloads(rows, raw), pa.string()),
             messages, context], schema=S.arrow_schema())
 
     def payloads(self, rows: list[int], raw: RawRows) -> list[str | None]:
         """`record` of each failed row: the original row as JSON (one call over the Arrow
         rows when the validator gives one, else Python's json)."""
+        if raw.payloads is not None:
+            return list(raw.payloads(rows))
         if raw.batch is None:
             assert raw.records is not None
             return [R.to_json(raw.records[i]) for i in rows]
@@ -203,36 +215,85 @@ def context_column(k: int, base: Mapping[str, str],
                     optional: list[tuple[str, pa.Array]]) -> pa.Array:
     """The `context` map of k error rows without a Python loop over rows: every entry kind
     is a slot (a column of keys and one of values; a null value means the row has no such
-    entry), the slots are interleaved row by row with one take, and the empty entries are
-    filtered out."""
-    slot_keys: list[pa.Array] = []
-    slot_values: list[pa.Array] = []
-    for key, value in base.items():
-        slot_keys.append(pa.repeat(pa.scalar(key, pa.string()), k))
-        slot_values.append(pa.repeat(pa.scalar(value, pa.string()), k))
+    entry): the base entries, then each failure's own entries, then the optional ones."""
+    slots: list[tuple[pa.Array, pa.Array]] = [
+        (_repeat(key, k), _repeat(value, k)) for key, value in base.items()]
     width = max(len(u[0]) for u in unique)
     for j in range(width):
         keys = pa.array([u[0][j] if j < len(u[0]) else None for u in unique], pa.string())
         values = pa.array([u[1][j] if j < len(u[1]) else None for u in unique], pa.string())
-        slot_keys.append(keys.take(which))
-        slot_values.append(values.take(which))
-    for name, column in optional:
-        slot_keys.append(pa.repeat(pa.scalar(name, pa.string()), k))
-        slot_values.append(column)
-    slots = len(slot_keys)
-    position = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), k * slots)),
+        slots.append((keys.take(which), values.take(which)))
+    slots += [(_repeat(name, k), column) for name, column in optional]
+    return interleave_map(k, slots)
+
+
+def _repeat(value: str, k: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, pa.string()), k)
+
+
+def interleave_map(k: int, slots: Sequence[tuple[pa.Array, pa.Array]]) -> pa.Array:
+    """A map column of k rows from slots (key column, value column; k rows each): row i
+    holds the entries of the slots in order, the slots whose value is null left out. The
+    slots are interleaved row by row with one take, then the empty entries filtered."""
+    width = len(slots)
+    position = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), k * width)),
                            1)
-    row = pc.divide(position, slots)  # integer division
-    slot = pc.subtract(position, pc.multiply(row, slots))
+    row = pc.divide(position, width)  # integer division
+    slot = pc.subtract(position, pc.multiply(row, width))
     order = pc.add(pc.multiply(slot, k), row)
-    keys = pa.concat_arrays(slot_keys).take(order)
-    values = pa.concat_arrays(slot_values).take(order)
+    keys = pa.concat_arrays([s[0] for s in slots]).take(order)
+    values = pa.concat_arrays([s[1] for s in slots]).take(order)
     present = pc.is_valid(values)
     ends = pc.cumulative_sum(pc.cast(present, pa.int32())).take(
         pc.add(pc.multiply(pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), k)),
-                                       1), slots), slots - 1))
+                                       1), width), width - 1))
     offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cast(ends, pa.int32())])
     return pa.MapArray.from_arrays(offsets, keys.filter(present), values.filter(present))
+
+
+_PARSE_KEYS = frozenset({R.SOURCE_LINE, R.RECORD_FORMAT, R.REASON, R.ERROR_CLASS,
+                         R.FINGERPRINT})
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_fingerprint(error_class: str, message: str) -> str:
+    return R.fingerprint(R.PARSE, R.exception_detail(error_class, message))
+
+
+def parse_error_table(builder: R.RecordBuilder, base: Mapping[str, str],
+                      failures: Sequence[tuple[int, str, BaseException, str | None]]
+                      ) -> pa.Table | None:
+    """The parse-error records of lines that failed to parse ((line number, text,
+    exception, source schema) each), column by column: the records
+    ``RecordBuilder.build`` makes one by one for them (reason "parse", the raw line as a
+    JSON string, the exception's class and message). None when the builder has a PII
+    policy or the base context holds a key these records set (the caller then builds
+    them one by one)."""
+    if builder.protects or _PARSE_KEYS & set(base):
+        return None
+    k = len(failures)
+    if k == 0:
+        return S.empty_table()
+    cap = builder.config.stacktrace_max_chars
+    classes = [type(f[2]).__name__ for f in failures]
+    texts = [" ".join(str(f[2]).split()) for f in failures]
+    slots = [(_repeat(key, k), _repeat(value, k)) for key, value in base.items()]
+    slots += [(_repeat(R.SOURCE_LINE, k), pa.array([str(f[0]) for f in failures], pa.string())),
+              (_repeat(R.RECORD_FORMAT, k), _repeat("raw", k)),
+              (_repeat(R.REASON, k), _repeat(R.PARSE, k)),
+              (_repeat(R.ERROR_CLASS, k), pa.array(classes, pa.string())),
+              (_repeat(R.FINGERPRINT, k), pa.array(
+                  [_parse_fingerprint(c, t) for c, t in zip(classes, texts, strict=True)],
+                  pa.string()))]
+    uid = builder.uid
+    return pa.Table.from_arrays([
+        pa.array(uid.many(k), pa.string()), _repeat(R.now_ts(), k),
+        pa.array([f[3] for f in failures], pa.string()),
+        pa.array([R.to_json(f[1]) for f in failures], pa.string()),
+        pa.array([R.format_message(c, t, None, cap) for c, t in zip(classes, texts,
+                                                                     strict=True)],
+                 pa.string()),
+        interleave_map(k, slots)], schema=S.arrow_schema())
 
 
 def tail(failure: Failure, cap: int) -> tuple[list[str], list[str], str]:

@@ -166,6 +166,14 @@ class UidSource:
         self._prefix = f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-"
         self._next = 0
 
+    def many(self, k: int) -> list[str]:
+        """k uids at once (the same as k calls)."""
+        if self._next + k > 1 << 48 or self._pid != os.getpid():
+            self._reset()
+        first, prefix = self._next, self._prefix
+        self._next = first + k
+        return [f"{prefix}{n:012x}" for n in range(first, first + k)]
+
     def __call__(self) -> str:
         if self._next >= 1 << 48 or self._pid != os.getpid():
             self._reset()

@@ -10,12 +10,8 @@ rows together (markers, the error table, one atomic completed instant).
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +19,13 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.commit.result import CommitResult
-from markerstore.ingest.schema import SchemaError, load_schema
-from markerstore.ingest.sources import SourceTask, list_tasks, read_lines
+from markerstore.ingest.infer import csv_header, infer_schema
+from markerstore.ingest.schema import load_schema
+from markerstore.ingest.session import progress_bar, spark_session
+from markerstore.ingest.sources import SourceTask, list_tasks
 from markerstore.notebook import fields_html
+
+__all__ = ["IngestResult", "infer_schema", "ingest", "spark_session"]
 
 TASK_DDL = "task INT, url STRING, format STRING, start BIGINT, `end` BIGINT, header STRING"
 
@@ -63,83 +63,6 @@ class IngestResult:
         return fields_html(self.summary())
 
 
-def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
-                 sample_lines: int = 2000) -> pa.Schema:
-    """A schema from the first records of the source (Parquet: the file's own schema)."""
-    first = tasks[0]
-    if first.format == "parquet":
-        import fsspec
-        import pyarrow.parquet as pq
-
-        with fsspec.open(first.url, "rb", **dict(storage_options or {})) as handle:
-            return pq.read_schema(handle)
-    lines = []
-    for task in tasks:
-        for _, _, text in read_lines(task, dict(storage_options or {})):
-            if text.strip():
-                lines.append(text)
-            if len(lines) >= sample_lines:
-                break
-        if len(lines) >= sample_lines:
-            break
-    if first.format == "csv":
-        import pyarrow.csv as pcsv
-
-        table = pcsv.read_csv(pa.BufferReader("\n".join(lines).encode()))
-        return table.schema
-    records = []
-    for text in lines:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            records.append(value)
-    if not records:
-        raise SchemaError("cannot infer a schema: the first lines hold no JSON object; "
-                          "pass --schema")
-    names: dict[str, None] = {}
-    for record in records:
-        names.update(dict.fromkeys(record))
-    fields = []
-    for name in names:
-        values = [r.get(name) for r in records]
-        try:
-            arrow_type = pa.array(values).type
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            arrow_type = pa.string()
-        if arrow_type == pa.null():
-            arrow_type = pa.string()
-        fields.append(pa.field(name, arrow_type))
-    return pa.schema(fields)
-
-
-def _csv_header(task: SourceTask, storage_options: Mapping[str, Any] | None) -> str:
-    for _, _, text in read_lines(SourceTask(task.url, task.format),
-                                 dict(storage_options or {})):
-        return text
-    return ""
-
-
-def spark_session(master: str = "local[*]", log_level: str | None = None) -> Any:
-    """The Spark session ingest uses when none is given: this Python in the workers, UTC,
-    no console progress (ingest draws its own), Spark's log at ERROR unless
-    MARKERSTORE_SPARK_LOG_LEVEL says otherwise."""
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (SparkSession.builder.master(master).appName("markerstore-ingest")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
-               .getOrCreate())
-    session.sparkContext.setLogLevel(
-        log_level or os.environ.get("MARKERSTORE_SPARK_LOG_LEVEL", "ERROR"))
-    return session
-
-
 def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
            fmt: str | None = None, checks: Mapping[str, str] | None = None,
            key: str | None = None, partition_by: str | Sequence[str] | None = None,
@@ -160,12 +83,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     src_options = dict(source_storage_options if source_storage_options is not None
                        else storage_options or {})
     tasks = list_tasks(source, src_options, fmt)
-    if isinstance(schema, pa.Schema):
-        target = schema
-    elif schema:
-        target = load_schema(schema, src_options)
-    else:
-        target = infer_schema(tasks, src_options)
+    target = _target_schema(schema, tasks, src_options)
     columns = [] if partition_by is None else (
         [partition_by] if isinstance(partition_by, str) else list(partition_by))
     settings = dict(options or {})
@@ -176,11 +94,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     del probe
 
     session = spark or spark_session(master)
-    headers = {t.url: _csv_header(t, src_options) for t in tasks if t.format == "csv"}
-    rows = [(i, t.url, t.format, t.start, t.end, headers.get(t.url))
-            for i, t in enumerate(tasks)]
-    task_df = session.createDataFrame(
-        session.sparkContext.parallelize(rows, max(1, len(rows))), TASK_DDL)
+    task_df = _task_frame(session, tasks, src_options)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -198,7 +112,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
         return task_df.mapInArrow(run, STATS_DDL)
 
     shape = session.createDataFrame([], from_arrow_schema(target))
-    with _progress(session, progress):
+    with progress_bar(session, progress):
         result = write(shape, table, partition_by=columns or None, mode=mode,
                        options=settings, storage_options=storage_options,
                        _task_hook=_task_hook, _frame=frame)
@@ -206,44 +120,23 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
                         seconds=time.perf_counter() - started)
 
 
-@contextlib.contextmanager
-def _progress(session: Any, enabled: bool | None) -> Iterator[None]:
-    """A progress bar of Spark's tasks on stderr while the write runs (when a terminal)."""
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
-        yield
-        return
-    import threading
+def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
+                   src_options: Mapping[str, Any]) -> pa.Schema:
+    if isinstance(schema, pa.Schema):
+        return schema
+    if schema:
+        return load_schema(schema, dict(src_options))
+    return infer_schema(tasks, src_options)
 
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    tracker = session.sparkContext.statusTracker()
-    stop = threading.Event()
-    with Progress(TextColumn("[bold]spark[/bold] {task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} tasks"), TimeElapsedColumn(),
-                  transient=True) as bar:
-        task_id = bar.add_task("starting", total=None)
-
-        def poll() -> None:
-            while not stop.wait(0.3):
-                try:
-                    stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
-                except Exception:
-                    continue
-                stages = [st for st in stages if st is not None]
-                if stages:
-                    total = sum(st.numTasks for st in stages)
-                    done = sum(st.numCompletedTasks for st in stages)
-                    bar.update(task_id, description="writing", total=total, completed=done)
-
-        thread = threading.Thread(target=poll, daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join(timeout=2)
+def _task_frame(session: Any, tasks: Sequence[SourceTask],
+                src_options: Mapping[str, Any]) -> Any:
+    """One row per source split (one Spark task each), with its CSV header line."""
+    headers = {t.url: csv_header(t, src_options) for t in tasks if t.format == "csv"}
+    rows = [(i, t.url, t.format, t.start, t.end, headers.get(t.url))
+            for i, t in enumerate(tasks)]
+    return session.createDataFrame(
+        session.sparkContext.parallelize(rows, max(1, len(rows))), TASK_DDL)
 
 
 class _NoSpec:

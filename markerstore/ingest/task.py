@@ -3,19 +3,21 @@ validates, partitions and writes, and returns only its stats rows.
 
 Spark schedules one task per split descriptor (``mapInArrow`` over the descriptors); the
 task streams its split block by block (:mod:`~markerstore.ingest.blocks`), parses each
-block vectorized (:mod:`~markerstore.ingest.reader`), finds the rows the Validator's
-stages reject (:mod:`~markerstore.ingest.validate`), and hands the suspect lines to the
-reference parser and Validator (errortable), which build the error records. Good rows go
-to the task writer (grouped by partition in Arrow, marker first, then the file); error
-rows to the task's error sink. No data row crosses into the JVM.
+block vectorized (:mod:`~markerstore.ingest.reader`), runs the Validator's stages over
+the typed rows (``Validator.split_typed``; the `record` of a failing row decoded from its
+line, :mod:`~markerstore.ingest.payload`), and hands the suspect lines to errortable's
+parser and Validator (``parse_json_block`` / ``parse_csv_block``,
+``split_records_arrow``), which decide them exactly. Every error record is built as Arrow
+columns. Good rows go to the task writer (grouped by partition in Arrow, marker first,
+then the file); error rows to the task's error sink. No data row crosses into the JVM.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -25,9 +27,9 @@ from markerstore.commit import TaskAttempt, TaskSpec
 from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, read_blocks
-from markerstore.ingest.reader import Parsed, complement, json_query, parse_csv, parse_json
+from markerstore.ingest.payload import csv_payloads, json_payloads
+from markerstore.ingest.reader import Parsed, json_query, parse_csv, parse_json
 from markerstore.ingest.sources import SourceTask
-from markerstore.ingest.validate import failing_rows
 
 PARQUET_BATCH_ROWS = 64_000
 
@@ -48,14 +50,10 @@ def split_header(header: str | None) -> list[str]:
     return next(csv.reader([header or ""]), [])
 
 
-def error_table(records: list[dict[str, Any]]) -> pa.Table:
-    """Error records (dicts) as ErrorRecord rows with the `reason` column the task
-    writer counts."""
-    from errortable.schema import records_to_arrow
-
-    table = records_to_arrow(records)
-    return table.append_column("reason", pc.map_lookup(table.column("context"), "reason",
-                                                       "first"))
+def with_reason(errors: pa.Table) -> pa.Table:
+    """Error records with the `reason` column the task writer counts."""
+    return errors.append_column("reason", pc.map_lookup(errors.column("context"), "reason",
+                                                        "first"))
 
 
 class IngestTask:
@@ -136,8 +134,7 @@ class IngestTask:
             for batch in timer.each("read", batches):
                 with timer("validate"):
                     good, errors = self.validator.split_arrow(batch, ctx)
-                    errors = errors.append_column("reason", pc.map_lookup(
-                        errors.column("context"), "reason", "first"))
+                    errors = with_reason(errors)
                 yield pa.Table.from_batches([good]), errors
 
     def _block(self, block: Block, fmt: str, columns: list[str] | None, ctx: Any,
@@ -148,41 +145,51 @@ class IngestTask:
             else:
                 parsed = parse_json(block.lines, self.schema, self.query)
         with timer("validate"):
-            parsed = _drop_failing(parsed, failing_rows(self.validator, parsed.table),
-                                   len(block))
+            good, errors = self._validate(block, parsed, fmt, columns, ctx)
         with timer("reference"):
-            good, errors = self._reference(block, parsed.suspects, fmt, columns, ctx)
-        if good is not None and good.num_rows:
-            return pa.concat_tables([parsed.table, pa.Table.from_batches([good])]), errors
-        return parsed.table, errors
+            more, more_errors = self._reference(block, parsed.suspects, fmt, columns, ctx)
+        found = [t for t in (errors, more_errors) if t is not None and t.num_rows]
+        errors = None if not found else found[0] if len(found) == 1 else \
+            pa.concat_tables(found)
+        if more is not None and more.num_rows:
+            return pa.Table.from_batches([good, more]), errors
+        return pa.Table.from_batches([good]), errors
+
+    def _validate(self, block: Block, parsed: Parsed, fmt: str, columns: list[str] | None,
+                  ctx: Any) -> tuple[pa.RecordBatch, pa.Table | None]:
+        """The Validator's stages (null, key, partition, checks) over the parsed rows, with
+        the `record` of a failing row computed from its line as the per-record path does."""
+        def payloads(rows: list[int]) -> list[str]:
+            lines = block.lines.take(pa.array(parsed.rows[rows]))
+            if fmt == "csv":
+                return csv_payloads(lines.to_pylist(), columns or [])
+            return json_payloads(lines.to_pylist())
+
+        numbers = cast(Sequence[int], parsed.rows + block.first_line)
+        good, errors = self.validator.split_typed(parsed.table, ctx, numbers, payloads)
+        return good, (with_reason(errors) if errors.num_rows else None)
 
     def _reference(self, block: Block, suspects: np.ndarray, fmt: str,
                    columns: list[str] | None, ctx: Any) -> tuple[pa.RecordBatch | None,
                                                                  pa.Table | None]:
-        """The suspect lines through errortable's parser and Validator (per record)."""
+        """The suspect lines through errortable's parser and Validator, which decide them
+        exactly; their error records are built as Arrow columns (no dict per record)."""
         if len(suspects) == 0:
             return None, None
-        from errortable import parse_csv_lines, parse_json_lines
+        from errortable.parsing import parse_csv_block, parse_json_block
 
         texts = block.lines.take(pa.array(suspects)).to_pylist()
         numbers = (suspects + block.first_line).tolist()
         if fmt == "csv":
-            parsed = parse_csv_lines(texts, ctx, header=columns, line_numbers=numbers)
+            parsed = parse_csv_block(texts, ctx, header=columns, line_numbers=numbers)
         else:
-            parsed = parse_json_lines(texts, ctx, line_numbers=numbers)
-        good, errors = self.validator.split_records(parsed.records, ctx,
-                                                    line_numbers=parsed.line_numbers)
-        records = list(parsed.errors) + list(errors)
-        return good, (error_table(records) if records else None)
-
-
-def _drop_failing(parsed: Parsed, failing: np.ndarray, n: int) -> Parsed:
-    """The rows a stage rejects, moved from the clean rows to the suspects."""
-    if len(failing) == 0:
-        return parsed
-    keep = np.setdiff1d(np.arange(parsed.table.num_rows), failing, assume_unique=True)
-    rows = parsed.rows[keep]
-    return Parsed(parsed.table.take(pa.array(keep)), rows, complement(n, rows))
+            parsed = parse_json_block(texts, ctx, line_numbers=numbers)
+        good, errors = self.validator.split_records_arrow(parsed.records, ctx,
+                                                          line_numbers=parsed.line_numbers)
+        found = [t for t in (parsed.errors, errors) if t.num_rows]
+        if not found:
+            return good, None
+        return good, with_reason(found[0] if len(found) == 1 else pa.concat_tables(found))
 
 
 class _Timer:

@@ -1,0 +1,110 @@
+"""Converting values to a target Arrow type while finding exactly the values that do not
+convert (for :class:`errortable.capture.Validator`): a slice is converted at once, and a
+slice that fails is halved until the failing values are single, each with Arrow's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
+                OverflowError, TypeError, ValueError)
+
+Failure = tuple[str, str]  # (error class, message)
+
+
+def failure(exc: BaseException) -> Failure:
+    return type(exc).__name__, " ".join(str(exc).split())
+
+
+def by_halves(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
+              ) -> tuple[pa.Array, dict[int, Failure]]:
+    """Convert rows [0, n) slice by slice, halving a slice that fails until the failing rows
+    are single: O(k log n) conversions for k bad rows. Failed rows become nulls."""
+    if n == 0:
+        return convert(0, 0), {}
+    pieces: list[tuple[int, pa.Array]] = []
+    failures: dict[int, Failure] = {}
+    stack = [(0, n)]
+    while stack:
+        offset, length = stack.pop()
+        try:
+            pieces.append((offset, convert(offset, length)))
+        except CAST_ERRORS as exc:
+            if length == 1:
+                failures[offset] = failure(exc)
+                pieces.append((offset, pa.nulls(1, target)))
+                continue
+            half = length // 2
+            stack.append((offset + half, length - half))
+            stack.append((offset, half))
+    if len(pieces) == 1:
+        return pieces[0][1], failures
+    pieces.sort(key=lambda p: p[0])
+    return pa.concat_arrays([p[1] for p in pieces]), failures
+
+
+def is_textual(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+DUCK_TYPES = {
+    pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+    pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER",
+    pa.uint64(): "UBIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE",
+    pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
+}
+
+
+def duck_type(target: pa.DataType) -> str | None:
+    """The DuckDB type whose TRY_CAST hints at the rows an Arrow cast to `target` rejects."""
+    if target in DUCK_TYPES:
+        return DUCK_TYPES[target]
+    if pa.types.is_timestamp(target) and target.tz is None:
+        return "TIMESTAMP"
+    if pa.types.is_decimal(target) and target.precision <= 38:
+        return f"DECIMAL({target.precision}, {target.scale})"
+    return None
+
+
+def arrow_converter(source: pa.Array, target: pa.DataType) -> Callable[[int, int], pa.Array]:
+    def convert(offset: int, length: int) -> pa.Array:
+        part = source.slice(offset, length)
+        return part if part.type == target else pc.cast(part, target, safe=True)
+
+    return convert
+
+
+def plain_types(target: pa.DataType) -> tuple[type, ...] | None:
+    """The Python types pa.array converts to `target` as they are (a value of another
+    type is converted on its own; None: no screening for this type)."""
+    if pa.types.is_boolean(target):
+        return (bool,)
+    if pa.types.is_integer(target):
+        return (int,)
+    if pa.types.is_floating(target):
+        return (float, int)
+    if is_textual(target):
+        return (str,)
+    return None
+
+
+def python_converter(values: list[Any], target: pa.DataType
+                      ) -> Callable[[int, int], pa.Array]:
+    def convert(offset: int, length: int) -> pa.Array:
+        return from_python(values[offset:offset + length], target)
+
+    return convert
+
+
+def from_python(values: list[Any], target: pa.DataType) -> pa.Array:
+    try:
+        return pa.array(values, type=target)
+    except CAST_ERRORS:
+        if is_textual(target) or not all(v is None or isinstance(v, str) for v in values):
+            raise
+        return pc.cast(pa.array(values, pa.string()), target, safe=True)

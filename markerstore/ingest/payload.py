@@ -1,0 +1,39 @@
+"""The `record` of an error row for a line the vectorized pass parsed: the JSON that
+errortable's per-record path stores for it, ``to_json(json.loads(line))`` for a JSON line
+and ``to_json(dict(zip(header, fields)))`` for a CSV line (empty fields null).
+
+The JSON lines of a block are decoded in one call (they are well-formed objects: the
+vectorized pass parsed them), which is about twice as fast as a call per line; a block
+Python's json refuses as a whole is decoded line by line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from typing import Any
+
+
+def json_payloads(lines: Sequence[str]) -> list[str]:
+    """Python's JSON of the objects on `lines`, as errortable stores a record."""
+    from errortable.records import to_json
+
+    values: list[Any] | None = None
+    try:
+        values = json.loads("[" + ",".join(lines) + "]")
+    except ValueError:
+        values = None
+    if values is None or len(values) != len(lines):
+        values = [json.loads(line) for line in lines]
+    return [to_json(v) for v in values]
+
+
+def csv_payloads(lines: Sequence[str], header: Sequence[str]) -> list[str]:
+    """Python's JSON of CSV lines' records (fields by header name, empty fields null)."""
+    from errortable.records import to_json
+
+    names = list(header)
+    return [to_json({c: (v if v != "" else None) for c, v in
+                     zip(names, next(csv.reader([line], strict=True)), strict=True)})
+            for line in lines]
