@@ -186,7 +186,7 @@ print("code:", markerstore.__file__, file=sys.stderr)
 table = Table(path)
 if kind == "count":
     started = time.perf_counter()
-    count = table.sql("SELECT count(*) FROM markers").fetchall()[0][0]
+    count = sql_views(table, "SELECT count(*) FROM markers").fetchall()[0][0]
     print(json.dumps({"s": time.perf_counter() - started, "peak": hwm(), "count": count}))
 else:
     committed = pq.read_table(paths_file).column("path")

@@ -133,7 +133,7 @@ def expire_record(table: Table, instant: str, meta: Mapping[str, Any]
     """What the expire commit `instant` recorded (error instant -> {files, rows, ...}),
     checked: instant ids, valid table-relative file paths, row counts. A bad entry is a
     CorruptTableError naming the commit, before anything is read or deleted."""
-    where = table._timeline.commit_url(instant)
+    where = table.commit_url(instant)
     expired = meta.get("expired") or {}
     if not isinstance(expired, dict):
         raise CorruptTableError(where, "'expired' must be an object of error instants")
@@ -195,7 +195,7 @@ class ErrorTableReader:
     def expired(self) -> dict[str, dict[str, Any]]:
         """Error instants removed by `expire`, with what was recorded about them."""
         result: dict[str, dict[str, Any]] = {}
-        for instant, meta in self.table._timeline.completed():
+        for instant, meta in self.table.completed():
             if meta.get("operation") == EXPIRE_OPERATION:
                 result.update(expire_record(self.table, instant, meta))
         return result
@@ -205,7 +205,7 @@ class ErrorTableReader:
         uids: list[str] = []
         instants: list[str] = []
         targets: list[str] = []
-        for _, meta in self.table._timeline.completed():
+        for _, meta in self.table.completed():
             if meta.get("operation") != REPLAY_LOG_OPERATION:
                 continue
             replay = meta.get("replay") or {}
@@ -219,7 +219,7 @@ class ErrorTableReader:
         """Committed error instants, oldest first."""
         expired = self.expired()
         result = []
-        for instant, meta in self.table._timeline.completed():
+        for instant, meta in self.table.completed():
             if meta.get("operation") != OPERATION or instant in expired:
                 continue
             result.append(CommittedInstant(instant, meta.get("source_table"),
@@ -435,7 +435,7 @@ def error_tables_of(target: Table) -> list[str]:
     is a copy of it (the target was copied or moved together with its error table): the
     local one takes its place, so no row is read twice."""
     named: list[tuple[str, str | None]] = []
-    for _, meta in target._timeline.completed():
+    for _, meta in target.completed():
         url = meta.get("error_table") or meta.get("replayed_from")
         if url and not any(same_table(url, u) for u, _ in named):
             named.append((str(url), _opt_str(meta.get("error_table_id"))))
@@ -505,7 +505,7 @@ def query(path: str | Table, sql: str, storage_options: Mapping[str, Any] | None
     return connect(path, storage_options, strict=strict).sql(sql)
 
 
-def _view_provider(table: Table, con: duckdb.DuckDBPyConnection) -> None:
+def errors_view(table: Table, con: duckdb.DuckDBPyConnection) -> None:
     """`errors` in markerstore's SQL: the table's own error rows (empty if it has none). An
     error table that cannot be read leaves the view empty, with a logged warning, so the
     other views stay usable."""
@@ -522,3 +522,20 @@ def _view_provider(table: Table, con: duckdb.DuckDBPyConnection) -> None:
         log.warning("the errors view of %s is empty: its error table cannot be read: %s",
                     table.storage.url(), exc)
         register_errors(con, [])
+
+
+VIEWS = {"errors": errors_view}
+
+
+def table_connect(table: Table) -> duckdb.DuckDBPyConnection:
+    """markerstore's SQL connection over `table` (``commits``, ``files``, ``markers``) plus
+    ``errors``: the table's own error rows (the full DuckDB engine, like
+    :func:`markerstore.sql.connect`)."""
+    from markerstore.sql import connect as connect_views
+
+    return connect_views(table, VIEWS)
+
+
+def table_sql(table: Table, query: str) -> duckdb.DuckDBPyRelation:
+    """Run `query` over :func:`table_connect`'s views."""
+    return table_connect(table).sql(query)

@@ -91,7 +91,7 @@ def expire(path: str | Table, older_than: str | timedelta,
     unfinished: dict[str, list[str]] = {}
     done = set(table.storage.ls(table.storage.path(DONE_DIR)))
     candidates = []
-    for instant, meta in table._timeline.completed():
+    for instant, meta in table.completed():
         if meta.get("operation") == EXPIRE_OPERATION:
             record = expire_record(table, instant, meta)  # checked before any delete
             already.update(record)

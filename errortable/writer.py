@@ -471,7 +471,7 @@ class ErrorCommit:
                 return done
         self._close()
         if self.table.state(self.instant) == ROLLEDBACK:
-            self.table._finish(self.instant)  # the hook rolled it back: stop our heartbeat
+            self.table.finish(self.instant)  # the hook rolled it back: stop our heartbeat
             return RollbackResult(self.instant, noop=True)
         result = self.table.rollback(self.instant, force=True)
         assert isinstance(result, RollbackResult)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -10,19 +9,19 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeAlias
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from markerstore import config
 from markerstore.errors import (
     CommitConflictError,
+    ConfigError,
     CorruptTableError,
     HeartbeatAliveError,
     InstantCompletedError,
@@ -36,6 +35,7 @@ from markerstore.markers import (
     ReconcileResult,
     RollbackResult,
     WriteMarkers,
+    read_marker_rows,
     reconcile,
     rollback_from_markers,
 )
@@ -70,40 +70,6 @@ RESERVED_METADATA = frozenset({
     "write_uuid", "filenames", "files", "counts", "metrics", "diagnostics", "operation",
     "partitions",
 })
-
-# Steps a rollback runs before it fences an instant (see register_recovery_hook).
-RecoveryHook = Callable[["Table", str], "RollbackResult | None"]
-_RECOVERY_HOOKS: list[RecoveryHook] = []
-
-
-def register_recovery_hook(hook: RecoveryHook) -> None:
-    """A step run by :meth:`Table.rollback` before it fences a failed instant: the hook
-    may finish the instant instead (roll forward) and return the result; None lets the
-    rollback go on. It must be idempotent."""
-    if hook not in _RECOVERY_HOOKS:
-        _RECOVERY_HOOKS.append(hook)
-
-
-# Steps `rollback_failed` runs after rolling back: finishing what the writers of completed
-# or rolled-back instants left (see register_finish_hook).
-FinishHook = Callable[["Table"], Any]
-_FINISH_HOOKS: list[FinishHook] = []
-
-
-def register_finish_hook(hook: FinishHook) -> None:
-    """A step run by :meth:`Table.rollback_failed` (so by the next write and by
-    ``markerstore rollback``): it finishes what a writer that died after its instant
-    became terminal left behind (the commit protocol: files a completed replace had yet to
-    delete, staging areas). It must be idempotent."""
-    if hook not in _FINISH_HOOKS:
-        _FINISH_HOOKS.append(hook)
-
-
-def _load_recovery() -> None:
-    # The commit protocol registers its recovery and cleanup hooks when imported.
-    with contextlib.suppress(ImportError):
-        import markerstore.commit  # noqa: F401
-
 
 @dataclass(frozen=True)
 class DataFile:
@@ -218,22 +184,37 @@ class Table:
     def commit_metadata(self, instant: str) -> dict[str, Any]:
         return self._timeline.commit_metadata(instant)
 
+    def completed(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every completed instant with its commit metadata, oldest first."""
+        return self._timeline.completed()
+
+    def is_fenced(self, instant: str) -> bool:
+        """Whether a rollback of `instant` has begun (no commit of it can complete)."""
+        return self._timeline.is_fenced(instant)
+
+    def commit_url(self, instant: str) -> str:
+        """The URL of the completed instant's file (names it in errors)."""
+        return self._timeline.commit_url(instant)
+
     # --- markers -------------------------------------------------------------------------
-    def markers(self, instant: str, type: str = "direct", **kwargs: Any) -> WriteMarkers:
-        """The markers of an inflight instant. `type` is "direct" or "batched" (then pass
-        `url=` of the marker server)."""
+    def markers(self, instant: str, type: str = "direct") -> WriteMarkers:
+        """The direct markers of an inflight instant. Batched markers come from the marker
+        server: ``markerstore.server.open_markers(table, instant, type="batched", url=...)``
+        (or ``MarkerClient(url, instant, table=table)``)."""
         mechanism = config.OPTIONS[config.MARKERS_TYPE].parse(type)
+        if mechanism != "direct":
+            raise ConfigError(f"Table.markers gives direct markers; {type!r} markers come "
+                              "from markerstore.server.open_markers(table, instant, type=..., "
+                              "url=...)")
+        self.check_inflight(instant, "markers are only created for")
+        return DirectWriteMarkers(self.storage, instant)
+
+    def check_inflight(self, instant: str, why: str) -> None:
+        """TimelineError unless `instant` is requested or inflight (`why` ends the
+        message: "... only <why> an inflight instant")."""
         state = self._timeline.state(instant)
         if state not in (REQUESTED, INFLIGHT):
-            raise TimelineError(f"instant {instant} is {state}; markers are only created for "
-                                "an inflight instant")
-        if mechanism == "direct":
-            if kwargs:
-                raise TypeError(f"direct markers take no options, got {sorted(kwargs)}")
-            return DirectWriteMarkers(self.storage, instant)
-        from markerstore.server.client import MarkerClient
-
-        return MarkerClient(instant=instant, table=self, **kwargs)
+            raise TimelineError(f"instant {instant} is {state}; {why} an inflight instant")
 
     def reconcile(self, instant: str,
                   committed_files: Iterable[str | DataFile | Mapping[str, Any]] | ArrowPaths
@@ -340,7 +321,7 @@ class Table:
         }
         payload["metrics"]["commit_seconds"] = round(time.time() - started, 3)
         self._timeline.complete(instant, payload)
-        self._finish(instant)
+        self.finish(instant)
         return self._timeline.commit_metadata(instant)
 
     def _fill_sizes(self, entries: list[DataFile]) -> list[DataFile]:
@@ -353,7 +334,7 @@ class Table:
         return [DataFile(e.path, sizes.get(e.path, e.size), e.rows, e.checksum)
                 for e in entries]
 
-    def _finish(self, instant: str) -> None:
+    def finish(self, instant: str) -> None:
         """After the terminal state is written: markers and heartbeat go. Failures here are
         logged, not raised: the commit stands, and the next write cleans up."""
         thread = self._beating.pop(instant, None)
@@ -392,18 +373,13 @@ class Table:
         age_ms = (datetime.now(timezone.utc) - parse_instant(instant)).total_seconds() * 1000
         return age_ms < self.heartbeats.expiry_ms
 
-    def rollback(self, instant: str | None = None, *, force: bool = False,
-                 roll_forward: bool = True) -> RollbackResult | list[RollbackResult]:
-        """Roll back one failed instant from its markers and the timeline alone, or, with
-        no instant, every failed one (see :meth:`rollback_failed`). Idempotent: a second
-        rollback is a no-op. Refuses a completed instant, and an inflight one whose writer
-        is alive unless `force`. With `roll_forward`, a recovery hook may complete the
-        instant instead (the result then has ``rolled_forward``)."""
-        if instant is None:
-            return self.rollback_failed("eager" if force else "lazy")
+    def can_roll_back(self, instant: str, *, force: bool = False) -> bool:
+        """False for an instant already rolled back (a rollback is then a no-op);
+        InstantCompletedError for a completed one; HeartbeatAliveError for an inflight one
+        whose writer is alive, unless `force`. True otherwise."""
         state = self._timeline.state(instant)
         if state == ROLLEDBACK:
-            return RollbackResult(instant, noop=True)
+            return False
         if state == COMPLETED:
             raise InstantCompletedError(
                 f"instant {instant} is completed; completed commits are never rolled back")
@@ -411,23 +387,46 @@ class Table:
             raise HeartbeatAliveError(
                 f"instant {instant} is inflight and its writer is alive (heartbeat within "
                 f"{self.heartbeats.expiry_ms} ms); stop it first, or force the rollback")
-        _load_recovery()
-        if roll_forward:
-            for hook in list(_RECOVERY_HOOKS):
-                outcome = hook(self, instant)
-                if outcome is not None:
-                    return outcome
+        return True
+
+    def fence(self, instant: str) -> None:
+        """Fence `instant` before anything of it is deleted: no commit of it can complete
+        after this. InstantCompletedError if it completed first. Idempotent."""
         self._timeline.claim_rollback(instant)
+
+    def marker_rows(self, instant: str) -> pa.Table | None:
+        """The instant's marker rows (MARKER_COLUMNS, any mechanism), or None when it has
+        no marker folder."""
+        return read_marker_rows(self.storage, instant)
+
+    def rollback(self, instant: str | None = None, *, force: bool = False,
+                 cleanup: Mapping[str, Any] | None = None
+                 ) -> RollbackResult | list[RollbackResult]:
+        """Roll back one failed instant from its markers and the timeline alone: fence it,
+        delete every file its markers name, delete the markers, record the rollback. With
+        no instant, every failed one (see :meth:`rollback_failed`). Idempotent: a second
+        rollback is a no-op. Refuses a completed instant, and an inflight one whose writer
+        is alive unless `force`. `cleanup` (what the caller's recovery did first: aborted
+        uploads, a linked error instant) is kept in the rollback record.
+
+        This is the core's rollback: nothing else runs. The commit protocol's recovery
+        (roll forward, uploads, staging, error tables) is ``markerstore.commit.recover``
+        and ``markerstore.commit.rollback``."""
+        if instant is None:
+            return self.rollback_failed("eager" if force else "lazy")
+        if not self.can_roll_back(instant, force=force):
+            return RollbackResult(instant, noop=True)
+        self.fence(instant)
         result = rollback_from_markers(self.storage, self._timeline, instant,
-                                       parallelism=self.parallelism)
-        self._finish(instant)
+                                       parallelism=self.parallelism, cleanup=cleanup)
+        self.finish(instant)
         log.info("%s: rolled back %s, %d file(s) deleted", self, instant,
                  len(result.deleted_files))
         return result
 
     def abort(self, instant: str) -> RollbackResult:
-        """Abort this process's own write: roll it back now (never forward). Idempotent."""
-        result = self.rollback(instant, force=True, roll_forward=False)
+        """Abort this process's own write: roll it back now. Idempotent."""
+        result = self.rollback(instant, force=True)
         assert isinstance(result, RollbackResult)
         return result
 
@@ -455,18 +454,15 @@ class Table:
         return result
 
     def rollback_failed(self, policy: str | None = None) -> list[RollbackResult]:
-        """Roll back every failed inflight instant (see :meth:`failed_instants`), finish
-        what the writers of terminal instants left (finish hooks: e.g. the files a
-        completed replace had yet to delete), and delete the leftover marker folders of
-        completed instants."""
+        """Roll back every failed inflight instant (see :meth:`failed_instants`) with the
+        core's rollback, and delete the leftover marker folders of terminal instants. A
+        table written by the commit protocol is recovered with
+        ``markerstore.commit.recover`` instead (it calls this one's parts)."""
         results = []
         for instant in self.failed_instants(policy):
             result = self.rollback(instant, force=True)
             assert isinstance(result, RollbackResult)
             results.append(result)
-        _load_recovery()
-        for hook in list(_FINISH_HOOKS):
-            hook(self)
         self.clean_markers()
         return results
 
@@ -489,23 +485,6 @@ class Table:
         the timeline alone: never an inflight write's file, never both sides of a replace.
         ``.paths``/``.urls``, ``.dataset()`` (pyarrow) and ``.duckdb()`` read it."""
         return Snapshot.of(self.storage, self._timeline.completed(), as_of)
-
-    def sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        """Run SQL over the views `commits`, `files` (of completed commits) and `markers`.
-
-        This is DuckDB's full engine (any file, COPY, ATTACH, SET, ...): the caller already
-        runs Python. For SQL from someone else, use the sandbox that `markerstore sql`
-        uses: ``markerstore.sql.sandbox.run(table.connect(), query)`` (docs/SECURITY.md)."""
-        from markerstore.sql import connect
-
-        return connect(self).sql(query)
-
-    def connect(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection with this table's views, for several queries (the full
-        engine, like :meth:`sql`)."""
-        from markerstore.sql import connect
-
-        return connect(self)
 
     def storage_requests(self) -> dict[str, int]:
         """Storage requests made through this table so far, by kind, with a total."""

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from markerstore import config
+from markerstore.commit.cleanup import post_commit
 from markerstore.commit.conflict import (
     APPEND,
     FAIL,
@@ -41,16 +42,15 @@ from markerstore.commit.plan import (
     INTENT,
     PUBLISH,
     CommitPlan,
-    delete_plan,
-    plan_path,
     write_plan,
 )
+from markerstore.commit.ports import ErrorTables, ErrorWrite
+from markerstore.commit.recovery import rollback
 from markerstore.commit.result import CommitResult
 from markerstore.commit.staging import Staging, staging_for
 from markerstore.commit.stats import FileStats, TaskResult
 from markerstore.errors import (
     CommitConflictError,
-    CorruptTableError,
     ErrorBudgetExceeded,
     MarkerStoreError,
     ReconcileError,
@@ -82,48 +82,14 @@ def _step(name: str, **info: Any) -> None:
         hook(name, info)
 
 
-def post_commit(table: Table, plan: CommitPlan) -> None:
-    """After the completed instant: delete replaced files, the staging area, the plan.
-    Idempotent; recovery runs it again for a plan a completed instant left behind."""
-    if plan.replaced_files:
-        replaced = checked_replaced_files(table, plan)
-        table.storage.delete_many([table.storage.path(p) for p in replaced],
-                                  table.parallelism)
-    staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
-                plan.staging_mode).cleanup()
-    delete_plan(table.storage, plan.instant)
-
-
-def checked_replaced_files(table: Table, plan: CommitPlan) -> list[str]:
-    """The files a completed replace deletes, checked against what the completed commit
-    itself recorded: each is among the commit's ``replaced_files``, none is one of its own
-    files, and each is a file of an earlier completed commit. Anything else is a
-    CorruptTableError naming the plan, and nothing is deleted."""
-    where = table.storage.url(plan_path(table.storage, plan.instant))
-    meta = table.commit_metadata(plan.instant)  # checked against its schema when read
-    recorded = set(meta.get("replaced_files", []))
-    own = {entry["path"] for entry in meta["files"]}
-    earlier = {entry["path"] for instant, other in table._timeline.completed()
-               if instant < plan.instant for entry in other.get("files", [])}
-    for path in plan.replaced_files:
-        if path in own:
-            raise CorruptTableError(where, f"replaced file {path!r} is one of the files "
-                                           f"commit {plan.instant} itself wrote")
-        if path not in recorded:
-            raise CorruptTableError(where, f"replaced file {path!r} is not among the files "
-                                           f"commit {plan.instant} recorded as replaced")
-        if path not in earlier:
-            raise CorruptTableError(where, f"replaced file {path!r} is not a file of an "
-                                           f"earlier completed commit")
-    return list(plan.replaced_files)
-
-
 class JobCommitter:
     """Commits (or aborts) one inflight instant of a table."""
 
     def __init__(self, table: Table, instant: str, *, conflict_mode: str = APPEND,
                  partitioned: bool = False, staging: Staging | None = None,
-                 metadata: Mapping[str, Any] | None = None, error_commit: Any = None) -> None:
+                 metadata: Mapping[str, Any] | None = None,
+                 error_commit: ErrorWrite | None = None,
+                 error_tables: ErrorTables | None = None) -> None:
         if conflict_mode not in (FAIL, APPEND, REPLACE):
             raise ValueError(f"unknown conflict mode {conflict_mode!r}")
         write_uuid = table.write_uuid(instant)
@@ -137,7 +103,8 @@ class JobCommitter:
         self.staging = staging or staging_for(table.storage, instant, write_uuid,
                                               table.settings)
         self.metadata = dict(metadata or {})
-        self.error_commit = error_commit  # errortable.ErrorCommit, when the write has one
+        self.error_commit = error_commit  # the write's error instant, when it has one
+        self.error_tables = error_tables
 
     # --- checks -------------------------------------------------------------------------------
     def _files(self, results: list[TaskResult]) -> list[FileStats]:
@@ -279,10 +246,9 @@ class JobCommitter:
         if not over:
             return
         commonest = None
-        find = getattr(self.error_commit, "commonest_message", None)
-        if find is not None:
+        if self.error_commit is not None:
             try:
-                commonest = find(error_files)
+                commonest = self.error_commit.commonest_message(error_files)
             except Exception as exc:  # the budget fails the write whatever the files hold
                 log.warning("instant %s: reading the error files for the commonest message "
                             "failed: %s", self.instant, exc)
@@ -346,5 +312,7 @@ class JobCommitter:
     # --- abort ----------------------------------------------------------------------------------
     def abort(self) -> RollbackResult:
         """Roll the instant back: delete every file its markers name, abort every upload of
-        this write, delete its staging area and plan. Idempotent."""
-        return self.table.abort(self.instant)
+        this write, delete its staging area and plan; its error instant follows.
+        Idempotent."""
+        return rollback(self.table, self.instant, force=True, roll_forward=False,
+                        error_tables=self.error_tables)

@@ -10,16 +10,17 @@ only when no completed commit references it; otherwise it is left and reported i
 rollback's ``kept_append_files``.
 
 Rollback (of a failed instant): fence the instant (no commit of it can complete after),
-delete every data file its markers name (with the APPEND rule above), run the cleanup
-hooks (the S3 staging path aborts pending uploads), delete the marker folder, record the
-rollback. Every step is idempotent, so an interrupted rollback is finished by the next.
+delete every data file its markers name (with the APPEND rule above), delete the marker
+folder, record the rollback (with what the caller's recovery cleaned up first: the commit
+protocol aborts pending uploads). Every step is idempotent, so an interrupted rollback is
+finished by the next.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,10 +42,8 @@ from markerstore.timeline import Timeline
 log = logging.getLogger(__name__)
 
 MarkerReader = Callable[[Storage, str, duckdb.DuckDBPyConnection], duckdb.DuckDBPyRelation]
-RollbackHook = Callable[[Storage, str, "pa.Table | None"], "dict[str, Any] | None"]
 
 _READERS: dict[str, MarkerReader] = {}
-_ROLLBACK_HOOKS: list[RollbackHook] = []
 _SELF_CHECKED: set[str] = set()  # mechanisms whose reader checks the rows it returns
 
 
@@ -58,14 +57,6 @@ def register_reader(mechanism: str, reader: MarkerReader, *, checks_rows: bool =
         _SELF_CHECKED.add(mechanism)
     else:
         _SELF_CHECKED.discard(mechanism)
-
-
-def register_rollback_hook(hook: RollbackHook) -> None:
-    """A cleanup step run by every rollback, with the instant's marker rows (None when it
-    had no marker folder), after its data files are deleted and before its marker folder
-    is. It must be idempotent. What it returns is kept in the rollback record."""
-    if hook not in _ROLLBACK_HOOKS:
-        _ROLLBACK_HOOKS.append(hook)
 
 
 # Rows whose file name or IO type cannot be a marker's (the partition is checked apart:
@@ -243,9 +234,18 @@ class RollbackResult:
                 **({"cleanup": self.hooks} if self.hooks else {})}
 
 
+def read_marker_rows(storage: Storage, instant: str) -> pa.Table | None:
+    """The instant's marker rows (MARKER_COLUMNS), or None if it has no marker folder."""
+    con = duckdb.connect()
+    markers = read_markers(storage, instant, con)
+    return None if markers is None else markers.to_arrow_table().drop_columns(["path"])
+
+
 def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
-                          parallelism: int = 100) -> RollbackResult:
-    """Steps 2-5 of a rollback, after the instant was fenced with claim_rollback."""
+                          parallelism: int = 100, cleanup: Mapping[str, Any] | None = None
+                          ) -> RollbackResult:
+    """Steps 2-5 of a rollback, after the instant was fenced with claim_rollback.
+    `cleanup`: what the caller's recovery did before (kept in the rollback record)."""
     con = duckdb.connect()
     markers = read_markers(storage, instant, con)
     result = RollbackResult(instant)
@@ -262,10 +262,7 @@ def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
         checked_paths(result.deleted_files, storage.url(marker_folder(storage, instant)),
                       what="marked file")
         storage.delete_many([storage.path(p) for p in result.deleted_files], parallelism)
-    for hook in _ROLLBACK_HOOKS:
-        outcome = hook(storage, instant, None if markers is None else rows.drop_columns(["path"]))
-        if outcome:
-            result.hooks[getattr(hook, "__name__", "hook")] = outcome
+    result.hooks.update({name: value for name, value in (cleanup or {}).items() if value})
     storage.delete_dir(marker_folder(storage, instant), parallelism)
     timeline.finish_rollback(instant, {"deleted_files": result.deleted_files,
                                        "kept_append_files": result.kept_append_files,
