@@ -9,27 +9,21 @@ main table reaches its error table through the commit protocol's recovery.
 from __future__ import annotations
 
 from errortable import config, metrics
+from errortable.access import connect, errors_view, query, read, table_connect, table_sql
 from errortable.capture import Validator
 from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
 from errortable.hooks import writer_hooks
 from errortable.link import ErrorTables, ErrorWriteLink
 from errortable.parsing import ParseResult, parse_csv_lines, parse_json_lines
-from errortable.reader import (
-    CorruptErrorFileWarning,
-    connect,
-    errors_view,
-    query,
-    read,
-    table_connect,
-    table_sql,
-)
+from errortable.reader import CorruptErrorFileWarning
 from errortable.records import CaptureContext, RecordBuilder, fingerprint, normalise
 from errortable.recovery import RecoveryResult, recover, rollback_error_instant
 from errortable.replays import ReplayResult, replay
 from errortable.report import ErrorStats, show, stats
 from errortable.retention import ExpireResult, expire
 from errortable.schema import arrow_schema, avro_schema
-from errortable.writer import ErrorCommit, ErrorFileStats, ErrorTaskSpec, TaskErrorWriter
+from errortable.taskwriter import ErrorFileStats, ErrorTaskSpec, TaskErrorWriter
+from errortable.writer import ErrorCommit
 
 __all__ = [
     "CaptureContext", "CorruptErrorFileWarning", "ErrorCommit", "ErrorFileStats", "ErrorStats",

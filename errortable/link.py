@@ -21,7 +21,8 @@ from errortable.config import ErrorTableConfig, locate
 from errortable.hooks import REASON_COLUMN, ErrorSinkHook, ValidatorHook
 from errortable.recovery import rollback_error_instant
 from errortable.schema import arrow_schema
-from errortable.writer import ErrorCommit, ErrorTaskSpec
+from errortable.taskwriter import ErrorTaskSpec
+from errortable.writer import ErrorCommit
 from markerstore.table import Table
 
 ERROR_COLUMN = "__markerstore_error"

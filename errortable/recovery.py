@@ -14,17 +14,13 @@ when it starts. While J is inflight its fate is decided by the main instant I al
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from errortable.writer import (
-    ErrorFileStats,
-    complete_error_instant,
-    forget_open,
-    open_table_for,
-    storage_options_for,
-)
+from errortable.registry import forget_open, open_table_for, storage_options_for
+from errortable.taskwriter import ErrorFileStats
+from errortable.writer import complete_error_instant
 from markerstore.errors import InstantNotFoundError, MarkerStoreError
 from markerstore.markers import RollbackResult
 from markerstore.table import Table
@@ -189,6 +185,24 @@ def recover(error_table: str | Table, storage_options: Mapping[str, Any] | None 
         except (MarkerStoreError, OSError) as exc:
             result.failed[instant] = str(exc)
     return result
+
+
+def roll_forward_completed(error_table: Table, *,
+                           source_storage_options: Mapping[str, Any] | None = None,
+                           skip: Collection[str] = ()) -> list[str]:
+    """Write the commit of every pending error instant whose main instant completed with
+    it (what a reader counts as committed already), and nothing else: what
+    ``read(..., repair=True)`` asks for (`skip`: instants it leaves, the expired ones).
+    Returns those instants."""
+    sources = Sources(source_storage_options if source_storage_options is not None
+                      else error_table.storage.storage_options)
+    done = []
+    for instant in pending_instants(error_table):
+        decision = decide(error_table, instant, sources)
+        if decision.action == FORWARD and instant not in skip:
+            roll_forward(error_table, decision)
+            done.append(instant)
+    return done
 
 
 def roll_forward(table: Table, decision: Decision) -> dict[str, Any]:

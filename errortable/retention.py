@@ -19,7 +19,7 @@ from typing import Any
 
 from errortable._html import table_html
 from errortable.reader import EXPIRE_OPERATION, expire_record, is_error_table
-from errortable.writer import OPERATION
+from errortable.taskwriter import OPERATION
 from markerstore.errors import ConfigError, NotAnErrorTableError
 from markerstore.table import Table
 from markerstore.timeline import parse_instant

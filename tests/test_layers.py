@@ -29,15 +29,6 @@ ABOVE = ("markerstore.table", "markerstore.server", "markerstore.sql", "markerst
 # Today's import cycles (strongly connected components), a list to shrink: a change may
 # break a cycle or take a module out of one, never add a module to one or start a new one.
 KNOWN_CYCLES: list[frozenset[str]] = [
-    frozenset({
-        "errortable", "errortable.hooks", "errortable.reader", "errortable.recovery",
-        "errortable.replays", "errortable.report", "errortable.retention", "errortable.writer",
-        "markerstore.commit", "markerstore.commit.conflict", "markerstore.commit.driver",
-        "markerstore.commit.errortable_link", "markerstore.commit.job",
-        "markerstore.commit.recovery", "markerstore.commit.result", "markerstore.commit.runner",
-        "markerstore.server.client", "markerstore.sql", "markerstore.sql.views",
-        "markerstore.table",
-    }),
     frozenset({"markerstore.markers.reconcile", "markerstore.markers.segments"}),
 ]
 

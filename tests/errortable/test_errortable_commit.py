@@ -149,6 +149,20 @@ def test_reader_repair_writes_the_roll_forward(tmp_table: Table) -> None:
     assert write.commit.table.state(write.commit.instant) == COMPLETED
 
 
+def test_a_read_never_writes(tmp_table: Table) -> None:
+    """Readers count J as committed once I names it, but only recovery (or an explicit
+    repair) writes J's commit: reading a table, its view or its target leaves J inflight."""
+    write = full_write(tmp_table, [batch(1, {"cast": 1})], complete=False)
+    before = write.commit.table.storage.ls(write.commit.table.storage.path(
+        ".markerstore/timeline"))
+    assert len(errortable.read(write.commit.url).fetchall()) == 1
+    assert len(errortable.read(tmp_table).fetchall()) == 1
+    assert table_sql(tmp_table, "SELECT count(*) FROM errors").fetchall() == [(1,)]
+    assert write.commit.table.state(write.commit.instant) == INFLIGHT
+    assert write.commit.table.storage.ls(write.commit.table.storage.path(
+        ".markerstore/timeline")) == before
+
+
 def test_abort_after_a_commit_whose_answer_was_lost_rolls_forward(tmp_table: Table) -> None:
     write = full_write(tmp_table, [batch(1, {"cast": 1})], complete=False)
     write.commit.abort()

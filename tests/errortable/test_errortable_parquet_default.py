@@ -13,8 +13,9 @@ from et_helpers import batch, full_write
 
 import errortable
 from errortable import schema as S
+from errortable.access import readers_for
 from errortable.files import AVRO_SCHEMA_KEY
-from errortable.reader import ErrorTableReader, ParquetFiles, readers_for, register_errors
+from errortable.reader import ErrorTableReader, ParquetFiles, register_errors
 from markerstore import Table
 
 
