@@ -42,8 +42,7 @@ CELLS = [
     new_markdown_cell("## Commits and files"),
     new_code_cell(
         "table = Table(f'{folder}/events')\n"
-        "sql(table, 'SELECT instant, state, num_files, num_rows, error_records '\n"
-        "           'FROM commits').df()"),
+        "sql(table, 'SELECT instant, state, num_files, num_rows, error_records FROM commits').df()"),
     new_code_cell(
         "sql(table, 'SELECT partition, count(*) AS files, sum(rows) AS rows, sum(size) AS bytes '\n"
         "          'FROM files GROUP BY 1 ORDER BY 1').df()"),

@@ -11,14 +11,14 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime, timezone
-from typing import Any, TypeAlias
+from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from markerstore import config
+from markerstore.datafiles import ArrowPaths, DataFile, arrow_paths, data_file
 from markerstore.errors import (
     CommitConflictError,
     ConfigError,
@@ -39,8 +39,6 @@ from markerstore.markers import (
     reconcile,
     rollback_from_markers,
 )
-from markerstore.paths import path_problem
-from markerstore.paths_arrow import check_paths
 from markerstore.snapshot import Snapshot
 from markerstore.storage import Storage
 from markerstore.timeline import (
@@ -62,28 +60,12 @@ log = logging.getLogger(__name__)
 # The table's identity: its stable id, written by its first write.
 TABLE_FILE = f"{META_DIR}/table.json"
 
-ArrowPaths: TypeAlias = "pa.Array | pa.ChunkedArray | pa.Table"
-
 # Keys of the commit metadata that markerstore writes; user metadata may not set them.
 RESERVED_METADATA = frozenset({
     "instant", "state", "name", "committer", "timestamp", "date", "hostname", "jobId",
     "write_uuid", "filenames", "files", "counts", "metrics", "diagnostics", "operation",
     "partitions",
 })
-
-@dataclass(frozen=True)
-class DataFile:
-    """A data file a winning task wrote, relative to the table."""
-
-    path: str
-    size: int | None = None
-    rows: int | None = None
-    checksum: str | None = None
-
-    @property
-    def partition(self) -> str:
-        return self.path.rpartition("/")[0]
-
 
 class Table:
     """One table: a base path (any fsspec URL) with its `.markerstore` folder.
@@ -224,53 +206,13 @@ class Table:
         array of paths, or a table with a ``path`` column): checked vectorized by the same
         rules, and anti-joined in DuckDB with no Python object per file."""
         if isinstance(committed_files, (pa.Array, pa.ChunkedArray, pa.Table)):
-            paths: Iterable[str] | pa.Array = self._arrow_paths(committed_files)
+            paths: Iterable[str] | pa.Array = arrow_paths(self.storage, committed_files)
         else:
-            paths = [self._data_file(f).path for f in committed_files]
+            paths = [data_file(self.storage, f).path for f in committed_files]
         return reconcile(self.storage, self._timeline, instant, paths,
                          parallelism=self.parallelism)
 
-    def _arrow_paths(self, files: ArrowPaths) -> pa.Array:
-        """Committed file paths given as Arrow, relative to the table and checked (the
-        rules of _data_file, vectorized)."""
-        if isinstance(files, pa.Table):
-            if "path" not in files.column_names:
-                raise ValueError(f"committed files as an Arrow table need a 'path' column; "
-                                 f"got {files.column_names}")
-            files = files.column("path")
-        column = files.combine_chunks() if isinstance(files, pa.ChunkedArray) else files
-        column = column.cast(pa.string())
-        absolute = pc.fill_null(pc.or_(pc.starts_with(column, "/"),
-                                       pc.match_substring(column, "://")), False)
-        if pc.any(absolute).as_py():  # few, if any: made relative one by one
-            column = pa.array([self.storage.relative(p) if a else p for p, a in
-                               zip(column.to_pylist(), absolute.to_pylist(), strict=True)],
-                              pa.string())
-        check_paths(column, what="file path")
-        return column
-
     # --- commit ---------------------------------------------------------------------------
-    def _data_file(self, item: str | DataFile | Mapping[str, Any]) -> DataFile:
-        if isinstance(item, DataFile):
-            entry = item
-        elif isinstance(item, str):
-            entry = DataFile(item)
-        elif isinstance(item, Mapping):
-            unknown = set(item) - {"path", "size", "rows", "checksum"}
-            if unknown or "path" not in item:
-                raise ValueError(f"a file entry has keys path, size, rows, checksum; got "
-                                 f"{sorted(item)}")
-            entry = DataFile(**dict(item))
-        else:
-            raise TypeError(f"a committed file is a path, a dict or a DataFile, got {item!r}")
-        path = entry.path
-        if "://" in path or path.startswith("/"):
-            path = self.storage.relative(path)
-        problem = path_problem(path)
-        if problem is not None:
-            raise ValueError(f"file path {entry.path!r} is not inside the table: it {problem}")
-        return DataFile(path, entry.size, entry.rows, entry.checksum)
-
     def commit(self, instant: str, files: Iterable[str | DataFile | Mapping[str, Any]],
                metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Complete `instant` with exactly `files`: reconcile, then write the completed
@@ -284,7 +226,7 @@ class Table:
         clash = RESERVED_METADATA & set(extra)
         if clash:
             raise ValueError(f"metadata keys {sorted(clash)} are written by markerstore")
-        entries = [self._data_file(f) for f in files]
+        entries = [data_file(self.storage, f) for f in files]
         try:
             recon = self.reconcile(instant, [e.path for e in entries])
             entries = self._fill_sizes(entries)

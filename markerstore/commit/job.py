@@ -77,6 +77,20 @@ def remove_step_hook(hook: StepHook) -> None:
         _STEP_HOOKS.remove(hook)
 
 
+class _Laps:
+    """Seconds per phase of job commit (``commit_<phase>``), lap after lap."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self.mark = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        key = f"commit_{name}"
+        self.phases[key] = self.phases.get(key, 0.0) + now - self.mark
+        self.mark = now
+
+
 def _step(name: str, **info: Any) -> None:
     for hook in list(_STEP_HOOKS):
         hook(name, info)
@@ -134,12 +148,32 @@ class JobCommitter:
         """Commit the winning attempts' files; on failure roll the instant back and raise."""
         started = time.perf_counter()
         before = self.table.storage.requests()
+        self._check_inflight()
+        results = list(results)
+        files = self._files(results)
+        rows_in, errors = self._check_rows(results, files)
+        error_files = [e for r in results for e in r.summary.error_files]
+        self._check_budget(rows_in, errors, error_files)
+        laps = _Laps()
+        plan, files_cleaned = self._reconcile_and_publish(files, rows_in, errors, error_files,
+                                                          laps)
+        _step("after_complete")
+        self._complete_error_instant()
+        self._clean_up(plan)
+        laps.lap("cleanup")
+        counts = {"errors": errors, "error_files": error_files, "files_cleaned": files_cleaned}
+        return self._result(results, plan, counts, started, before, laps.phases)
+
+    def _check_inflight(self) -> None:
         state = self.table.state(self.instant)
         if state not in (REQUESTED, INFLIGHT):
             raise CommitConflictError(f"instant {self.instant} is {state}; only an inflight "
                                       "instant can be committed (was the write aborted?)")
-        results = list(results)
-        files = self._files(results)
+
+    def _check_rows(self, results: list[TaskResult], files: list[FileStats]
+                    ) -> tuple[int, dict[str, int]]:
+        """Rows in and error rows by reason; rows in must be rows written + error rows,
+        else the write is rolled back."""
         rows_in = sum(r.summary.rows_in for r in results)
         rows_written = sum(f.rows for f in files)
         errors: dict[str, int] = {}
@@ -151,30 +185,22 @@ class JobCommitter:
             raise MarkerStoreError(
                 f"instant {self.instant}: {rows_in} rows in but {rows_written} written and "
                 f"{sum(errors.values())} error rows; the write was rolled back")
-        error_files = [e for r in results for e in r.summary.error_files]
-        self._check_budget(rows_in, errors, error_files)
+        return rows_in, errors
+
+    def _reconcile_and_publish(self, files: list[FileStats], rows_in: int,
+                               errors: dict[str, int], error_files: list[dict[str, Any]],
+                               laps: _Laps) -> tuple[CommitPlan, int]:
+        """Steps 2 to 6: conflicts, reconcile, the publish plan, publish, the completed
+        instant. Any failure rolls the write back (never forward) and re-raises."""
         scopes = scopes_for({f.partition for f in files}, self.partitioned)
         published = False
-        phases: dict[str, float] = {}
-        mark = [time.perf_counter()]
-
-        def lap(name: str) -> None:
-            now = time.perf_counter()
-            phases[f"commit_{name}"] = phases.get(f"commit_{name}", 0.0) + now - mark[0]
-            mark[0] = now
-
         try:
             _step("before_reconcile")
-            replaced: list[str] = []
-            if self.conflict_mode in (FAIL, REPLACE) and scopes:
-                write_plan(self.table.storage, self._plan(INTENT, scopes))
-                _step("after_intent")
-                check_concurrent(self.table, self.instant, scopes)
-                replaced = check_committed(self.table, self.conflict_mode, scopes)
-            lap("conflicts")
+            replaced = self._apply_conflict_mode(scopes)
+            laps.lap("conflicts")
             recon = self.table.reconcile(self.instant, [f.path for f in files])
             self.staging.discard_losers(files)
-            lap("reconcile")
+            laps.lap("reconcile")
             _step("after_reconcile")
             metadata = {**self.metadata, "conflict_mode": self.conflict_mode,
                         "replaced_files": replaced, "rows_in": rows_in,
@@ -186,33 +212,54 @@ class JobCommitter:
                 # Keep exactly the winning attempts' error files; the main commit names
                 # them, so data and error rows become visible in one atomic write.
                 metadata.update(self.error_commit.prepare(error_files))
-                lap("errors")
+                laps.lap("errors")
             plan = self._plan(PUBLISH, scopes, files, replaced, metadata)
             write_plan(self.table.storage, plan)
-            lap("plan")
+            laps.lap("plan")
             published = True
             self.staging.publish(files, lambda done, total: _step("publish", done=done,
                                                                   total=total))
-            lap("publish")
+            laps.lap("publish")
             _step("before_complete")
             self._complete(plan)
-            lap("complete")
+            laps.lap("complete")
         except BaseException as exc:
             self._fail(exc, files if published else [])
             raise
-        _step("after_complete")
-        if self.error_commit is not None:
-            try:
-                self.error_commit.complete()
-            except Exception as exc:  # readers roll it forward from the main commit
-                log.warning("instant %s: rolling the error instant forward failed (%s); "
-                            "readers and recovery finish it", self.instant, exc)
+        return plan, recon.files_cleaned
+
+    def _apply_conflict_mode(self, scopes: list[str]) -> list[str]:
+        """Fail / replace: write the intent plan, give way to a concurrent claim on the
+        same scopes, apply the mode to committed data. The files a replace replaces."""
+        if self.conflict_mode not in (FAIL, REPLACE) or not scopes:
+            return []
+        write_plan(self.table.storage, self._plan(INTENT, scopes))
+        _step("after_intent")
+        check_concurrent(self.table, self.instant, scopes)
+        return check_committed(self.table, self.conflict_mode, scopes)
+
+    def _complete_error_instant(self) -> None:
+        if self.error_commit is None:
+            return
+        try:
+            self.error_commit.complete()
+        except Exception as exc:  # readers roll it forward from the main commit
+            log.warning("instant %s: rolling the error instant forward failed (%s); "
+                        "readers and recovery finish it", self.instant, exc)
+
+    def _clean_up(self, plan: CommitPlan) -> None:
         try:
             post_commit(self.table, plan)
         except Exception as exc:  # the commit stands; recovery finishes the cleanup
             log.warning("instant %s: cleanup after commit failed (%s); the next write or "
                         "sweep finishes it", self.instant, exc)
-        lap("cleanup")
+
+    def _result(self, results: list[TaskResult], plan: CommitPlan, counts: Mapping[str, Any],
+                started: float, before: Mapping[str, int], phases: Mapping[str, float]
+                ) -> CommitResult:
+        """What the commit did, with the driver's and the tasks' requests and timings.
+        `counts`: the error rows by reason (``errors``), the winners' ``error_files`` and
+        reconcile's ``files_cleaned``."""
         after = self.table.storage.requests()
         driver = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         total = dict(driver)
@@ -222,13 +269,15 @@ class JobCommitter:
                 total[kind] = total.get(kind, 0) + count
             for step, seconds in result.summary.seconds.items():
                 timings[f"task_{step}"] = timings.get(f"task_{step}", 0.0) + seconds
+        files = plan.files
         return CommitResult(
             path=self.table.storage.url(), instant=self.instant, write_uuid=self.write_uuid,
             files=[DataFile(f.path, f.bytes, f.rows, f.checksum) for f in files],
-            rows_written=rows_written, error_records=errors,
-            files_cleaned=recon.files_cleaned, duration=timings["commit"], requests=total,
-            driver_requests=driver, conflict_mode=self.conflict_mode, replaced_files=replaced,
-            error_files=error_files, timings=timings)
+            rows_written=sum(f.rows for f in files),
+            error_records=counts["errors"], files_cleaned=counts["files_cleaned"],
+            duration=timings["commit"], requests=total, driver_requests=driver,
+            conflict_mode=self.conflict_mode, replaced_files=list(plan.replaced_files),
+            error_files=counts["error_files"], timings=timings)
 
     def _check_budget(self, rows_in: int, errors: Mapping[str, int],
                       error_files: list[dict[str, Any]]) -> None:

@@ -14,7 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import errortable
+from errortable import ErrorTables
 from markerstore import Table
+from markerstore.commit import recover
 from markerstore.ingest import sample
 from markerstore.ingest.pipeline import ingest
 from markerstore.sql import sql as sql_views
@@ -134,7 +136,7 @@ def test_ctrl_c_during_ingest_leaves_nothing_the_next_run_does_not_clean(tmp_pat
     proc.communicate(timeout=300)
     assert proc.returncode != 0
     table = Table(table_url)
-    table.rollback_failed()  # what the next run does first
+    recover(table, error_tables=ErrorTables())  # what the next run does first
     states = {i.state for i in table.timeline()}
     assert states <= {"rolledback", "completed"}, states
     committed = {r[0] for r in sql_views(table, "SELECT path FROM files").fetchall()}
