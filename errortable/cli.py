@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 import errortable  # noqa: F401  (registers the errors view and the rollback hook)
-from errortable import reader, report
+from errortable import access, reader, report
 from errortable.reader import CorruptErrorFileWarning
 from errortable.recovery import recover as recover_table
 from errortable.replays import replay as replay_errors
@@ -101,7 +101,7 @@ def query(path: str, sql: str, strict: bool, unsafe_sql: bool,
     that reads the view and nothing else, unless --unsafe-sql."""
     if not unsafe_sql:
         sandbox.check(sql)  # refused before the view is built
-    con = reader.connect(path, parse_storage_options(storage_options), strict=strict)
+    con = access.connect(path, parse_storage_options(storage_options), strict=strict)
     emit_relation(sandbox.run(con, sql, unsafe=unsafe_sql), as_json)
 
 

@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 
 from errortable import schema as S
 from errortable.capture import Validator
-from errortable.writer import ErrorCommit, ErrorTaskSpec, TaskErrorWriter
+from errortable.taskwriter import ErrorTaskSpec, TaskErrorWriter
+from errortable.writer import ErrorCommit
 
 REASON_COLUMN = "reason"
 

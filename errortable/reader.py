@@ -1,8 +1,10 @@
 """Reading committed error rows with DuckDB: ``errortable.read(path)`` and the `errors` view.
 
 Only rows of committed error instants are visible: completed ones, and inflight ones
-whose main instant completed and names them (rolled forward lazily; ``repair=True`` also
-writes their commit). Expired instants are skipped. Parquet error files (the default
+whose main instant completed and names them (counted as committed; a read never writes:
+``read(..., repair=True)`` in :mod:`errortable.access` has recovery write their commit
+first). The read API (``read``, ``connect``, ``query``, the `errors` view) is in
+:mod:`errortable.access`. Expired instants are skipped. Parquet error files (the default
 format) are read by DuckDB's read_parquet over the committed file list (on S3 through the
 table's fsspec filesystem registered with DuckDB): only the columns a query needs are
 read, and no Python runs per row. Avro files are decoded with fastavro into Arrow (DuckDB
@@ -32,15 +34,12 @@ from errortable.recovery import (
     Sources,
     decide,
     pending_instants,
-    roll_forward,
     same_table,
 )
-from errortable.writer import IDENTITY_FILE, OPERATION
+from errortable.taskwriter import IDENTITY_FILE, OPERATION
 from markerstore.errors import (
     CorruptErrorFileError,
     CorruptTableError,
-    MarkerStoreError,
-    NotAnErrorTableError,
 )
 from markerstore.paths import checked_paths
 from markerstore.sql.sandbox import allow_paths
@@ -133,7 +132,7 @@ def expire_record(table: Table, instant: str, meta: Mapping[str, Any]
     """What the expire commit `instant` recorded (error instant -> {files, rows, ...}),
     checked: instant ids, valid table-relative file paths, row counts. A bad entry is a
     CorruptTableError naming the commit, before anything is read or deleted."""
-    where = table._timeline.commit_url(instant)
+    where = table.commit_url(instant)
     expired = meta.get("expired") or {}
     if not isinstance(expired, dict):
         raise CorruptTableError(where, "'expired' must be an object of error instants")
@@ -178,11 +177,10 @@ def is_error_table(table: Table) -> bool:
 class ErrorTableReader:
     """The committed rows of one error table."""
 
-    def __init__(self, table: Table, *, strict: bool = False, repair: bool = False,
+    def __init__(self, table: Table, *, strict: bool = False,
                  source_storage_options: Mapping[str, Any] | None = None) -> None:
         self.table = table
         self.strict = strict
-        self.repair = repair
         self.sources = Sources(source_storage_options if source_storage_options is not None
                                else table.storage.storage_options)
         self.skipped: list[str] = []
@@ -195,7 +193,7 @@ class ErrorTableReader:
     def expired(self) -> dict[str, dict[str, Any]]:
         """Error instants removed by `expire`, with what was recorded about them."""
         result: dict[str, dict[str, Any]] = {}
-        for instant, meta in self.table._timeline.completed():
+        for instant, meta in self.table.completed():
             if meta.get("operation") == EXPIRE_OPERATION:
                 result.update(expire_record(self.table, instant, meta))
         return result
@@ -205,7 +203,7 @@ class ErrorTableReader:
         uids: list[str] = []
         instants: list[str] = []
         targets: list[str] = []
-        for _, meta in self.table._timeline.completed():
+        for _, meta in self.table.completed():
             if meta.get("operation") != REPLAY_LOG_OPERATION:
                 continue
             replay = meta.get("replay") or {}
@@ -219,7 +217,7 @@ class ErrorTableReader:
         """Committed error instants, oldest first."""
         expired = self.expired()
         result = []
-        for instant, meta in self.table._timeline.completed():
+        for instant, meta in self.table.completed():
             if meta.get("operation") != OPERATION or instant in expired:
                 continue
             result.append(CommittedInstant(instant, meta.get("source_table"),
@@ -235,8 +233,6 @@ class ErrorTableReader:
                                            decision.source_instant,
                                            [f["path"] for f in decision.files], True,
                                            decision.source_table_id))
-            if self.repair:
-                roll_forward(self.table, decision)
         return sorted(result, key=lambda c: c.instant)
 
     # --- reading files --------------------------------------------------------------------
@@ -435,7 +431,7 @@ def error_tables_of(target: Table) -> list[str]:
     is a copy of it (the target was copied or moved together with its error table): the
     local one takes its place, so no row is read twice."""
     named: list[tuple[str, str | None]] = []
-    for _, meta in target._timeline.completed():
+    for _, meta in target.completed():
         url = meta.get("error_table") or meta.get("replayed_from")
         if url and not any(same_table(url, u) for u, _ in named):
             named.append((str(url), _opt_str(meta.get("error_table_id"))))
@@ -454,71 +450,3 @@ def error_tables_of(target: Table) -> list[str]:
         return [*urls, local]
     urls[copies[0]] = local
     return [u for i, u in enumerate(urls) if i not in copies[1:]]
-
-
-def readers_for(path: str | Table, storage_options: Mapping[str, Any] | None = None, *,
-                strict: bool = False, repair: bool = False
-                ) -> list[tuple[ErrorTableReader, SourceFilter | None]]:
-    """Readers for `path`: an error table itself, or a target table (then its error tables,
-    filtered to its rows). NotAnErrorTableError if neither."""
-    table = path if isinstance(path, Table) else Table(path, storage_options)
-    options = table.storage.storage_options
-    if is_error_table(table):
-        return [(ErrorTableReader(table, strict=strict, repair=repair), None)]
-    urls = error_tables_of(table)
-    if not urls:
-        raise NotAnErrorTableError(
-            f"{table.storage.url()} is not an error table, and no error table is recorded for "
-            f"it (no error_table in its commits, no {table.storage.url()}_errors)")
-    source = SourceFilter.of(table)
-    return [(ErrorTableReader(Table(u, options), strict=strict, repair=repair,
-                              source_storage_options=options), source) for u in urls]
-
-
-def connect(path: str | Table, storage_options: Mapping[str, Any] | None = None, *,
-            strict: bool = False, repair: bool = False) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with view `errors` over the committed rows at `path`."""
-    con = duckdb.connect()
-    register_errors(con, readers_for(path, storage_options, strict=strict, repair=repair))
-    return con
-
-
-def read(path: str | Table, storage_options: Mapping[str, Any] | None = None, *,
-         strict: bool = False, repair: bool = False) -> duckdb.DuckDBPyRelation:
-    """The committed error rows at `path` (an error table, local or global, or a target
-    table whose error tables are then read) as a DuckDB relation: the RFC-20 columns plus
-    flattened ones (created_at, commit_time, table_name, reason, fingerprint, day,
-    source_instant, ...). Use ``.to_arrow_table()``, ``.df()`` or more SQL on it."""
-    return connect(path, storage_options, strict=strict, repair=repair).sql(
-        "SELECT * FROM errors")
-
-
-def query(path: str | Table, sql: str, storage_options: Mapping[str, Any] | None = None, *,
-          strict: bool = False, sandbox: bool = False) -> duckdb.DuckDBPyRelation:
-    """Run `sql` over the view `errors` at `path`. This Python API runs DuckDB's full engine
-    (the caller already runs code); ``sandbox=True`` runs it as `errortable query` does:
-    one read-only statement that reads only the `errors` view (see docs/SECURITY.md)."""
-    from markerstore.sql.sandbox import select
-
-    if sandbox:
-        return select(connect(path, storage_options, strict=strict), sql)
-    return connect(path, storage_options, strict=strict).sql(sql)
-
-
-def _view_provider(table: Table, con: duckdb.DuckDBPyConnection) -> None:
-    """`errors` in markerstore's SQL: the table's own error rows (empty if it has none). An
-    error table that cannot be read leaves the view empty, with a logged warning, so the
-    other views stay usable."""
-    readers: list[tuple[ErrorTableReader, SourceFilter | str | None]]
-    try:
-        if is_error_table(table):
-            readers = [(ErrorTableReader(table), None)]
-        else:
-            source = SourceFilter.of(table)
-            readers = [(ErrorTableReader(Table(u, table.storage.storage_options)), source)
-                       for u in error_tables_of(table)]
-        register_errors(con, readers)
-    except (MarkerStoreError, OSError) as exc:
-        log.warning("the errors view of %s is empty: its error table cannot be read: %s",
-                    table.storage.url(), exc)
-        register_errors(con, [])

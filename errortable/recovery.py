@@ -6,34 +6,25 @@ when it starts. While J is inflight its fate is decided by the main instant I al
 * I completed and its metadata names J (``error_instant``): J is committed, with the error
   files I lists. Readers count it at once; :func:`recover` writes J's commit.
 * I rolled back, or completed without naming J, or is gone: J is rolled back.
-* I still inflight: J waits (the main table's own recovery rolls I back, and the rollback
-  hook below then rolls J back).
-
-The hook is registered with markerstore when ``errortable`` is imported: any rollback of a
-main instant whose requested info names an error table rolls back the linked J.
+* I still inflight: J waits (the main table's own recovery rolls I back, and with it J:
+  ``markerstore.commit.recover(table, error_tables=errortable.ErrorTables())`` calls
+  :func:`rollback_error_instant` below).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
-from errortable.writer import (
-    ErrorFileStats,
-    complete_error_instant,
-    forget_open,
-    open_table_for,
-    storage_options_for,
-)
+from errortable.registry import forget_open, open_table_for, storage_options_for
+from errortable.taskwriter import ErrorFileStats
+from errortable.writer import complete_error_instant
 from markerstore.errors import InstantNotFoundError, MarkerStoreError
-from markerstore.markers import RollbackResult, register_rollback_hook
-from markerstore.storage import Storage
+from markerstore.markers import RollbackResult
 from markerstore.table import Table
-from markerstore.timeline import COMPLETED, INFLIGHT, REQUESTED, ROLLEDBACK, Timeline
+from markerstore.timeline import COMPLETED, INFLIGHT, REQUESTED, ROLLEDBACK
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +187,24 @@ def recover(error_table: str | Table, storage_options: Mapping[str, Any] | None 
     return result
 
 
+def roll_forward_completed(error_table: Table, *,
+                           source_storage_options: Mapping[str, Any] | None = None,
+                           skip: Collection[str] = ()) -> list[str]:
+    """Write the commit of every pending error instant whose main instant completed with
+    it (what a reader counts as committed already), and nothing else: what
+    ``read(..., repair=True)`` asks for (`skip`: instants it leaves, the expired ones).
+    Returns those instants."""
+    sources = Sources(source_storage_options if source_storage_options is not None
+                      else error_table.storage.storage_options)
+    done = []
+    for instant in pending_instants(error_table):
+        decision = decide(error_table, instant, sources)
+        if decision.action == FORWARD and instant not in skip:
+            roll_forward(error_table, decision)
+            done.append(instant)
+    return done
+
+
 def roll_forward(table: Table, decision: Decision) -> dict[str, Any]:
     """Write the commit of an error instant whose main instant completed with it."""
     metadata = complete_error_instant(
@@ -207,16 +216,17 @@ def roll_forward(table: Table, decision: Decision) -> dict[str, Any]:
     return metadata
 
 
-# --- the rollback hook -----------------------------------------------------------------
-def rollback_error_instant(storage: Storage, instant: str, rows: pa.Table | None
-                           ) -> dict[str, Any] | None:
-    """Rollback hook: when a main instant that wrote to an error table is rolled back, roll
-    back its error instant too. Idempotent; a missing error table is not an error."""
-    url = Timeline(storage).requested_info(instant).get("error_table")
+# --- with the main instant's rollback -----------------------------------------------------
+def rollback_error_instant(table: Table, instant: str) -> dict[str, Any] | None:
+    """When main instant `instant` of `table`, which wrote to an error table, is rolled
+    back: roll back its error instants too. Idempotent; a missing error table is not an
+    error."""
+    url = table.requested_info(instant).get("error_table")
     if not url:
         return None
-    source_url = storage.url()
-    error_table = Table(str(url), storage_options_for(str(url), storage.storage_options))
+    source_url = table.storage.url()
+    error_table = Table(str(url), storage_options_for(str(url),
+                                                      table.storage.storage_options))
     here = error_table.storage.url()
     outcome: dict[str, Any] = {"error_table": error_table.storage.url(), "error_instants": [],
                                "deleted_files": []}
@@ -235,5 +245,3 @@ def rollback_error_instant(storage: Storage, instant: str, rows: pa.Table | None
             outcome["deleted_files"].extend(result.deleted_files)
     return outcome
 
-
-register_rollback_hook(rollback_error_instant)

@@ -26,10 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from errortable._html import table_html
+from errortable.access import connect, readers_for
 from errortable.capture import Validator
-from errortable.reader import REPLAY_LOG_OPERATION, connect, readers_for
+from errortable.reader import REPLAY_LOG_OPERATION
 from errortable.records import REASON, SOURCE_LINE
-from errortable.writer import storage_options_for
+from errortable.registry import storage_options_for
 from markerstore.errors import ConfigError, ErrorTableError
 from markerstore.sql import sandbox
 from markerstore.table import DataFile, Table
@@ -80,7 +81,7 @@ class ReplayResult:
 def replayed_uids(target: Table) -> set[str]:
     """Every error uid that a completed replay commit of `target` re-ingested."""
     uids: set[str] = set()
-    for _, meta in target._timeline.completed():
+    for _, meta in target.completed():
         uids.update(meta.get(UIDS_KEY) or [])
     return uids
 
@@ -88,7 +89,7 @@ def replayed_uids(target: Table) -> set[str]:
 def target_schema(target: Table) -> tuple[pa.Schema, list[str]]:
     """(file schema + partition columns as strings, partition columns), from the newest
     Parquet data file of the target's completed commits."""
-    for _, meta in reversed(target._timeline.completed()):
+    for _, meta in reversed(target.completed()):
         for entry in meta.get("files", []):
             path = entry["path"]
             if not path.endswith(".parquet"):

@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 
 from errortable._html import table_html
-from errortable.reader import connect
+from errortable.access import connect
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None

@@ -19,7 +19,7 @@ from typing import Any
 
 from errortable._html import table_html
 from errortable.reader import EXPIRE_OPERATION, expire_record, is_error_table
-from errortable.writer import OPERATION
+from errortable.taskwriter import OPERATION
 from markerstore.errors import ConfigError, NotAnErrorTableError
 from markerstore.table import Table
 from markerstore.timeline import parse_instant
@@ -91,7 +91,7 @@ def expire(path: str | Table, older_than: str | timedelta,
     unfinished: dict[str, list[str]] = {}
     done = set(table.storage.ls(table.storage.path(DONE_DIR)))
     candidates = []
-    for instant, meta in table._timeline.completed():
+    for instant, meta in table.completed():
         if meta.get("operation") == EXPIRE_OPERATION:
             record = expire_record(table, instant, meta)  # checked before any delete
             already.update(record)

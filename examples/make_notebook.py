@@ -18,6 +18,7 @@ CELLS = [
         "os.environ.setdefault('PYSPARK_PYTHON', sys.executable)\n"
         "import errortable\n"
         "from markerstore import Table\n"
+        "from markerstore.sql import sql\n"
         "from markerstore.ingest import sample\n"
         "from markerstore.ingest.pipeline import ingest\n\n"
         "folder = tempfile.mkdtemp(prefix='audit-')\n"
@@ -41,9 +42,9 @@ CELLS = [
     new_markdown_cell("## Commits and files"),
     new_code_cell(
         "table = Table(f'{folder}/events')\n"
-        "table.sql('SELECT instant, state, num_files, num_rows, error_records FROM commits').df()"),
+        "sql(table, 'SELECT instant, state, num_files, num_rows, error_records FROM commits').df()"),
     new_code_cell(
-        "table.sql('SELECT partition, count(*) AS files, sum(rows) AS rows, sum(size) AS bytes '\n"
+        "sql(table, 'SELECT partition, count(*) AS files, sum(rows) AS rows, sum(size) AS bytes '\n"
         "          'FROM files GROUP BY 1 ORDER BY 1').df()"),
     new_markdown_cell("## Markers of a write in flight, and its rollback"),
     new_code_cell(
@@ -51,7 +52,7 @@ CELLS = [
         "markers = table.markers(instant)\n"
         "for n in range(3):\n"
         "    markers.create('day=2026-11-30', f'part-{n}_{n}-9-0_{instant}.parquet', 'CREATE')\n"
-        "inflight = table.sql('SELECT instant, partition, file, io_type FROM markers').df()\n"
+        "inflight = sql(table, 'SELECT instant, partition, file, io_type FROM markers').df()\n"
         "rolled_back = table.rollback(instant, force=True)\n"
         "inflight"),
     new_code_cell(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -10,19 +9,19 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime, timezone
-from typing import Any, TypeAlias
+from typing import Any
 
-import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from markerstore import config
+from markerstore.datafiles import ArrowPaths, DataFile, arrow_paths, data_file
 from markerstore.errors import (
     CommitConflictError,
+    ConfigError,
     CorruptTableError,
     HeartbeatAliveError,
     InstantCompletedError,
@@ -36,11 +35,10 @@ from markerstore.markers import (
     ReconcileResult,
     RollbackResult,
     WriteMarkers,
+    read_marker_rows,
     reconcile,
     rollback_from_markers,
 )
-from markerstore.paths import path_problem
-from markerstore.paths_arrow import bad_paths, check_paths
 from markerstore.snapshot import Snapshot
 from markerstore.storage import Storage
 from markerstore.timeline import (
@@ -62,62 +60,12 @@ log = logging.getLogger(__name__)
 # The table's identity: its stable id, written by its first write.
 TABLE_FILE = f"{META_DIR}/table.json"
 
-ArrowPaths: TypeAlias = "pa.Array | pa.ChunkedArray | pa.Table"
-
 # Keys of the commit metadata that markerstore writes; user metadata may not set them.
 RESERVED_METADATA = frozenset({
     "instant", "state", "name", "committer", "timestamp", "date", "hostname", "jobId",
     "write_uuid", "filenames", "files", "counts", "metrics", "diagnostics", "operation",
     "partitions",
 })
-
-# Steps a rollback runs before it fences an instant (see register_recovery_hook).
-RecoveryHook = Callable[["Table", str], "RollbackResult | None"]
-_RECOVERY_HOOKS: list[RecoveryHook] = []
-
-
-def register_recovery_hook(hook: RecoveryHook) -> None:
-    """A step run by :meth:`Table.rollback` before it fences a failed instant: the hook
-    may finish the instant instead (roll forward) and return the result; None lets the
-    rollback go on. It must be idempotent."""
-    if hook not in _RECOVERY_HOOKS:
-        _RECOVERY_HOOKS.append(hook)
-
-
-# Steps `rollback_failed` runs after rolling back: finishing what the writers of completed
-# or rolled-back instants left (see register_finish_hook).
-FinishHook = Callable[["Table"], Any]
-_FINISH_HOOKS: list[FinishHook] = []
-
-
-def register_finish_hook(hook: FinishHook) -> None:
-    """A step run by :meth:`Table.rollback_failed` (so by the next write and by
-    ``markerstore rollback``): it finishes what a writer that died after its instant
-    became terminal left behind (the commit protocol: files a completed replace had yet to
-    delete, staging areas). It must be idempotent."""
-    if hook not in _FINISH_HOOKS:
-        _FINISH_HOOKS.append(hook)
-
-
-def _load_recovery() -> None:
-    # The commit protocol registers its recovery and cleanup hooks when imported.
-    with contextlib.suppress(ImportError):
-        import markerstore.commit  # noqa: F401
-
-
-@dataclass(frozen=True)
-class DataFile:
-    """A data file a winning task wrote, relative to the table."""
-
-    path: str
-    size: int | None = None
-    rows: int | None = None
-    checksum: str | None = None
-
-    @property
-    def partition(self) -> str:
-        return self.path.rpartition("/")[0]
-
 
 class Table:
     """One table: a base path (any fsspec URL) with its `.markerstore` folder.
@@ -218,22 +166,37 @@ class Table:
     def commit_metadata(self, instant: str) -> dict[str, Any]:
         return self._timeline.commit_metadata(instant)
 
+    def completed(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every completed instant with its commit metadata, oldest first."""
+        return self._timeline.completed()
+
+    def is_fenced(self, instant: str) -> bool:
+        """Whether a rollback of `instant` has begun (no commit of it can complete)."""
+        return self._timeline.is_fenced(instant)
+
+    def commit_url(self, instant: str) -> str:
+        """The URL of the completed instant's file (names it in errors)."""
+        return self._timeline.commit_url(instant)
+
     # --- markers -------------------------------------------------------------------------
-    def markers(self, instant: str, type: str = "direct", **kwargs: Any) -> WriteMarkers:
-        """The markers of an inflight instant. `type` is "direct" or "batched" (then pass
-        `url=` of the marker server)."""
+    def markers(self, instant: str, type: str = "direct") -> WriteMarkers:
+        """The direct markers of an inflight instant. Batched markers come from the marker
+        server: ``markerstore.server.open_markers(table, instant, type="batched", url=...)``
+        (or ``MarkerClient(url, instant, table=table)``)."""
         mechanism = config.OPTIONS[config.MARKERS_TYPE].parse(type)
+        if mechanism != "direct":
+            raise ConfigError(f"Table.markers gives direct markers; {type!r} markers come "
+                              "from markerstore.server.open_markers(table, instant, type=..., "
+                              "url=...)")
+        self.check_inflight(instant, "markers are only created for")
+        return DirectWriteMarkers(self.storage, instant)
+
+    def check_inflight(self, instant: str, why: str) -> None:
+        """TimelineError unless `instant` is requested or inflight (`why` ends the
+        message: "... only <why> an inflight instant")."""
         state = self._timeline.state(instant)
         if state not in (REQUESTED, INFLIGHT):
-            raise TimelineError(f"instant {instant} is {state}; markers are only created for "
-                                "an inflight instant")
-        if mechanism == "direct":
-            if kwargs:
-                raise TypeError(f"direct markers take no options, got {sorted(kwargs)}")
-            return DirectWriteMarkers(self.storage, instant)
-        from markerstore.server.client import MarkerClient
-
-        return MarkerClient(instant=instant, table=self, **kwargs)
+            raise TimelineError(f"instant {instant} is {state}; {why} an inflight instant")
 
     def reconcile(self, instant: str,
                   committed_files: Iterable[str | DataFile | Mapping[str, Any]] | ArrowPaths
@@ -243,55 +206,13 @@ class Table:
         array of paths, or a table with a ``path`` column): checked vectorized by the same
         rules, and anti-joined in DuckDB with no Python object per file."""
         if isinstance(committed_files, (pa.Array, pa.ChunkedArray, pa.Table)):
-            paths: Iterable[str] | pa.Array = self._arrow_paths(committed_files)
+            paths: Iterable[str] | pa.Array = arrow_paths(self.storage, committed_files)
         else:
-            paths = [self._data_file(f).path for f in committed_files]
+            paths = [data_file(self.storage, f).path for f in committed_files]
         return reconcile(self.storage, self._timeline, instant, paths,
                          parallelism=self.parallelism)
 
-    def _arrow_paths(self, files: ArrowPaths) -> pa.Array:
-        """Committed file paths given as Arrow, relative to the table and checked (the
-        rules of _data_file, vectorized)."""
-        if isinstance(files, pa.Table):
-            if "path" not in files.column_names:
-                raise ValueError(f"committed files as an Arrow table need a 'path' column; "
-                                 f"got {files.column_names}")
-            files = files.column("path")
-        column = files.combine_chunks() if isinstance(files, pa.ChunkedArray) else files
-        column = column.cast(pa.string())
-        if not pc.any(bad_paths(column)).as_py():  # the common case: one pass
-            return column
-        absolute = pc.fill_null(pc.or_(pc.starts_with(column, "/"),
-                                       pc.match_substring(column, "://")), False)
-        if pc.any(absolute).as_py():  # few, if any: made relative one by one
-            column = pa.array([self.storage.relative(p) if a else p for p, a in
-                               zip(column.to_pylist(), absolute.to_pylist(), strict=True)],
-                              pa.string())
-        check_paths(column, what="file path")
-        return column
-
     # --- commit ---------------------------------------------------------------------------
-    def _data_file(self, item: str | DataFile | Mapping[str, Any]) -> DataFile:
-        if isinstance(item, DataFile):
-            entry = item
-        elif isinstance(item, str):
-            entry = DataFile(item)
-        elif isinstance(item, Mapping):
-            unknown = set(item) - {"path", "size", "rows", "checksum"}
-            if unknown or "path" not in item:
-                raise ValueError(f"a file entry has keys path, size, rows, checksum; got "
-                                 f"{sorted(item)}")
-            entry = DataFile(**dict(item))
-        else:
-            raise TypeError(f"a committed file is a path, a dict or a DataFile, got {item!r}")
-        path = entry.path
-        if "://" in path or path.startswith("/"):
-            path = self.storage.relative(path)
-        problem = path_problem(path)
-        if problem is not None:
-            raise ValueError(f"file path {entry.path!r} is not inside the table: it {problem}")
-        return DataFile(path, entry.size, entry.rows, entry.checksum)
-
     def commit(self, instant: str, files: Iterable[str | DataFile | Mapping[str, Any]],
                metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Complete `instant` with exactly `files`: reconcile, then write the completed
@@ -305,7 +226,7 @@ class Table:
         clash = RESERVED_METADATA & set(extra)
         if clash:
             raise ValueError(f"metadata keys {sorted(clash)} are written by markerstore")
-        entries = [self._data_file(f) for f in files]
+        entries = [data_file(self.storage, f) for f in files]
         try:
             recon = self.reconcile(instant, [e.path for e in entries])
             entries = self._fill_sizes(entries)
@@ -342,7 +263,7 @@ class Table:
         }
         payload["metrics"]["commit_seconds"] = round(time.time() - started, 3)
         self._timeline.complete(instant, payload)
-        self._finish(instant)
+        self.finish(instant)
         return self._timeline.commit_metadata(instant)
 
     def _fill_sizes(self, entries: list[DataFile]) -> list[DataFile]:
@@ -355,7 +276,7 @@ class Table:
         return [DataFile(e.path, sizes.get(e.path, e.size), e.rows, e.checksum)
                 for e in entries]
 
-    def _finish(self, instant: str) -> None:
+    def finish(self, instant: str) -> None:
         """After the terminal state is written: markers and heartbeat go. Failures here are
         logged, not raised: the commit stands, and the next write cleans up."""
         thread = self._beating.pop(instant, None)
@@ -394,18 +315,13 @@ class Table:
         age_ms = (datetime.now(timezone.utc) - parse_instant(instant)).total_seconds() * 1000
         return age_ms < self.heartbeats.expiry_ms
 
-    def rollback(self, instant: str | None = None, *, force: bool = False,
-                 roll_forward: bool = True) -> RollbackResult | list[RollbackResult]:
-        """Roll back one failed instant from its markers and the timeline alone, or, with
-        no instant, every failed one (see :meth:`rollback_failed`). Idempotent: a second
-        rollback is a no-op. Refuses a completed instant, and an inflight one whose writer
-        is alive unless `force`. With `roll_forward`, a recovery hook may complete the
-        instant instead (the result then has ``rolled_forward``)."""
-        if instant is None:
-            return self.rollback_failed("eager" if force else "lazy")
+    def can_roll_back(self, instant: str, *, force: bool = False) -> bool:
+        """False for an instant already rolled back (a rollback is then a no-op);
+        InstantCompletedError for a completed one; HeartbeatAliveError for an inflight one
+        whose writer is alive, unless `force`. True otherwise."""
         state = self._timeline.state(instant)
         if state == ROLLEDBACK:
-            return RollbackResult(instant, noop=True)
+            return False
         if state == COMPLETED:
             raise InstantCompletedError(
                 f"instant {instant} is completed; completed commits are never rolled back")
@@ -413,23 +329,46 @@ class Table:
             raise HeartbeatAliveError(
                 f"instant {instant} is inflight and its writer is alive (heartbeat within "
                 f"{self.heartbeats.expiry_ms} ms); stop it first, or force the rollback")
-        _load_recovery()
-        if roll_forward:
-            for hook in list(_RECOVERY_HOOKS):
-                outcome = hook(self, instant)
-                if outcome is not None:
-                    return outcome
+        return True
+
+    def fence(self, instant: str) -> None:
+        """Fence `instant` before anything of it is deleted: no commit of it can complete
+        after this. InstantCompletedError if it completed first. Idempotent."""
         self._timeline.claim_rollback(instant)
+
+    def marker_rows(self, instant: str, *, pending_only: bool = False) -> pa.Table | None:
+        """The instant's marker rows (MARKER_COLUMNS, any mechanism), or None when it has
+        no marker folder; `pending_only`: only those that record a pending upload."""
+        return read_marker_rows(self.storage, instant, pending_only=pending_only)
+
+    def rollback(self, instant: str | None = None, *, force: bool = False,
+                 cleanup: Mapping[str, Any] | None = None
+                 ) -> RollbackResult | list[RollbackResult]:
+        """Roll back one failed instant from its markers and the timeline alone: fence it,
+        delete every file its markers name, delete the markers, record the rollback. With
+        no instant, every failed one (see :meth:`rollback_failed`). Idempotent: a second
+        rollback is a no-op. Refuses a completed instant, and an inflight one whose writer
+        is alive unless `force`. `cleanup` (what the caller's recovery did first: aborted
+        uploads, a linked error instant) is kept in the rollback record.
+
+        This is the core's rollback: nothing else runs. The commit protocol's recovery
+        (roll forward, uploads, staging, error tables) is ``markerstore.commit.recover``
+        and ``markerstore.commit.rollback``."""
+        if instant is None:
+            return self.rollback_failed("eager" if force else "lazy")
+        if not self.can_roll_back(instant, force=force):
+            return RollbackResult(instant, noop=True)
+        self.fence(instant)
         result = rollback_from_markers(self.storage, self._timeline, instant,
-                                       parallelism=self.parallelism)
-        self._finish(instant)
+                                       parallelism=self.parallelism, cleanup=cleanup)
+        self.finish(instant)
         log.info("%s: rolled back %s, %d file(s) deleted", self, instant,
                  len(result.deleted_files))
         return result
 
     def abort(self, instant: str) -> RollbackResult:
-        """Abort this process's own write: roll it back now (never forward). Idempotent."""
-        result = self.rollback(instant, force=True, roll_forward=False)
+        """Abort this process's own write: roll it back now. Idempotent."""
+        result = self.rollback(instant, force=True)
         assert isinstance(result, RollbackResult)
         return result
 
@@ -457,18 +396,15 @@ class Table:
         return result
 
     def rollback_failed(self, policy: str | None = None) -> list[RollbackResult]:
-        """Roll back every failed inflight instant (see :meth:`failed_instants`), finish
-        what the writers of terminal instants left (finish hooks: e.g. the files a
-        completed replace had yet to delete), and delete the leftover marker folders of
-        completed instants."""
+        """Roll back every failed inflight instant (see :meth:`failed_instants`) with the
+        core's rollback, and delete the leftover marker folders of terminal instants. A
+        table written by the commit protocol is recovered with
+        ``markerstore.commit.recover`` instead (it calls this one's parts)."""
         results = []
         for instant in self.failed_instants(policy):
             result = self.rollback(instant, force=True)
             assert isinstance(result, RollbackResult)
             results.append(result)
-        _load_recovery()
-        for hook in list(_FINISH_HOOKS):
-            hook(self)
         self.clean_markers()
         return results
 
@@ -491,23 +427,6 @@ class Table:
         the timeline alone: never an inflight write's file, never both sides of a replace.
         ``.paths``/``.urls``, ``.dataset()`` (pyarrow) and ``.duckdb()`` read it."""
         return Snapshot.of(self.storage, self._timeline.completed(), as_of)
-
-    def sql(self, query: str) -> duckdb.DuckDBPyRelation:
-        """Run SQL over the views `commits`, `files` (of completed commits) and `markers`.
-
-        This is DuckDB's full engine (any file, COPY, ATTACH, SET, ...): the caller already
-        runs Python. For SQL from someone else, use the sandbox that `markerstore sql`
-        uses: ``markerstore.sql.sandbox.run(table.connect(), query)`` (docs/SECURITY.md)."""
-        from markerstore.sql import connect
-
-        return connect(self).sql(query)
-
-    def connect(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection with this table's views, for several queries (the full
-        engine, like :meth:`sql`)."""
-        from markerstore.sql import connect
-
-        return connect(self)
 
     def storage_requests(self) -> dict[str, int]:
         """Storage requests made through this table so far, by kind, with a total."""

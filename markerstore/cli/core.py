@@ -77,9 +77,16 @@ def rollback(table: str, instant: str | None, force: bool, storage_options: tupl
              as_json: bool) -> None:
     """Roll back INSTANT of TABLE from its markers, or every failed instant (whose
     heartbeat expired) when INSTANT is not given. Rolling back twice is a no-op."""
+    from errortable import ErrorTables
+    from markerstore.commit import recover
+    from markerstore.commit import rollback as roll_back
+
     t = open_table(table, storage_options)
-    result = t.rollback(instant, force=force)
-    output(result if isinstance(result, list) else [result], as_json, _rollback_text)
+    if instant is None:
+        results = recover(t, policy="eager" if force else "lazy", error_tables=ErrorTables())
+    else:
+        results = [roll_back(t, instant, force=force, error_tables=ErrorTables())]
+    output(results, as_json, _rollback_text)
 
 
 def rollback_status(data: dict[str, Any]) -> str:
@@ -105,12 +112,13 @@ def sql(table: str, query: str, unsafe_sql: bool, storage_options: tuple[str, ..
     """Run QUERY with DuckDB over the views of TABLE: commits, files (of completed
     commits), markers, and errors when an error table is attached. QUERY is one read-only
     statement that can read these views and nothing else, unless --unsafe-sql."""
+    from errortable import table_connect
     from markerstore.sql import sandbox
 
     t = open_table(table, storage_options)
     if not unsafe_sql:
         sandbox.check(query)  # refused before the views are built
-    emit_relation(sandbox.run(t.connect(), query, unsafe=unsafe_sql), as_json)
+    emit_relation(sandbox.run(table_connect(t), query, unsafe=unsafe_sql), as_json)
 
 
 @click.command()

@@ -12,6 +12,9 @@ from typing import Any
 
 import click
 
+from errortable import ErrorTables
+from errortable import table_sql as sql_views
+from markerstore.commit import recover
 from markerstore.markers import DirectWriteMarkers
 from markerstore.table import Table
 
@@ -62,7 +65,7 @@ def _ingest_step(source: str, url: str, rows: int) -> Table:
     click.echo(f"    took {time.time() - started:.1f} s")
     table = Table(url)
     data_files = [p for p in table.storage.find(url) if p.endswith(".parquet")]
-    committed = table.sql("SELECT count(*), sum(rows) FROM files").fetchall()[0]
+    committed = sql_views(table, "SELECT count(*), sum(rows) FROM files").fetchall()[0]
     assert len(data_files) == committed[0] and committed[1] == result.commit.rows_written
     assert result.rows_read == info.rows
     _proved(f"the dead attempt's {result.commit.files_cleaned} file(s) were deleted from "
@@ -84,7 +87,7 @@ def _sql_step(table: Table) -> None:
         "FROM errors GROUP BY 1, 2 ORDER BY n DESC LIMIT 5",
     ):
         click.echo(f"    > {query}")
-        for row in table.sql(query).fetchall():
+        for row in sql_views(table, query).fetchall():
             click.echo("      " + " | ".join(_short(v) for v in row))
     _proved("commits, files and error rows are queryable with SQL, grouped by fingerprint")
 
@@ -112,14 +115,14 @@ def _killed_writer_step(table: Table) -> None:
     click.echo(f"    writer of instant {dead} died with exit code {out.returncode}, leaving "
                f"{len(table.storage.find(table.storage.path('day=2026-11-22')))} partial files")
     started = time.time()
-    results = Table(url).rollback_failed()
+    results = recover(Table(url), error_tables=ErrorTables())
     deleted = sum(len(r.deleted_files) for r in results)
     click.echo(f"    the next writer rolled back {[r.instant for r in results]}: {deleted} "
                f"files deleted in {time.time() - started:.2f} s, from markers alone")
     left = table.storage.find(table.storage.path("day=2026-11-22"))
     _proved(f"no partial file is left ({len(left)}), the failed instant is "
             f"{table.state(dead)}, and the committed data is untouched "
-            f"({table.sql('SELECT sum(rows) FROM files').fetchall()[0][0]:,} rows)")
+            f"({sql_views(table, 'SELECT sum(rows) FROM files').fetchall()[0][0]:,} rows)")
     assert not DirectWriteMarkers(table.storage, dead, initialize=False).exists()
 
 

@@ -2,7 +2,9 @@
 
 Pure Python (no pyspark): any engine that can hand a task's Arrow batches to
 :func:`run_task` and the winning attempts' reports to :class:`JobCommitter` gets the
-protocol. Importing this package registers the rollback and roll-forward hooks.
+protocol. Recovery is :func:`recover` (and :func:`rollback` for one instant); an error
+table is reached through :mod:`markerstore.commit.ports`, passed in by the entry points.
+Importing this package registers nothing.
 """
 
 from markerstore.commit.conflict import APPEND, FAIL, REPLACE, SAVE_MODES
@@ -10,7 +12,14 @@ from markerstore.commit.driver import WriteJob
 from markerstore.commit.job import STEPS, JobCommitter, add_step_hook, remove_step_hook
 from markerstore.commit.names import FileName
 from markerstore.commit.plan import CommitPlan, read_plan
-from markerstore.commit.recovery import SweepReport, finish_terminal_plans, sweep
+from markerstore.commit.ports import ErrorTables, ErrorWrite
+from markerstore.commit.recovery import (
+    SweepReport,
+    finish_terminal_plans,
+    recover,
+    rollback,
+    sweep,
+)
 from markerstore.commit.result import CommitResult
 from markerstore.commit.runner import TaskSpec, run_task
 from markerstore.commit.staging import MULTIPART, NONE, RENAME, resolve_mode, staging_for
@@ -29,8 +38,9 @@ from markerstore.commit.task import BatchValidator, ErrorSink, ErrorSinkFactory,
 __all__ = [
     "APPEND", "FAIL", "MULTIPART", "NONE", "RENAME", "REPLACE", "SAVE_MODES", "STATS_DDL",
     "STATS_SCHEMA", "STEPS", "BatchValidator", "CommitPlan", "CommitResult", "ErrorSink",
-    "ErrorSinkFactory", "FileName", "FileStats", "JobCommitter", "PendingUpload",
+    "ErrorSinkFactory", "ErrorTables", "ErrorWrite", "FileName", "FileStats", "JobCommitter",
+    "PendingUpload",
     "SweepReport", "TaskAttempt", "TaskResult", "TaskSpec", "TaskSummary", "TaskWriter", "WriteJob",
-    "add_step_hook", "finish_terminal_plans", "read_plan", "remove_step_hook",
-    "resolve_mode", "results_from_rows", "run_task", "staging_for", "sweep",
+    "add_step_hook", "finish_terminal_plans", "read_plan", "recover", "remove_step_hook",
+    "resolve_mode", "results_from_rows", "rollback", "run_task", "staging_for", "sweep",
 ]

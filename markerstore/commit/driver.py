@@ -20,7 +20,8 @@ from markerstore import config
 from markerstore.commit.conflict import FAIL, check_committed
 from markerstore.commit.job import JobCommitter
 from markerstore.commit.names import check_write_uuid
-from markerstore.commit.recovery import finish_terminal_plans
+from markerstore.commit.ports import ErrorTables, ErrorWrite
+from markerstore.commit.recovery import recover, rollback
 from markerstore.commit.result import CommitResult
 from markerstore.commit.runner import TaskHook, TaskSpec
 from markerstore.commit.staging import resolve_mode, staging_for
@@ -52,7 +53,8 @@ class WriteJob:
                  validator: BatchValidator | None = None,
                  error_sink: ErrorSinkFactory | None = None, task_hook: TaskHook | None = None,
                  metadata: Mapping[str, Any] | None = None,
-                 error_table: ErrorTableSpec | None = None) -> None:
+                 error_table: ErrorTableSpec | None = None,
+                 error_tables: ErrorTables | None = None) -> None:
         settings = table.settings
         self.table = table
         self.partition_by = tuple(partition_by)
@@ -69,8 +71,12 @@ class WriteJob:
         self.error_sink = error_sink
         self.task_hook = task_hook
         self.metadata = dict(metadata or {})
+        if error_table is not None and error_tables is None:
+            raise ConfigError("a write with an error table needs error_tables= (e.g. "
+                              "errortable.ErrorTables())")
         self.error_table = error_table
-        self.error_commit: Any = None
+        self.error_tables = error_tables
+        self.error_commit: ErrorWrite | None = None
         self.instant = ""
         self.write_uuid = ""
         self.started_at = 0.0
@@ -85,46 +91,40 @@ class WriteJob:
                               f"({config.WRITE_UUID})")
         self.write_uuid = check_write_uuid(write_uuid or str(uuid.uuid4()))
         self.started_at = time.perf_counter()
-        finish_terminal_plans(self.table)
+        recover(self.table, error_tables=self.error_tables)
         if self.conflict_mode == FAIL and not self.partition_by:
             # The directory committer's check: fail before any task runs.
-            self.table.rollback_failed()
             check_committed(self.table, FAIL, [""])
         extra = {"partition_by": list(self.partition_by), "conflict_mode": self.conflict_mode,
                  "staging": self.staging_mode, "markers": self.marker_type}
-        location = None
         if self.error_table is not None:
-            import errortable
-
-            location = errortable.locate(self.table.storage.url(),
-                                         errortable.ErrorTableConfig.from_options(settings))
-            extra["error_table"] = location.url
-        self.instant = self.table.start_commit(self.write_uuid, "write", extra=extra)
+            assert self.error_tables is not None
+            extra["error_table"] = self.error_tables.location(self.table)
+        self.instant = self.table.start_commit(self.write_uuid, "write", extra=extra,
+                                               rollback_failed=False)
         try:
             self._open_markers()
             if self.error_table is not None:
-                self._open_error_table(location)
+                self._open_error_table()
         except BaseException:
-            self.table.abort(self.instant)
+            self._roll_back()
             raise
         return self
 
-    def _open_error_table(self, location: Any) -> None:
+    def _open_error_table(self) -> None:
         """Open the error instant; tasks get its sink, and its validator when the write
         has nothing more specific."""
-        from errortable import ErrorCommit
-        from errortable.hooks import ErrorSinkHook
-        from markerstore.commit.errortable_link import ErrorTableValidator
-
-        assert self.error_table is not None
-        self.error_commit = ErrorCommit.open(self.table, self.instant,
-                                             options=self.table.settings, location=location)
-        spec = self.error_commit.task_spec()
-        self.error_sink = ErrorSinkHook(spec)
+        assert self.error_table is not None and self.error_tables is not None
+        self.error_commit = self.error_tables.open(self.table, self.instant)
+        self.error_sink = self.error_commit.task_sink()
         if self.validator is None:
-            self.validator = ErrorTableValidator(
-                spec, self.error_table.schema, self.error_table.key, self.partition_by,
+            self.validator = self.error_commit.validator(
+                self.error_table.schema, self.error_table.key, self.partition_by,
                 self.error_table.checks)
+
+    def _roll_back(self) -> RollbackResult:
+        return rollback(self.table, self.instant, force=True, roll_forward=False,
+                        error_tables=self.error_tables)
 
     def _open_markers(self) -> None:
         """Write the instant's MARKERS.type before any task runs (the marker server checks
@@ -156,7 +156,8 @@ class WriteJob:
         metadata = {"partition_by": list(self.partition_by), **self.metadata}
         return JobCommitter(self.table, self.instant, conflict_mode=self.conflict_mode,
                             partitioned=bool(self.partition_by), staging=staging,
-                            metadata=metadata, error_commit=self.error_commit)
+                            metadata=metadata, error_commit=self.error_commit,
+                            error_tables=self.error_tables)
 
     def commit(self, results: Iterable[TaskResult]) -> CommitResult:
         """Job commit from the winning attempts' results (one per task)."""
@@ -166,7 +167,7 @@ class WriteJob:
 
     def abort(self) -> RollbackResult:
         """Roll the write back (idempotent); the error instant follows the main one."""
-        result = self.table.abort(self.instant)
+        result = self._roll_back()
         if self.error_commit is not None:
             self.error_commit.abort()
         return result

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from markerstore import config
+from markerstore.commit.cleanup import post_commit
 from markerstore.commit.conflict import (
     APPEND,
     FAIL,
@@ -41,16 +42,15 @@ from markerstore.commit.plan import (
     INTENT,
     PUBLISH,
     CommitPlan,
-    delete_plan,
-    plan_path,
     write_plan,
 )
+from markerstore.commit.ports import ErrorTables, ErrorWrite
+from markerstore.commit.recovery import rollback
 from markerstore.commit.result import CommitResult
 from markerstore.commit.staging import Staging, staging_for
 from markerstore.commit.stats import FileStats, TaskResult
 from markerstore.errors import (
     CommitConflictError,
-    CorruptTableError,
     ErrorBudgetExceeded,
     MarkerStoreError,
     ReconcileError,
@@ -77,45 +77,23 @@ def remove_step_hook(hook: StepHook) -> None:
         _STEP_HOOKS.remove(hook)
 
 
+class _Laps:
+    """Seconds per phase of job commit (``commit_<phase>``), lap after lap."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self.mark = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        key = f"commit_{name}"
+        self.phases[key] = self.phases.get(key, 0.0) + now - self.mark
+        self.mark = now
+
+
 def _step(name: str, **info: Any) -> None:
     for hook in list(_STEP_HOOKS):
         hook(name, info)
-
-
-def post_commit(table: Table, plan: CommitPlan) -> None:
-    """After the completed instant: delete replaced files, the staging area, the plan.
-    Idempotent; recovery runs it again for a plan a completed instant left behind."""
-    if plan.replaced_files:
-        replaced = checked_replaced_files(table, plan)
-        table.storage.delete_many([table.storage.path(p) for p in replaced],
-                                  table.parallelism)
-    staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
-                plan.staging_mode).cleanup()
-    delete_plan(table.storage, plan.instant)
-
-
-def checked_replaced_files(table: Table, plan: CommitPlan) -> list[str]:
-    """The files a completed replace deletes, checked against what the completed commit
-    itself recorded: each is among the commit's ``replaced_files``, none is one of its own
-    files, and each is a file of an earlier completed commit. Anything else is a
-    CorruptTableError naming the plan, and nothing is deleted."""
-    where = table.storage.url(plan_path(table.storage, plan.instant))
-    meta = table.commit_metadata(plan.instant)  # checked against its schema when read
-    recorded = set(meta.get("replaced_files", []))
-    own = {entry["path"] for entry in meta["files"]}
-    earlier = {entry["path"] for instant, other in table._timeline.completed()
-               if instant < plan.instant for entry in other.get("files", [])}
-    for path in plan.replaced_files:
-        if path in own:
-            raise CorruptTableError(where, f"replaced file {path!r} is one of the files "
-                                           f"commit {plan.instant} itself wrote")
-        if path not in recorded:
-            raise CorruptTableError(where, f"replaced file {path!r} is not among the files "
-                                           f"commit {plan.instant} recorded as replaced")
-        if path not in earlier:
-            raise CorruptTableError(where, f"replaced file {path!r} is not a file of an "
-                                           f"earlier completed commit")
-    return list(plan.replaced_files)
 
 
 class JobCommitter:
@@ -123,7 +101,9 @@ class JobCommitter:
 
     def __init__(self, table: Table, instant: str, *, conflict_mode: str = APPEND,
                  partitioned: bool = False, staging: Staging | None = None,
-                 metadata: Mapping[str, Any] | None = None, error_commit: Any = None) -> None:
+                 metadata: Mapping[str, Any] | None = None,
+                 error_commit: ErrorWrite | None = None,
+                 error_tables: ErrorTables | None = None) -> None:
         if conflict_mode not in (FAIL, APPEND, REPLACE):
             raise ValueError(f"unknown conflict mode {conflict_mode!r}")
         write_uuid = table.write_uuid(instant)
@@ -137,7 +117,8 @@ class JobCommitter:
         self.staging = staging or staging_for(table.storage, instant, write_uuid,
                                               table.settings)
         self.metadata = dict(metadata or {})
-        self.error_commit = error_commit  # errortable.ErrorCommit, when the write has one
+        self.error_commit = error_commit  # the write's error instant, when it has one
+        self.error_tables = error_tables
 
     # --- checks -------------------------------------------------------------------------------
     def _files(self, results: list[TaskResult]) -> list[FileStats]:
@@ -167,12 +148,32 @@ class JobCommitter:
         """Commit the winning attempts' files; on failure roll the instant back and raise."""
         started = time.perf_counter()
         before = self.table.storage.requests()
+        self._check_inflight()
+        results = list(results)
+        files = self._files(results)
+        rows_in, errors = self._check_rows(results, files)
+        error_files = [e for r in results for e in r.summary.error_files]
+        self._check_budget(rows_in, errors, error_files)
+        laps = _Laps()
+        plan, files_cleaned = self._reconcile_and_publish(files, rows_in, errors, error_files,
+                                                          laps)
+        _step("after_complete")
+        self._complete_error_instant()
+        self._clean_up(plan)
+        laps.lap("cleanup")
+        counts = {"errors": errors, "error_files": error_files, "files_cleaned": files_cleaned}
+        return self._result(results, plan, counts, started, before, laps.phases)
+
+    def _check_inflight(self) -> None:
         state = self.table.state(self.instant)
         if state not in (REQUESTED, INFLIGHT):
             raise CommitConflictError(f"instant {self.instant} is {state}; only an inflight "
                                       "instant can be committed (was the write aborted?)")
-        results = list(results)
-        files = self._files(results)
+
+    def _check_rows(self, results: list[TaskResult], files: list[FileStats]
+                    ) -> tuple[int, dict[str, int]]:
+        """Rows in and error rows by reason; rows in must be rows written + error rows,
+        else the write is rolled back."""
         rows_in = sum(r.summary.rows_in for r in results)
         rows_written = sum(f.rows for f in files)
         errors: dict[str, int] = {}
@@ -184,30 +185,22 @@ class JobCommitter:
             raise MarkerStoreError(
                 f"instant {self.instant}: {rows_in} rows in but {rows_written} written and "
                 f"{sum(errors.values())} error rows; the write was rolled back")
-        error_files = [e for r in results for e in r.summary.error_files]
-        self._check_budget(rows_in, errors, error_files)
+        return rows_in, errors
+
+    def _reconcile_and_publish(self, files: list[FileStats], rows_in: int,
+                               errors: dict[str, int], error_files: list[dict[str, Any]],
+                               laps: _Laps) -> tuple[CommitPlan, int]:
+        """Steps 2 to 6: conflicts, reconcile, the publish plan, publish, the completed
+        instant. Any failure rolls the write back (never forward) and re-raises."""
         scopes = scopes_for({f.partition for f in files}, self.partitioned)
         published = False
-        phases: dict[str, float] = {}
-        mark = [time.perf_counter()]
-
-        def lap(name: str) -> None:
-            now = time.perf_counter()
-            phases[f"commit_{name}"] = phases.get(f"commit_{name}", 0.0) + now - mark[0]
-            mark[0] = now
-
         try:
             _step("before_reconcile")
-            replaced: list[str] = []
-            if self.conflict_mode in (FAIL, REPLACE) and scopes:
-                write_plan(self.table.storage, self._plan(INTENT, scopes))
-                _step("after_intent")
-                check_concurrent(self.table, self.instant, scopes)
-                replaced = check_committed(self.table, self.conflict_mode, scopes)
-            lap("conflicts")
+            replaced = self._apply_conflict_mode(scopes)
+            laps.lap("conflicts")
             recon = self.table.reconcile(self.instant, [f.path for f in files])
             self.staging.discard_losers(files)
-            lap("reconcile")
+            laps.lap("reconcile")
             _step("after_reconcile")
             metadata = {**self.metadata, "conflict_mode": self.conflict_mode,
                         "replaced_files": replaced, "rows_in": rows_in,
@@ -219,33 +212,54 @@ class JobCommitter:
                 # Keep exactly the winning attempts' error files; the main commit names
                 # them, so data and error rows become visible in one atomic write.
                 metadata.update(self.error_commit.prepare(error_files))
-                lap("errors")
+                laps.lap("errors")
             plan = self._plan(PUBLISH, scopes, files, replaced, metadata)
             write_plan(self.table.storage, plan)
-            lap("plan")
+            laps.lap("plan")
             published = True
             self.staging.publish(files, lambda done, total: _step("publish", done=done,
                                                                   total=total))
-            lap("publish")
+            laps.lap("publish")
             _step("before_complete")
             self._complete(plan)
-            lap("complete")
+            laps.lap("complete")
         except BaseException as exc:
             self._fail(exc, files if published else [])
             raise
-        _step("after_complete")
-        if self.error_commit is not None:
-            try:
-                self.error_commit.complete()
-            except Exception as exc:  # readers roll it forward from the main commit
-                log.warning("instant %s: rolling the error instant forward failed (%s); "
-                            "readers and recovery finish it", self.instant, exc)
+        return plan, recon.files_cleaned
+
+    def _apply_conflict_mode(self, scopes: list[str]) -> list[str]:
+        """Fail / replace: write the intent plan, give way to a concurrent claim on the
+        same scopes, apply the mode to committed data. The files a replace replaces."""
+        if self.conflict_mode not in (FAIL, REPLACE) or not scopes:
+            return []
+        write_plan(self.table.storage, self._plan(INTENT, scopes))
+        _step("after_intent")
+        check_concurrent(self.table, self.instant, scopes)
+        return check_committed(self.table, self.conflict_mode, scopes)
+
+    def _complete_error_instant(self) -> None:
+        if self.error_commit is None:
+            return
+        try:
+            self.error_commit.complete()
+        except Exception as exc:  # readers roll it forward from the main commit
+            log.warning("instant %s: rolling the error instant forward failed (%s); "
+                        "readers and recovery finish it", self.instant, exc)
+
+    def _clean_up(self, plan: CommitPlan) -> None:
         try:
             post_commit(self.table, plan)
         except Exception as exc:  # the commit stands; recovery finishes the cleanup
             log.warning("instant %s: cleanup after commit failed (%s); the next write or "
                         "sweep finishes it", self.instant, exc)
-        lap("cleanup")
+
+    def _result(self, results: list[TaskResult], plan: CommitPlan, counts: Mapping[str, Any],
+                started: float, before: Mapping[str, int], phases: Mapping[str, float]
+                ) -> CommitResult:
+        """What the commit did, with the driver's and the tasks' requests and timings.
+        `counts`: the error rows by reason (``errors``), the winners' ``error_files`` and
+        reconcile's ``files_cleaned``."""
         after = self.table.storage.requests()
         driver = {k: after.get(k, 0) - before.get(k, 0) for k in after}
         total = dict(driver)
@@ -255,13 +269,15 @@ class JobCommitter:
                 total[kind] = total.get(kind, 0) + count
             for step, seconds in result.summary.seconds.items():
                 timings[f"task_{step}"] = timings.get(f"task_{step}", 0.0) + seconds
+        files = plan.files
         return CommitResult(
             path=self.table.storage.url(), instant=self.instant, write_uuid=self.write_uuid,
             files=[DataFile(f.path, f.bytes, f.rows, f.checksum) for f in files],
-            rows_written=rows_written, error_records=errors,
-            files_cleaned=recon.files_cleaned, duration=timings["commit"], requests=total,
-            driver_requests=driver, conflict_mode=self.conflict_mode, replaced_files=replaced,
-            error_files=error_files, timings=timings)
+            rows_written=sum(f.rows for f in files),
+            error_records=counts["errors"], files_cleaned=counts["files_cleaned"],
+            duration=timings["commit"], requests=total, driver_requests=driver,
+            conflict_mode=self.conflict_mode, replaced_files=list(plan.replaced_files),
+            error_files=counts["error_files"], timings=timings)
 
     def _check_budget(self, rows_in: int, errors: Mapping[str, int],
                       error_files: list[dict[str, Any]]) -> None:
@@ -279,10 +295,9 @@ class JobCommitter:
         if not over:
             return
         commonest = None
-        find = getattr(self.error_commit, "commonest_message", None)
-        if find is not None:
+        if self.error_commit is not None:
             try:
-                commonest = find(error_files)
+                commonest = self.error_commit.commonest_message(error_files)
             except Exception as exc:  # the budget fails the write whatever the files hold
                 log.warning("instant %s: reading the error files for the commonest message "
                             "failed: %s", self.instant, exc)
@@ -346,5 +361,7 @@ class JobCommitter:
     # --- abort ----------------------------------------------------------------------------------
     def abort(self) -> RollbackResult:
         """Roll the instant back: delete every file its markers name, abort every upload of
-        this write, delete its staging area and plan. Idempotent."""
-        return self.table.abort(self.instant)
+        this write, delete its staging area and plan; its error instant follows.
+        Idempotent."""
+        return rollback(self.table, self.instant, force=True, roll_forward=False,
+                        error_tables=self.error_tables)

@@ -1,7 +1,12 @@
-"""Recovery of failed writes: roll forward or back, cleanup hooks, and the sweep.
+"""Recovery of failed writes: roll forward or back, cleanup, and the sweep.
 
-A failed write (inflight instant whose writer is gone) is recovered by the next write or
-by ``markerstore rollback``:
+:func:`recover` is the one entry: the next write (``WriteJob.start``), ``markerstore
+rollback`` and ``markerstore sweep`` call it. It composes the core's rollback (delete
+what the markers name, fence the instant) with what the commit protocol owns (roll
+forward, uploads, staging areas, plans, a completed replace's files) and, when passed in,
+the error tables (:class:`markerstore.commit.ports.ErrorTables`).
+
+A failed write (inflight instant whose writer is gone) is recovered so:
 
 * it is **rolled forward** when its publish plan exists (job commit got past reconcile,
   so every winning file is staged and recorded), roll forward is enabled, and every
@@ -24,15 +29,16 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.commit import s3
-from markerstore.commit.job import post_commit
+from markerstore.commit.cleanup import post_commit
 from markerstore.commit.names import parse_path
 from markerstore.commit.plan import PUBLISH, delete_plan, plan_instants, read_plan
+from markerstore.commit.ports import ErrorTables
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area, staging_for
 from markerstore.commit.stats import PendingUpload
 from markerstore.errors import CorruptTableError
-from markerstore.markers import RollbackResult, marker_folder, register_rollback_hook
+from markerstore.markers import RollbackResult, marker_folder
 from markerstore.storage import Storage
-from markerstore.table import Table, register_finish_hook, register_recovery_hook
+from markerstore.table import Table
 from markerstore.timeline import COMPLETED, ROLLEDBACK, Timeline, is_instant
 
 log = logging.getLogger(__name__)
@@ -83,7 +89,8 @@ def _marked_uploads(storage: Storage, instant: str, rows: pa.Table | None
 
 def rollback_cleanup(storage: Storage, instant: str, rows: pa.Table | None
                      ) -> dict[str, Any] | None:
-    """Rollback hook: abort the write's uploads, delete its staging area and its plan."""
+    """Before the core's rollback of a fenced instant: abort the write's uploads, delete
+    its staging area and its plan."""
     write_uuid = Timeline(storage).requested_info(instant).get("write_uuid")
     aborted = 0
     if storage.is_s3:
@@ -98,9 +105,9 @@ def rollback_cleanup(storage: Storage, instant: str, rows: pa.Table | None
     return outcome or None
 
 
-def roll_forward(table: Table, instant: str) -> RollbackResult | None:
-    """Recovery hook: complete a failed write whose publish plan is on storage, or return
-    None so that it is rolled back."""
+def try_roll_forward(table: Table, instant: str) -> RollbackResult | None:
+    """Complete a failed write whose publish plan is on storage, or return None so that
+    it is rolled back."""
     try:
         plan = read_plan(table.storage, instant)
     except CorruptTableError as exc:
@@ -108,7 +115,7 @@ def roll_forward(table: Table, instant: str) -> RollbackResult | None:
         return None
     if plan is None or plan.phase != PUBLISH:
         return None
-    if table._timeline.is_fenced(instant):
+    if table.is_fenced(instant):
         return None  # a rollback fenced it already: finish that rollback
     if not table.settings[config.ROLL_FORWARD]:
         log.info("instant %s has a publish plan but roll forward is off", instant)
@@ -148,6 +155,48 @@ def roll_forward(table: Table, instant: str) -> RollbackResult | None:
     log.info("%s: rolled instant %s forward (%d file(s))", table, instant, len(plan.files))
     return RollbackResult(instant, rolled_forward=True,
                           hooks={"published_files": len(plan.files)})
+
+
+def rollback(table: Table, instant: str, *, force: bool = False, roll_forward: bool = True,
+             error_tables: ErrorTables | None = None) -> RollbackResult:
+    """Recover one failed instant of a table the commit protocol writes: roll it forward
+    (when its publish plan allows, and `roll_forward`), else fence it, abort its uploads,
+    delete its staging area and plan, roll back its linked error instants (through
+    `error_tables`), then the core's rollback from its markers. Idempotent. Refuses a
+    completed instant, and an inflight one whose writer is alive unless `force`."""
+    if not table.can_roll_back(instant, force=force):
+        return RollbackResult(instant, noop=True)
+    if roll_forward:
+        outcome = try_roll_forward(table, instant)
+        if outcome is not None:
+            return outcome
+    table.fence(instant)
+    cleanup: dict[str, Any] = {
+        "rollback_cleanup": rollback_cleanup(table.storage, instant,
+                                             table.marker_rows(instant, pending_only=True))}
+    if error_tables is not None:
+        cleanup["rollback_error_instant"] = error_tables.recover(table, instant)
+    elif table.requested_info(instant).get("error_table"):
+        log.warning("instant %s names an error table, but its recovery was not given one "
+                    "(error_tables=); its error instant waits for `errortable recover`",
+                    instant)
+    result = table.rollback(instant, force=True, cleanup=cleanup)
+    assert isinstance(result, RollbackResult)
+    return result
+
+
+def recover(table: Table, *, policy: str | None = None,
+            error_tables: ErrorTables | None = None) -> list[RollbackResult]:
+    """Recover a table: every failed write (per the failed-writes policy, see
+    :meth:`Table.failed_instants`) rolled forward or back with :func:`rollback`, then what
+    writers of terminal instants left (:func:`finish_terminal_plans`) and the marker
+    folders of terminal instants. The next write, ``markerstore rollback`` and
+    ``markerstore sweep`` call it. Idempotent."""
+    results = [rollback(table, instant, force=True, error_tables=error_tables)
+               for instant in table.failed_instants(policy)]
+    finish_terminal_plans(table)
+    table.clean_markers()
+    return results
 
 
 def _completed(table: Table, instant: str) -> bool:
@@ -245,10 +294,6 @@ def sweep(table: Table, *, dry_run: bool = False) -> SweepReport:
             report.rows.append({"kind": "plan", "instant": instant, "state": infos[instant],
                                 "action": "would finish" if dry_run else "finished"})
     if not dry_run:
-        finish_terminal_plans(table)
+        recover(table, policy="never")  # rolls nothing back: finishes terminal instants
     return report
 
-
-register_rollback_hook(rollback_cleanup)
-register_recovery_hook(roll_forward)
-register_finish_hook(finish_terminal_plans)

@@ -1,6 +1,6 @@
 """S3 multipart uploads, through the table's s3fs instance (so Storage counts requests).
 
-Every call goes through ``Storage._retry``: throttling and timeouts are retried; a missing
+Every call goes through ``Storage.retry``: throttling and timeouts are retried; a missing
 upload surfaces as FileNotFoundError (s3fs translates NoSuchUpload), an If-None-Match
 precondition failure as FileExistsError.
 """
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def _call(storage: Storage, what: str, op: str, kind: str = "PUT", **kwargs: Any) -> Any:
-    return storage._retry(what, kind, lambda: storage.fs.call_s3(op, **kwargs))
+    return storage.retry(what, kind, lambda: storage.fs.call_s3(op, **kwargs))
 
 
 def bucket_key(storage: Storage, relative: str) -> tuple[str, str]:

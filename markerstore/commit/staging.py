@@ -204,10 +204,10 @@ class RenameStaging(Staging):
             self.unpublish(done)
             raise
         if self.storage.is_local:
-            from markerstore.storage.fs import _fsync_dir
+            from markerstore.storage import fsync_dir
 
             for folder in sorted({os.path.dirname(self.storage.path(f.path)) for f in files}):
-                _fsync_dir(folder)
+                fsync_dir(folder)
 
     def problems(self, files: list[FileStats]) -> list[str]:
         fs = self.storage.fs

@@ -50,7 +50,7 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.commit import s3
-from markerstore.commit.job import post_commit
+from markerstore.commit.cleanup import post_commit
 from markerstore.commit.listing import CHUNK, LISTING, Spool, listing
 from markerstore.commit.names import parse_path
 from markerstore.commit.plan import PLANS_DIR, delete_plan, read_plan

@@ -17,10 +17,10 @@ from markerstore.markers.direct import DirectWriteMarkers
 from markerstore.markers.reconcile import (
     ReconcileResult,
     RollbackResult,
+    read_marker_rows,
     read_markers,
     reconcile,
     register_reader,
-    register_rollback_hook,
     rollback_from_markers,
 )
 
@@ -28,6 +28,6 @@ __all__ = [
     "BATCHED", "DIRECT", "MARKER_COLUMNS", "MARKER_TYPE_FILE", "MARKERS_DIR",
     "DirectWriteMarkers", "IOType", "MarkerName", "ReconcileResult", "RollbackResult",
     "WriteMarkers", "ensure_marker_type", "marker_folder", "read_marker_type",
-    "read_markers", "reconcile", "register_reader", "register_rollback_hook",
+    "read_marker_rows", "read_markers", "reconcile", "register_reader",
     "rollback_from_markers",
 ]

@@ -12,15 +12,16 @@ only when no completed commit references it; otherwise it is left and reported i
 rollback's ``kept_append_files``.
 
 Rollback (of a failed instant): fence the instant (no commit of it can complete after),
-delete every data file its markers name (with the APPEND rule above), run the cleanup
-hooks (the S3 staging path aborts pending uploads), delete the marker folder, record the
-rollback. Every step is idempotent, so an interrupted rollback is finished by the next.
+delete every data file its markers name (with the APPEND rule above), delete the marker
+folder, record the rollback (with what the caller's recovery cleaned up first: the commit
+protocol aborts pending uploads). Every step is idempotent, so an interrupted rollback is
+finished by the next.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,22 +48,12 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ReconcileResult", "RollbackResult", "check_marker_rows", "empty_markers",
-    "read_markers", "reconcile", "referenced_files", "register_reader",
-    "register_rollback_hook", "rollback_from_markers",
+    "read_marker_rows", "read_markers", "reconcile", "referenced_files", "register_reader",
+    "rollback_from_markers",
 ]
 
-RollbackHook = Callable[[Storage, str, "pa.Table | None"], "dict[str, Any] | None"]
-_ROLLBACK_HOOKS: list[RollbackHook] = []
 DELETE_CHUNK = 10_000  # paths turned into Python strings at a time, to be deleted
 
-
-def register_rollback_hook(hook: RollbackHook) -> None:
-    """A cleanup step run by every rollback, after its data files are deleted and before
-    its marker folder is, with the instant's markers that record a pending upload
-    (MARKER_COLUMNS, one row per marker; None when it had no marker folder). It must be
-    idempotent. What it returns is kept in the rollback record."""
-    if hook not in _ROLLBACK_HOOKS:
-        _ROLLBACK_HOOKS.append(hook)
 
 
 def referenced_files(timeline: Timeline) -> set[str]:
@@ -203,9 +194,8 @@ class RollbackResult:
 
 
 def _rollback_sets(scan: MarkerScan, con: duckdb.DuckDBPyConnection, timeline: Timeline
-                   ) -> tuple[pa.Array, pa.Array, pa.Table]:
-    """(files to delete, APPEND files kept, rows with a pending upload) of a scan, every
-    row checked first."""
+                   ) -> tuple[pa.Array, pa.Array]:
+    """(files to delete, APPEND files kept) of a scan, every row checked first."""
     scan.check(con)
     rows = scan.rows(con)
     rows.create_view("marks")
@@ -217,29 +207,39 @@ def _rollback_sets(scan: MarkerScan, con: duckdb.DuckDBPyConnection, timeline: T
         appended = con.sql("SELECT DISTINCT path FROM marks WHERE io_type = 'APPEND' "
                            "ORDER BY path").to_arrow_table().column("path").combine_chunks()
         kept = appended.filter(pc.invert(pc.is_in(appended, value_set=deleted)))
-    pending = scan.merged(con).query(
-        "m", "SELECT * EXCLUDE (path) FROM m WHERE pending_upload IS NOT NULL")
-    assert pending is not None
-    return deleted, kept, pending.to_arrow_table()
+    return deleted, kept
+
+
+def read_marker_rows(storage: Storage, instant: str, *, pending_only: bool = False
+                     ) -> pa.Table | None:
+    """The instant's marker rows (MARKER_COLUMNS, every row checked), or None if it has
+    no marker folder; `pending_only`: only the rows that record a pending upload."""
+    con = duckdb.connect()
+    with scanned(storage, instant) as scan:
+        if scan is None:
+            return None
+        scan.check(con)
+        where = " WHERE pending_upload IS NOT NULL" if pending_only else ""
+        rows = scan.merged(con).query("m", f"SELECT * EXCLUDE (path) FROM m{where}")
+        assert rows is not None
+        return rows.to_arrow_table()
 
 
 def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
-                          parallelism: int = 100) -> RollbackResult:
-    """Steps 2-5 of a rollback, after the instant was fenced with claim_rollback."""
+                          parallelism: int = 100, cleanup: Mapping[str, Any] | None = None
+                          ) -> RollbackResult:
+    """Steps 2-5 of a rollback, after the instant was fenced with claim_rollback.
+    `cleanup`: what the caller's recovery did before (kept in the rollback record)."""
     con = duckdb.connect()
     result = RollbackResult(instant)
-    pending: pa.Table | None = None
     with scanned(storage, instant) as scan:
         if scan is not None:
-            deleted, kept, pending = _rollback_sets(scan, con, timeline)
+            deleted, kept = _rollback_sets(scan, con, timeline)
             _check_paths(deleted, storage.url(marker_folder(storage, instant)))
             delete_paths(storage, deleted, parallelism)
             result.deleted_files = deleted.to_pylist()
             result.kept_append_files = kept.to_pylist()
-    for hook in _ROLLBACK_HOOKS:
-        outcome = hook(storage, instant, pending)
-        if outcome:
-            result.hooks[getattr(hook, "__name__", "hook")] = outcome
+    result.hooks.update({name: value for name, value in (cleanup or {}).items() if value})
     storage.delete_dir(marker_folder(storage, instant), parallelism)
     timeline.finish_rollback(instant, {"deleted_files": result.deleted_files,
                                        "kept_append_files": result.kept_append_files,

@@ -300,7 +300,7 @@ def _relation(storage: Storage, segments: list[SegmentFile], con: duckdb.DuckDBP
     parts: list[duckdb.DuckDBPyRelation] = []
     if parquet:
         if storage.is_local:
-            storage._count("GET", len(parquet))  # DuckDB reads these files itself
+            storage.count_request("GET", len(parquet))  # DuckDB reads these files itself
             parts.append(con.read_parquet([s.path for s in parquet]))
         else:
             # DuckDB parses the Parquet; the bytes come through Storage, one GET per file

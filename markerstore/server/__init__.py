@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from markerstore.server.app import MarkerServer
-    from markerstore.server.client import MarkerClient
+    from markerstore.server.client import MarkerClient, open_markers
 
-__all__ = ["MarkerClient", "MarkerServer"]
+__all__ = ["MarkerClient", "MarkerServer", "open_markers"]
 
 
 def __getattr__(name: str) -> Any:
@@ -24,4 +24,8 @@ def __getattr__(name: str) -> Any:
         from markerstore.server.client import MarkerClient
 
         return MarkerClient
+    if name == "open_markers":
+        from markerstore.server.client import open_markers
+
+        return open_markers
     raise AttributeError(f"module 'markerstore.server' has no attribute {name!r}")

@@ -353,3 +353,17 @@ class MarkerClient(WriteMarkers):
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.clear()
+
+
+def open_markers(table: Table, instant: str, type: str = "direct", **kwargs: Any
+                 ) -> WriteMarkers:
+    """The markers of an inflight instant of `table`: direct ones from the core
+    (:meth:`Table.markers`), or, for ``type="batched"`` (Hudi's name
+    ``timeline_server_based`` too), a :class:`MarkerClient` of the server at `url=`."""
+    mechanism = config.OPTIONS[config.MARKERS_TYPE].parse(type)
+    if mechanism == "direct":
+        if kwargs:
+            raise TypeError(f"direct markers take no options, got {sorted(kwargs)}")
+        return table.markers(instant)
+    table.check_inflight(instant, "markers are only created for")
+    return MarkerClient(instant=instant, table=table, **kwargs)

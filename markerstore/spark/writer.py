@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from errortable.link import ERROR_COLUMN, ErrorTables
 from markerstore import config
 from markerstore.commit import (
     SAVE_MODES,
@@ -43,8 +44,6 @@ log = logging.getLogger(__name__)
 
 def _settings(options: Mapping[str, Any] | None, mode: str) -> config.Settings:
     """The options, with the conflict mode taken from `mode` unless an option sets it."""
-    import errortable  # noqa: F401  (registers the error table's rollback hook and view)
-
     settings = config.resolve(options)
     key = str(mode or "append").strip().lower()
     if key not in SAVE_MODES:
@@ -206,7 +205,8 @@ def start_job(table: Table, schema: StructType, *, partition_by: Sequence[str] =
     error_table = _error_table_spec(schema, table.settings, key, checks, validator)
     job = WriteJob(table, partition_by=partition_by, marker_url=marker_url,
                    marker_token=marker_token, validator=validator, error_sink=error_sink,
-                   task_hook=task_hook, error_table=error_table, metadata=metadata)
+                   task_hook=task_hook, error_table=error_table, metadata=metadata,
+                   error_tables=ErrorTables())
     return job.start()
 
 
@@ -248,8 +248,6 @@ def _error_table_spec(schema: StructType, settings: config.Settings, key: str | 
         return None
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
-
-    from markerstore.commit.errortable_link import ERROR_COLUMN
 
     fields = [f for f in schema.fields if f.name != ERROR_COLUMN]
     arrow = to_arrow_schema(StructType(fields), timezone="UTC")

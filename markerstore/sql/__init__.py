@@ -1,5 +1,6 @@
-"""DuckDB views over a table: commits, files, markers (and errors, from errortable)."""
+"""DuckDB views over a table: commits, files, markers (errortable adds `errors`:
+``errortable.table_connect(table)``)."""
 
-from markerstore.sql.views import connect, register_view
+from markerstore.sql.views import ViewProvider, connect, sql
 
-__all__ = ["connect", "register_view"]
+__all__ = ["ViewProvider", "connect", "sql"]

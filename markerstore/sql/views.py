@@ -1,14 +1,14 @@
 """DuckDB views over a table's timeline and markers: `commits`, `files`, `markers`.
 
 Views are rebuilt for each query from the timeline (one LIST, plus one GET per completed
-commit not read before) and the marker folders. Other packages add views with
-:func:`register_view` (errortable adds `errors`).
+commit not read before) and the marker folders. Other packages add views by passing
+providers to :func:`connect` (errortable's `errors`: ``errortable.table_connect``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from markerstore.table import Table
 
 ViewProvider = Callable[["Table", duckdb.DuckDBPyConnection], None]
-_EXTRA_VIEWS: dict[str, ViewProvider] = {}
 
 COMMITS_SCHEMA = pa.schema([
     ("instant", pa.string()), ("state", pa.string()),
@@ -41,11 +40,6 @@ FILES_SCHEMA = pa.schema([
 ])
 
 
-def register_view(name: str, provider: ViewProvider) -> None:
-    """Add a view to every table's SQL connection."""
-    _EXTRA_VIEWS[name] = provider
-
-
 def _ms(value: Any) -> datetime | None:
     if value is None:
         return None
@@ -59,7 +53,7 @@ def commits_table(table: Table) -> pa.Table:
     for info in table.timeline():
         meta: dict[str, Any] = {}
         if info.state == COMPLETED:
-            meta = table._timeline.commit_metadata(info.instant)
+            meta = table.commit_metadata(info.instant)
         counts = meta.get("counts", {})
         rows["instant"].append(info.instant)
         rows["state"].append(info.state)
@@ -83,7 +77,7 @@ def files_table(table: Table) -> pa.Table:
     replace) hides them from the instant it completed, before they are deleted."""
     rows: dict[str, list[Any]] = {f.name: [] for f in FILES_SCHEMA}
     storage = table.storage
-    for instant, entry in live_files(table._timeline.completed()):
+    for instant, entry in live_files(table.completed()):
         path = entry["path"]
         partition, _, file_name = path.rpartition("/")
         rows["instant"].append(instant)
@@ -121,15 +115,27 @@ def markers_relation(table: Table, con: duckdb.DuckDBPyConnection) -> duckdb.Duc
     return relation
 
 
-def connect(table: Table) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with the table's views."""
+def connect(table: Table, views: Mapping[str, ViewProvider] | None = None
+            ) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the table's views `commits`, `files` and `markers`, plus
+    one per provider in `views` (name -> ``provider(table, con)``, which creates it).
+
+    This is DuckDB's full engine (any file, COPY, ATTACH, SET, ...): the caller already
+    runs Python. For SQL from someone else, use the sandbox that `markerstore sql` uses:
+    ``markerstore.sql.sandbox.run(connect(table), query)`` (docs/SECURITY.md)."""
     con = duckdb.connect()
     con.register("commits", commits_table(table))
     con.register("files", files_table(table))
     markers_relation(table, con).create_view("markers")
-    for name, provider in _EXTRA_VIEWS.items():
+    for name, provider in (views or {}).items():
         provider(table, con)
         if name not in {r[0] for r in con.sql("SELECT view_name FROM duckdb_views()").fetchall()
                         } | {r[0] for r in con.sql("SHOW TABLES").fetchall()}:
             raise RuntimeError(f"view provider {name!r} did not create its view")
     return con
+
+
+def sql(table: Table, query: str, views: Mapping[str, ViewProvider] | None = None
+        ) -> duckdb.DuckDBPyRelation:
+    """Run `query` over the table's views (see :func:`connect`)."""
+    return connect(table, views).sql(query)

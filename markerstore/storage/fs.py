@@ -137,7 +137,9 @@ class Storage:
         return stripped
 
     # --- counting ----------------------------------------------------------------------
-    def _count(self, kind: str, n: int = 1) -> None:
+    def count_request(self, kind: str, n: int = 1) -> None:
+        """Count `n` requests of `kind` made outside this class (DuckDB reading files
+        itself, say); S3 requests are counted as they are sent."""
         if self.is_s3 or n <= 0:
             return  # S3 requests are counted by the botocore hook
         with self._count_lock:
@@ -168,10 +170,12 @@ class Storage:
             self._counts.clear()
 
     # --- retry -------------------------------------------------------------------------
-    def _retry(self, what: str, kind: str, fn: Callable[[], T]) -> T:
+    def retry(self, what: str, kind: str, fn: Callable[[], T]) -> T:
+        """Run one storage request `fn` (counted as `kind`), retrying transient errors
+        with backoff; `what` names it in the error after the last retry."""
         attempt = 0
         while True:
-            self._count(kind)
+            self.count_request(kind)
             try:
                 if self.is_memory:
                     with _MEMORY_LOCK:
@@ -195,15 +199,15 @@ class Storage:
         """The content of a file; FileNotFoundError if it does not exist."""
         # One GetObject on S3 (s3fs would HEAD first to split large reads).
         kwargs = {"max_concurrency": 1} if self.is_s3 else {}
-        data: bytes = self._retry(f"GET {self.url(path)}", "GET",
+        data: bytes = self.retry(f"GET {self.url(path)}", "GET",
                                   lambda: self.fs.cat_file(path, **kwargs))
         return data
 
     def exists(self, path: str) -> bool:
-        return bool(self._retry(f"HEAD {self.url(path)}", "HEAD", lambda: self.fs.exists(path)))
+        return bool(self.retry(f"HEAD {self.url(path)}", "HEAD", lambda: self.fs.exists(path)))
 
     def info(self, path: str) -> dict[str, Any]:
-        info: dict[str, Any] = self._retry(f"HEAD {self.url(path)}", "HEAD",
+        info: dict[str, Any] = self.retry(f"HEAD {self.url(path)}", "HEAD",
                                            lambda: self.fs.info(path))
         return info
 
@@ -218,7 +222,7 @@ class Storage:
             return sorted({e.rstrip("/")[len(prefix):] for e in entries
                            if e.rstrip("/").startswith(prefix)})
 
-        return self._retry(f"LIST {self.url(path)}", "LIST", run)
+        return self.retry(f"LIST {self.url(path)}", "LIST", run)
 
     def find(self, path: str) -> list[str]:
         """Paths of every file under `path`, recursively; empty if it does not exist."""
@@ -228,10 +232,10 @@ class Storage:
             except FileNotFoundError:
                 return []
 
-        return self._retry(f"LIST {self.url(path)}", "LIST", run)
+        return self.retry(f"LIST {self.url(path)}", "LIST", run)
 
     def open_read(self, path: str) -> IO[bytes]:
-        self._count("GET")
+        self.count_request("GET")
         handle: IO[bytes] = self.fs.open(path, "rb")
         return handle
 
@@ -239,9 +243,9 @@ class Storage:
     def put(self, path: str, data: bytes) -> None:
         """Write a whole file, replacing any old one; readers never see a partial file."""
         if self.is_local:
-            self._retry(f"PUT {path}", "PUT", lambda: _local_atomic_replace(path, data))
+            self.retry(f"PUT {path}", "PUT", lambda: _local_atomic_replace(path, data))
         else:
-            self._retry(f"PUT {self.url(path)}", "PUT", lambda: self.fs.pipe_file(path, data))
+            self.retry(f"PUT {self.url(path)}", "PUT", lambda: self.fs.pipe_file(path, data))
 
     def create_if_absent(self, path: str, data: bytes = b"") -> bool:
         """Create a file only if none exists; True if this call created it.
@@ -258,7 +262,7 @@ class Storage:
                 if self.is_local:
                     _local_create_exclusive(path, data)
                 elif self.is_memory:
-                    if self.fs.exists(path):  # under _MEMORY_LOCK (see _retry)
+                    if self.fs.exists(path):  # under _MEMORY_LOCK (see retry)
                         raise FileExistsError(path)
                     self.fs.pipe_file(path, data)
                 else:
@@ -272,11 +276,11 @@ class Storage:
                         return False
                 return False
 
-        return self._retry(f"create {self.url(path)}", "PUT", attempt)
+        return self.retry(f"create {self.url(path)}", "PUT", attempt)
 
     def open_write(self, path: str) -> IO[bytes]:
         """A file handle for a large write (data files); the caller closes it."""
-        self._count("PUT")
+        self.count_request("PUT")
         if self.is_local:
             os.makedirs(os.path.dirname(path), exist_ok=True)
         handle: IO[bytes] = self.fs.open(path, "wb")
@@ -309,7 +313,7 @@ class Storage:
             batches = [todo[i:i + 1000] for i in range(0, len(todo), 1000)]
 
             def run_batch(batch: list[str]) -> None:
-                self._retry(f"DELETE {len(batch)} objects under {self.url()}", "DELETE",
+                self.retry(f"DELETE {len(batch)} objects under {self.url()}", "DELETE",
                             lambda: self.fs.rm(batch))
 
             self._parallel(run_batch, batches, min(parallelism, 10))
@@ -322,7 +326,7 @@ class Storage:
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm_file(path)
 
-        self._retry(f"DELETE {self.url(path)}", "DELETE", run)
+        self.retry(f"DELETE {self.url(path)}", "DELETE", run)
 
     def delete_dir(self, path: str, parallelism: int = 100) -> int:
         """Delete a folder and everything under it; returns the number of files deleted."""
@@ -356,7 +360,9 @@ class Storage:
             raise StorageError(f"{len(failures)} deletes failed: " + "; ".join(failures[:5]) + more)
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
+    """Make a local folder's entries durable (best effort where a folder cannot be
+    opened)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -387,7 +393,7 @@ def _local_atomic_replace(path: str, data: bytes) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
-    _fsync_dir(os.path.dirname(path))
+    fsync_dir(os.path.dirname(path))
 
 
 def _local_create_exclusive(path: str, data: bytes) -> None:
@@ -396,7 +402,7 @@ def _local_create_exclusive(path: str, data: bytes) -> None:
         os.link(tmp, path)  # fails with FileExistsError if the name is taken
     finally:
         os.unlink(tmp)
-    _fsync_dir(os.path.dirname(path))
+    fsync_dir(os.path.dirname(path))
 
 
 def _storage(url: str, storage_options: Mapping[str, Any], retries: int,

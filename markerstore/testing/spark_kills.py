@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from markerstore.commit.job import STEPS  # the job commit's kill points
+from markerstore.sql import sql as sql_views
 from markerstore.testing.server_kills import flat_storage_options
 
 WRITE_OPTIONS = {"markerstore.write.target_file_size": 8000,
@@ -143,7 +144,7 @@ def check_table(url: str, storage_options: Mapping[str, Any], rows: int) -> dict
                  for i in completed]
     expected = sum(committed)
     on_storage = data_files(table.storage)
-    live = sorted(r[0] for r in table.sql("SELECT path FROM files").fetchall())
+    live = sorted(r[0] for r in sql_views(table, "SELECT path FROM files").fetchall())
     urls = [table.storage.url(table.storage.path(p)) for p in on_storage]
     con = duckdb.connect()
     filesystem = None

@@ -14,8 +14,8 @@ import errortable
 from errortable.cli import cli as errortable_cli
 from markerstore import RollbackResult, Table
 from markerstore.cli.main import as_data, cli, output
-from tests.support.files import exists, marked_write
 from tests.support.errortable_writes import batch, full_write
+from tests.support.files import exists, marked_write
 
 ROLLBACK_KEYS = set(RollbackResult("i").to_dict())
 

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import errortable
+from errortable import ErrorTables
 from markerstore import Table, config
 from markerstore.commit import WriteJob
 from markerstore.commit.driver import ErrorTableSpec
@@ -23,7 +24,8 @@ ENABLED = {"markerstore__write__error__table__enabled": "true"}
 
 def _write(table: Table) -> tuple[WriteJob, list[Any]]:
     job = WriteJob(table, partition_by=["day"], conflict_mode="append",
-                   error_table=ErrorTableSpec(SCHEMA, "id", CHECKS)).start()
+                   error_table=ErrorTableSpec(SCHEMA, "id", CHECKS),
+                   error_tables=ErrorTables()).start()
     return job, run_job_tasks(job, split(1000, 2))
 
 
@@ -82,7 +84,8 @@ def test_fail_fast_fails_on_the_first_bad_row(tmp_path: Any) -> None:
     table = Table(str(tmp_path / "t"), None, {
         "markerstore.write.error.table.enabled": "true",
         "markerstore.write.error.table.max_records": 0})
-    job = WriteJob(table, error_table=ErrorTableSpec(SCHEMA, "id", {"one": "id <> 7"})).start()
+    job = WriteJob(table, error_table=ErrorTableSpec(SCHEMA, "id", {"one": "id <> 7"}),
+                   error_tables=ErrorTables()).start()
     results = run_job_tasks(job, split(100, 1))
     with pytest.raises(ErrorBudgetExceeded, match=r"1 of 100 rows are bad \(check 1\)"):
         job.commit(results)

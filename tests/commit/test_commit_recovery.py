@@ -16,7 +16,9 @@ import pytest
 
 from markerstore import Table
 from markerstore.commit import read_plan
+from markerstore.commit import rollback as commit_rollback
 from markerstore.commit import s3 as s3ops
+from markerstore.sql import sql as sql_views
 from tests.support.commit_checks import (
     assert_clean,
     assert_exactly_committed,
@@ -118,7 +120,7 @@ def test_roll_forward_can_be_switched_off(location: Any) -> None:
     commit_all(table, split(OLD, 2), conflict_mode="append")
     crashed = crash_write(table, "before_complete")
     off = open_table(location, markerstore__write__recovery__roll_forward=False)
-    off.rollback(crashed["instant"])
+    commit_rollback(off, crashed["instant"])
     assert off.state(crashed["instant"]) == "rolledback"
     assert_exactly_committed(table, OLD)
     assert_clean(table)
@@ -138,10 +140,10 @@ def test_roll_forward_impossible_falls_back_to_rollback(moto_s3: Any) -> None:
     pending = [f.pending_upload for f in plan.files if f.pending_upload is not None]
     victim = next(p for p in pending if not s3ops.is_completed(table.storage, p))
     assert s3ops.abort(table.storage, victim.bucket, victim.key, victim.upload_id)
-    result = table.rollback(crashed["instant"])
+    result = commit_rollback(table, crashed["instant"])
     assert not getattr(result, "rolled_forward", False)
     assert table.state(crashed["instant"]) == "rolledback"
     assert_exactly_committed(table, OLD)
     assert uploads(table) == []
-    assert data_files(table) == sorted(r[0] for r in table.sql("SELECT path FROM files")
+    assert data_files(table) == sorted(r[0] for r in sql_views(table, "SELECT path FROM files")
                                        .fetchall())

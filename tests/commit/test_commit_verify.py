@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
+from errortable import ErrorTables
 from markerstore import Table
 from markerstore.cli.main import cli
 from markerstore.cli.verify import verify_all
@@ -37,8 +38,8 @@ def _written(location: Any) -> Table:
     table = open_table(location, **ERRORS)
     for rows in (1200, 600):
         job = WriteJob(table, partition_by=["day"], conflict_mode="append",
-                       error_table=ErrorTableSpec(SCHEMA, "id", {"no_7": "id % 7 <> 0"})
-                       ).start()
+                       error_table=ErrorTableSpec(SCHEMA, "id", {"no_7": "id % 7 <> 0"}),
+                       error_tables=ErrorTables()).start()
         job.commit(run_job_tasks(job, split(rows, 2)))
     failed = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
     run_job_tasks(failed, split(300, 1))

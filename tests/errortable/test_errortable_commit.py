@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
 import errortable
-from errortable import metrics
+from errortable import ErrorTables, metrics, table_sql
 from errortable.recovery import recover
 from markerstore import Table
+from markerstore.commit import rollback as commit_rollback
 from markerstore.errors import ErrorTableError
 from markerstore.markers import DirectWriteMarkers, IOType, WriteMarkers
 from markerstore.timeline import COMPLETED, INFLIGHT, ROLLEDBACK
@@ -37,8 +41,8 @@ def test_local_error_table_end_to_end(location: Any) -> None:
         "reason = 'key'").fetchall()
     assert len(rows) == 1
     # the target's own SQL has the errors view, with only its rows
-    assert target.sql("SELECT count(*) FROM errors").fetchall() == [(4,)]
-    assert target.sql("SELECT DISTINCT commit_time FROM errors").fetchall() == [
+    assert table_sql(target, "SELECT count(*) FROM errors").fetchall() == [(4,)]
+    assert table_sql(target, "SELECT DISTINCT commit_time FROM errors").fetchall() == [
         (write.instant,)]
 
 
@@ -55,7 +59,7 @@ def test_global_table_holds_many_targets_and_context_says_which(tmp_path: Any) -
     by_table = dict(errortable.read(path).aggregate("table_name, count(*)").fetchall())
     assert by_table == {"orders": 4, "users": 2}
     assert count(orders.path) == 4 and count(users.path) == 2
-    assert orders.sql("SELECT count(*) FROM errors").fetchall() == [(4,)]
+    assert table_sql(orders, "SELECT count(*) FROM errors").fetchall() == [(4,)]
     assert not Table(orders.path + "_errors").timeline()
 
 
@@ -82,7 +86,9 @@ def test_failed_main_commit_shows_no_error_rows(tmp_table: Table) -> None:
     write.commit.prepare([stats])
     assert count(tmp_table.path + "_errors") == 0  # nothing visible before the main commit
     assert write.commit.instant in write.commit.table._beating  # J's heartbeat runs
-    write.target.abort(write.instant)  # the rollback hook rolls the error instant back
+    # the write's rollback rolls the error instant back (errortable passed in explicitly)
+    commit_rollback(write.target, write.instant, force=True, roll_forward=False,
+                    error_tables=ErrorTables())
     error_table = write.commit.table
     assert not error_table._beating  # and its heartbeat stopped with it
     assert error_table.state(write.commit.instant) == ROLLEDBACK
@@ -97,10 +103,28 @@ def test_rollback_of_a_dead_writers_instant_rolls_back_its_errors(tmp_table: Tab
     stats, _ = run_task(write, "t", batch(1, {"check": 1}))
     recovery = recover(write.commit.table)
     assert recovery.waiting == [write.commit.instant]  # the main instant is still running
-    rolled = tmp_table.rollback(write.instant, force=True)
+    rolled = commit_rollback(tmp_table, write.instant, force=True, error_tables=ErrorTables())
     assert rolled.hooks["rollback_error_instant"]["error_instants"] == [write.commit.instant]
     assert write.commit.table.state(write.commit.instant) == ROLLEDBACK
     assert stats is not None
+
+
+def test_cli_rollback_in_a_fresh_interpreter_recovers_the_error_table_too(
+        tmp_table: Table) -> None:
+    """`markerstore rollback` composes the error table in itself: nothing has to be
+    imported first for the linked error instant to follow its main instant."""
+    write = start(tmp_table)
+    stats, _ = run_task(write, "t", batch(1, {"check": 1}))
+    assert stats is not None
+    error_table = write.commit.table
+    done = subprocess.run([sys.executable, "-m", "markerstore.cli", "rollback", tmp_table.path,
+                           write.instant, "--force", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["status"] == "rolled back"
+    assert Table(tmp_table.path).state(write.instant) == ROLLEDBACK
+    assert Table(error_table.path).state(write.commit.instant) == ROLLEDBACK
+    assert count(error_table.path) == 0
 
 
 def test_crash_between_main_commit_and_roll_forward(location: Any) -> None:
@@ -123,6 +147,20 @@ def test_reader_repair_writes_the_roll_forward(tmp_table: Table) -> None:
     rel = errortable.read(write.commit.url, repair=True)
     assert len(rel.fetchall()) == 1
     assert write.commit.table.state(write.commit.instant) == COMPLETED
+
+
+def test_a_read_never_writes(tmp_table: Table) -> None:
+    """Readers count J as committed once I names it, but only recovery (or an explicit
+    repair) writes J's commit: reading a table, its view or its target leaves J inflight."""
+    write = full_write(tmp_table, [batch(1, {"cast": 1})], complete=False)
+    before = write.commit.table.storage.ls(write.commit.table.storage.path(
+        ".markerstore/timeline"))
+    assert len(errortable.read(write.commit.url).fetchall()) == 1
+    assert len(errortable.read(tmp_table).fetchall()) == 1
+    assert table_sql(tmp_table, "SELECT count(*) FROM errors").fetchall() == [(1,)]
+    assert write.commit.table.state(write.commit.instant) == INFLIGHT
+    assert write.commit.table.storage.ls(write.commit.table.storage.path(
+        ".markerstore/timeline")) == before
 
 
 def test_abort_after_a_commit_whose_answer_was_lost_rolls_forward(tmp_table: Table) -> None:

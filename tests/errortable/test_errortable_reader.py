@@ -8,9 +8,11 @@ import pyarrow as pa
 import pytest
 
 import errortable
+from errortable import table_sql
 from errortable.reader import CorruptErrorFileWarning, full_schema
 from markerstore import Table
 from markerstore.errors import CorruptErrorFileError, NotAnErrorTableError
+from markerstore.sql import sql as sql_views
 from tests.support.errortable_writes import batch, full_write
 
 
@@ -77,8 +79,8 @@ def test_paths_that_are_not_error_tables(tmp_path: pathlib.Path) -> None:
         errortable.read(str(tmp_path / "nothing"))
     plain = Table(str(tmp_path / "plain"))
     plain.commit(plain.start_commit(), [])
-    assert plain.sql("SELECT count(*) FROM errors").fetchall() == [(0,)]
-    empty = plain.sql("SELECT * FROM errors LIMIT 0")
+    assert table_sql(plain, "SELECT count(*) FROM errors").fetchall() == [(0,)]
+    empty = table_sql(plain, "SELECT * FROM errors LIMIT 0")
     assert set(full_schema().names) - {"day"} <= set(empty.columns)
 
 
@@ -103,6 +105,6 @@ def test_an_unreadable_error_table_leaves_markerstore_sql_usable(
     timeline = pathlib.Path(write.commit.url) / ".markerstore" / "timeline"
     (timeline / f"{write.commit.instant}.commit").write_text("{not json")
     with caplog.at_level("WARNING"):
-        assert tmp_table.sql("SELECT count(*) FROM errors").fetchall() == [(0,)]
-        assert tmp_table.sql("SELECT count(*) FROM commits").fetchall() == [(1,)]
+        assert table_sql(tmp_table, "SELECT count(*) FROM errors").fetchall() == [(0,)]
+        assert sql_views(tmp_table, "SELECT count(*) FROM commits").fetchall() == [(1,)]
     assert "cannot be read" in caplog.text

@@ -14,9 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import errortable
+from errortable import ErrorTables
 from markerstore import Table
+from markerstore.commit import recover
 from markerstore.ingest import sample
 from markerstore.ingest.pipeline import ingest
+from markerstore.sql import sql as sql_views
 from markerstore.testing.s3 import MotoS3
 
 pytestmark = pytest.mark.spark
@@ -42,7 +45,7 @@ def test_ingest_json_with_checks(spark: Any, tmp_path: Path) -> None:
     assert result.error_records == {k: v for k, v in info.bad.items() if v}
     assert result.commit.rows_written == info.good
     table = Table(url)
-    assert table.sql("SELECT sum(rows) FROM files").fetchall() == [(info.good,)]
+    assert sql_views(table, "SELECT sum(rows) FROM files").fetchall() == [(info.good,)]
     errors = errortable.read(url + "_errors")
     parse = errors.query("e", "SELECT source_file, source_line FROM e WHERE reason = 'parse' "
                               "ORDER BY source_line LIMIT 1").fetchall()
@@ -107,7 +110,7 @@ def test_cli_ingest_from_and_to_s3(moto_s3: MotoS3, s3_bucket: str, tmp_path: Pa
     summary = json.loads(out.stdout)
     assert summary["rows_read"] == info.rows and summary["rows_written"] == info.good
     assert summary["storage_requests"]["total"] > 0
-    rows = Table(table, opts).sql("SELECT sum(rows) FROM files").fetchall()
+    rows = sql_views(Table(table, opts), "SELECT sum(rows) FROM files").fetchall()
     assert rows == [(info.good,)]
 
 
@@ -133,10 +136,10 @@ def test_ctrl_c_during_ingest_leaves_nothing_the_next_run_does_not_clean(tmp_pat
     proc.communicate(timeout=300)
     assert proc.returncode != 0
     table = Table(table_url)
-    table.rollback_failed()  # what the next run does first
+    recover(table, error_tables=ErrorTables())  # what the next run does first
     states = {i.state for i in table.timeline()}
     assert states <= {"rolledback", "completed"}, states
-    committed = {r[0] for r in table.sql("SELECT path FROM files").fetchall()}
+    committed = {r[0] for r in sql_views(table, "SELECT path FROM files").fetchall()}
     on_disk = {table.storage.relative(p) for p in table.storage.find(table_url)
                if p.endswith(".parquet") and "/.markerstore/" not in p}
     assert on_disk == committed

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import errortable
+from errortable import table_sql as sql_views
 from markerstore import CorruptTableError, Table
 from markerstore.storage import Storage
 from markerstore.testing.s3 import MotoS3
@@ -21,7 +22,7 @@ COUNT = "SELECT count(*) FROM errors"
 
 
 def error_count(url: str, options: dict[str, Any]) -> int:
-    return int(Table(url, options).sql(COUNT).fetchall()[0][0])
+    return int(sql_views(Table(url, options), COUNT).fetchall()[0][0])
 
 
 def write_with_errors(url: str, options: dict[str, Any]) -> int:

@@ -25,6 +25,8 @@ import pytest
 
 import errortable
 from markerstore import CorruptTableError, Table
+from markerstore.commit import recover
+from markerstore.commit import rollback as commit_rollback
 from markerstore.markers.base import BATCHED, ensure_marker_type, marker_folder
 from markerstore.markers.segments import now_ms, rows_to_table, write_segment
 from markerstore.storage import Storage
@@ -181,7 +183,7 @@ def test_crafted_plan_replaced_files_are_refused(place: Place) -> None:
     plant_plan(table, instant, ["p/own.parquet", "../../victim/y.txt"])
 
     with pytest.raises(CorruptTableError, match=r"plans/\d{17}\.json.*\.\./\.\./victim/y\.txt"):
-        table.rollback()
+        recover(table)
     assert exists(table, "p/own.parquet")
     assert place.exists("victim/y.txt")
 
@@ -197,12 +199,12 @@ def test_plan_may_not_replace_the_commits_own_files(place: Place) -> None:
     instant = completed_write(table, ["p/own.parquet"])
     plant_plan(table, instant, ["p/own.parquet"])
     with pytest.raises(CorruptTableError, match="own.parquet.*itself wrote"):
-        table.rollback()
+        recover(table)
     assert exists(table, "p/own.parquet")
     # a file the commit did not record as replaced is refused too
     plant_plan(table, instant, ["p/old.parquet"])
     with pytest.raises(CorruptTableError, match="old.parquet.*recorded as replaced"):
-        table.rollback()
+        recover(table)
     assert exists(table, "p/old.parquet")
     assert table.state(earlier) == "completed"
 
@@ -311,7 +313,7 @@ def test_crafted_publish_plan_is_rolled_back_not_forward(tmp_path: Path) -> None
             "replaced_files": [], "metadata": {}}
     table.storage.put(table.storage.path(".markerstore/plans", f"{instant}.json"),
                       json.dumps(plan).encode())
-    result = table.rollback(instant, force=True)
+    result = commit_rollback(table, instant, force=True)
     assert not result.rolled_forward
     assert result.deleted_files == ["p/own.parquet"]
     assert place.exists("victim/y.txt")
@@ -334,6 +336,6 @@ def test_crafted_pending_upload_of_another_key_is_not_aborted(moto_s3: MotoS3) -
                            "pending_upload": json.dumps(pending), "created_at": now_ms()}])
     write_segment(table.storage, instant, rows, "parquet", itertools.count().__next__)
     with pytest.raises(CorruptTableError, match="victim/big.bin.*not at that file's key"):
-        table.rollback(instant, force=True)
+        commit_rollback(table, instant, force=True)
     keys = [u.key for u in s3.list_uploads(victim, prefix="victim/")]
     assert keys == ["victim/big.bin"]

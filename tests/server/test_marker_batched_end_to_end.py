@@ -13,7 +13,9 @@ from click.testing import CliRunner
 from markerstore import MarkerClient, Table
 from markerstore.cli.main import cli
 from markerstore.markers import BATCHED, read_marker_type
+from markerstore.server import open_markers
 from markerstore.server.app import MarkerServer
+from markerstore.sql import sql as sql_views
 
 Serve = Callable[..., MarkerServer]
 
@@ -28,7 +30,7 @@ def test_commit_reconciles_and_rollback_cleans_batched_markers(location: Any, se
     server = serve(table)
     # a write with two attempts of one task: the loser's file must go at commit
     instant = table.start_commit(heartbeat=False)
-    markers = table.markers(instant, type="batched", url=server.url)
+    markers = open_markers(table, instant, type="batched", url=server.url)
     written = []
     for i in range(6):  # six flushes: compaction runs
         for attempt in (0, 1):
@@ -51,7 +53,7 @@ def test_commit_reconciles_and_rollback_cleans_batched_markers(location: Any, se
     client.create("day=2", f"g_0-0-0_{failed}.parquet", "CREATE")
     client.create("day=2", f"h_0-0-0_{failed}.parquet", "MERGE")
     storage.put(storage.path("day=2", f"g_0-0-0_{failed}.parquet"), b"partial")
-    assert table.sql("SELECT count(*) FROM markers").fetchall() == [(2,)]
+    assert sql_views(table, "SELECT count(*) FROM markers").fetchall() == [(2,)]
     server.seal(failed)
     result = table.rollback(failed, force=True)
     assert not isinstance(result, list)

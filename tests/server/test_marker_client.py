@@ -13,6 +13,7 @@ import pytest
 import markerstore
 from markerstore import MarkerClient, MarkerServerError, Table
 from markerstore.markers import DIRECT, read_marker_type
+from markerstore.server import open_markers
 from markerstore.server.app import MarkerServer
 from markerstore.testing.s3 import free_port
 
@@ -27,8 +28,8 @@ def test_construction_forms(mem_table: Table, serve: Serve) -> None:
     positional = MarkerClient(server.url, instant)
     keyword = MarkerClient(url=server.url, instant=instant, table=mem_table, timeout=5,
                            retries=1, token=None)
-    via_table = mem_table.markers(instant, type="batched", url=server.url)
-    via_hudi_name = mem_table.markers(instant, type="timeline_server_based", url=server.url)
+    via_table = open_markers(mem_table, instant, type="batched", url=server.url)
+    via_hudi_name = open_markers(mem_table, instant, type="timeline_server_based", url=server.url)
     assert isinstance(via_table, MarkerClient) and isinstance(via_hudi_name, MarkerClient)
     assert positional.create("p", "a_w.parquet")
     assert not keyword.create("p", "a_w.parquet")

@@ -20,7 +20,7 @@ from markerstore.markers.segments import (
     rows_to_table,
     write_segment,
 )
-from markerstore.server import metrics
+from markerstore.server import metrics, open_markers
 from markerstore.server.app import MarkerServer
 
 Serve = Callable[..., MarkerServer]
@@ -330,7 +330,7 @@ def test_details_update_is_durable_and_merged_everywhere(tmp_path: Any, serve: S
         assert (a["task_attempt"], a["size"], a["checksum"]) == ("0.1", 10, "crc")
         assert a["pending_upload"] is not None and "u1" in a["pending_upload"]
         assert len(rows) == 3
-    relation = table.markers(instant, type="batched", url=first.url)
+    relation = open_markers(table, instant, type="batched", url=first.url)
     assert relation.create_many([("d=1", "a_w.parquet")]) == [False]  # still one marker
     first.stop()
     # a restarted server loads both rows of the marker and still merges them, also

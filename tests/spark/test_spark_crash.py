@@ -14,6 +14,7 @@ import pytest
 
 import markerstore.spark as ms
 from markerstore import Table
+from markerstore.sql import sql as sql_views
 from tests.support.commit_checks import assert_clean, assert_exactly_committed, open_table, uploads
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -69,7 +70,7 @@ def test_killed_driver_during_job_commit(spark: Any, moto_s3: Any) -> None:
     table = open_table(where)
     crashed = [i.instant for i in table.timeline() if i.state == "inflight"]
     assert len(crashed) == 1
-    view = table.sql("SELECT coalesce(sum(rows), 0) FROM files").fetchall()[0][0]
+    view = sql_views(table, "SELECT coalesce(sum(rows), 0) FROM files").fetchall()[0][0]
     assert view == 500  # nothing of the crashed write is visible yet
 
     follow = ms.write(spark.range(10_000, 10_100, numPartitions=1).selectExpr(

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 import errortable
+from errortable import table_sql
 from markerstore import Table
 from markerstore.errors import WriteAbortedError
 from markerstore.spark import write
+from markerstore.sql import sql as sql_views
 from tests.support.entry_points import ENTRIES, write_with
 
 pytestmark = pytest.mark.spark
@@ -39,8 +41,8 @@ def test_bad_rows_go_to_the_error_table_with_the_commit(spark: Any, tmp_path: An
     by_reason = dict(errors.query("e", "SELECT reason, count(*) FROM e GROUP BY 1").fetchall())
     assert by_reason == {"key": null_keys, "check": negative}
     table = Table(url)
-    assert table.sql("SELECT sum(rows) FROM files").fetchall() == [(result.rows_written,)]
-    assert table.sql("SELECT count(*) FROM errors").fetchall() == [(null_keys + negative,)]
+    assert sql_views(table, "SELECT sum(rows) FROM files").fetchall() == [(result.rows_written,)]
+    assert table_sql(table, "SELECT count(*) FROM errors").fetchall() == [(null_keys + negative,)]
 
 
 @pytest.mark.parametrize("entry", ENTRIES)

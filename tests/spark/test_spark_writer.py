@@ -11,6 +11,7 @@ import markerstore.spark as ms
 from markerstore import Table
 from markerstore.commit import FileStats, TaskAttempt
 from markerstore.errors import ConfigError, WriteAbortedError, WriteConflictError
+from markerstore.sql import sql as sql_views
 from tests.support.commit_checks import (
     assert_clean,
     assert_exactly_committed,
@@ -176,7 +177,7 @@ def test_overwrite_replaces_only_partitions_receiving_data(spark: Any, local_whe
         "id", "1 AS day", "payload"), where.url, mode="overwrite", **kw)
     assert result.conflict_mode == "replace" and result.replaced_files
     table = open_table(where)
-    assert table.sql("SELECT partition, sum(rows) FROM files GROUP BY 1 ORDER BY 1"
+    assert sql_views(table, "SELECT partition, sum(rows) FROM files GROUP BY 1 ORDER BY 1"
                      ).fetchall() == [("day=0", 300), ("day=1", 40), ("day=2", 300)]
     assert_exactly_committed(table, 640)
     assert duckdb_rows(table) == 640

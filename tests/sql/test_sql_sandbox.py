@@ -17,7 +17,9 @@ from click.testing import CliRunner, Result
 from markerstore import Table
 from markerstore.cli.main import cli
 from markerstore.errors import SqlRefusedError
+from markerstore.sql import connect as connect_views
 from markerstore.sql import sandbox
+from markerstore.sql import sql as sql_views
 from tests.support.files import marked_write
 from tests.support.locations import Location
 from tests.support.sandbox import SECRET
@@ -149,10 +151,10 @@ def test_the_python_api_is_the_full_engine_unless_sandboxed(table: Table,
                                                             secret: Path) -> None:
     """Table.sql runs the full engine (documented); sandbox.run on its connection is the
     CLI's sandbox."""
-    assert table.sql(f"SELECT name FROM read_csv('{secret}')").fetchall() == [(SECRET,)]
+    assert sql_views(table, f"SELECT name FROM read_csv('{secret}')").fetchall() == [(SECRET,)]
     with pytest.raises(SqlRefusedError):
-        sandbox.run(table.connect(), f"COPY (SELECT 1) TO '{secret}'")
-    con = table.connect()
+        sandbox.run(connect_views(table), f"COPY (SELECT 1) TO '{secret}'")
+    con = connect_views(table)
     with pytest.raises(Exception, match="disabled by configuration"):
         sandbox.run(con, f"SELECT * FROM read_csv('{secret}')").fetchall()
     assert sandbox.run(con, "SELECT count(*) FROM files").fetchall() == [(1,)]
@@ -167,7 +169,7 @@ def test_sandboxed_views_on_every_storage(location: Location) -> None:
     table.commit(done, [{"path": "d=1/a.parquet", "rows": 2}])
     pending = table.start_commit(heartbeat=False)
     marked_write(table, pending, ["d=2/b.parquet"])
-    con = table.connect()
+    con = connect_views(table)
     assert sandbox.select(con, "SELECT count(*) FROM commits").fetchall() == [(2,)]
     assert sandbox.select(con, "SELECT path FROM files").fetchall() == [("d=1/a.parquet",)]
     assert sandbox.select(con, "SELECT path FROM markers").fetchall() == [("d=2/b.parquet",)]

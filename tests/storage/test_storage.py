@@ -9,6 +9,7 @@ import pytest
 
 from markerstore import Table
 from markerstore.errors import ReconcileError, StorageError
+from markerstore.sql import sql as sql_views
 from markerstore.storage import Storage, is_transient
 from markerstore.testing.s3 import MotoS3, S3Proxy
 from tests.support.files import exists, marked_write
@@ -77,7 +78,7 @@ def test_s3_throttling_and_timeouts_are_retried(moto_s3: MotoS3, s3_proxy: S3Pro
     assert sorted(markers.all()) == sorted(f"p=1/{n}.marker.CREATE" for n in names)
     table.commit(instant, [f"p=1/{n}" for n in names[:6]])
     assert all(f.fired == f.count for f in s3_proxy.faults)
-    assert table.sql("SELECT count(*) FROM files").fetchall() == [(6,)]
+    assert sql_views(table, "SELECT count(*) FROM files").fetchall() == [(6,)]
     assert not exists(table, "p=1/f7.parquet")
 
 

@@ -15,6 +15,7 @@ from markerstore.commit.names import belongs_to
 from markerstore.commit.staging import STAGING_DIR
 from markerstore.markers import MARKERS_DIR
 from markerstore.server import MarkerServer
+from markerstore.sql import sql as sql_views
 
 SMALL = {"markerstore.write.target_file_size": 16000}
 TINY = {"markerstore__write__target_file_size": 4000}  # for tests that need many files
@@ -61,17 +62,17 @@ def split(rows: int, tasks: int, *, start: int = 0, **kwargs: Any
 
 
 def live_paths(table: Table) -> list[str]:
-    return sorted(r[0] for r in table.sql("SELECT path FROM files").fetchall())
+    return sorted(r[0] for r in sql_views(table, "SELECT path FROM files").fetchall())
 
 
 def view_rows(table: Table) -> int:
-    value = table.sql("SELECT coalesce(sum(rows), 0) FROM files").fetchall()[0][0]
+    value = sql_views(table, "SELECT coalesce(sum(rows), 0) FROM files").fetchall()[0][0]
     return int(value)
 
 
 def duckdb_rows(table: Table, paths: Sequence[str] | None = None) -> int:
     """Rows DuckDB counts reading the committed files (the `files` view) themselves."""
-    urls = [r[0] for r in table.sql("SELECT url FROM files").fetchall()] if paths is None \
+    urls = [r[0] for r in sql_views(table, "SELECT url FROM files").fetchall()] if paths is None \
         else [table.storage.url(table.storage.path(p)) for p in paths]
     if not urls:
         return 0

@@ -14,6 +14,7 @@ from markerstore.errors import (
     ReconcileError,
 )
 from markerstore.markers import DirectWriteMarkers
+from markerstore.sql import sql as sql_views
 from tests.support.files import exists, marked_write, write_file
 from tests.support.locations import Location
 
@@ -61,7 +62,7 @@ def test_reconcile_never_deletes_a_file_a_completed_commit_references(location: 
     assert exists(table, "p/shared.parquet")
     table.rollback(second, force=True)
     assert exists(table, "p/shared.parquet")
-    assert table.sql("SELECT path FROM files").fetchall() == [("p/shared.parquet",)]
+    assert sql_views(table, "SELECT path FROM files").fetchall() == [("p/shared.parquet",)]
 
 
 def test_reported_file_without_marker_fails_reconcile(location: Location) -> None:
@@ -95,7 +96,7 @@ def test_commit_writes_metadata_and_cleans_up(location: Location) -> None:
     assert not exists(table, "day=1/b.parquet")
     assert not DirectWriteMarkers(table.storage, instant, initialize=False).exists()
     assert table.heartbeats.read(instant) is None
-    rows = table.sql("SELECT path, rows FROM files ORDER BY path").fetchall()
+    rows = sql_views(table, "SELECT path, rows FROM files ORDER BY path").fetchall()
     assert rows == [("day=1/a.parquet", 10), ("day=2/c.parquet", 5)]
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from markerstore import Table
 from markerstore.errors import InstantNotFoundError
+from markerstore.sql import sql as sql_views
 from markerstore.timeline import format_instant, is_instant, parse_instant
 from tests.support.files import exists, marked_write
 from tests.support.locations import Location
@@ -106,7 +107,7 @@ def test_next_write_rolls_back_a_killed_writer(tmp_path: Path) -> None:
     assert not exists(table, "p=1/a.parquet") and not exists(table, "p=1/b.parquet")
     marked_write(table, new, ["p=1/c.parquet"])
     table.commit(new, ["p=1/c.parquet"])
-    assert table.sql("SELECT path FROM files").fetchall() == [("p=1/c.parquet",)]
+    assert sql_views(table, "SELECT path FROM files").fetchall() == [("p=1/c.parquet",)]
 
 
 def test_leftover_markers_of_completed_instant_are_cleaned(location: Location) -> None:
@@ -118,4 +119,4 @@ def test_leftover_markers_of_completed_instant_are_cleaned(location: Location) -
     assert table.markers  # markers folder still there
     assert table.clean_markers() == [instant]
     assert exists(table, "a.parquet")
-    assert table.sql("SELECT count(*) FROM markers").fetchall() == [(0,)]
+    assert sql_views(table, "SELECT count(*) FROM markers").fetchall() == [(0,)]

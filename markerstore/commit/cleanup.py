@@ -1,0 +1,45 @@
+"""After a completed instant: delete the files a replace replaced, the staging area and
+the plan. Job commit runs it; recovery runs it again for a plan a completed instant left."""
+
+from __future__ import annotations
+
+from markerstore.commit.plan import CommitPlan, delete_plan, plan_path
+from markerstore.commit.staging import staging_for
+from markerstore.errors import CorruptTableError
+from markerstore.table import Table
+
+
+def post_commit(table: Table, plan: CommitPlan) -> None:
+    """After the completed instant: delete replaced files, the staging area, the plan.
+    Idempotent; recovery runs it again for a plan a completed instant left behind."""
+    if plan.replaced_files:
+        replaced = checked_replaced_files(table, plan)
+        table.storage.delete_many([table.storage.path(p) for p in replaced],
+                                  table.parallelism)
+    staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
+                plan.staging_mode).cleanup()
+    delete_plan(table.storage, plan.instant)
+
+
+def checked_replaced_files(table: Table, plan: CommitPlan) -> list[str]:
+    """The files a completed replace deletes, checked against what the completed commit
+    itself recorded: each is among the commit's ``replaced_files``, none is one of its own
+    files, and each is a file of an earlier completed commit. Anything else is a
+    CorruptTableError naming the plan, and nothing is deleted."""
+    where = table.storage.url(plan_path(table.storage, plan.instant))
+    meta = table.commit_metadata(plan.instant)  # checked against its schema when read
+    recorded = set(meta.get("replaced_files", []))
+    own = {entry["path"] for entry in meta["files"]}
+    earlier = {entry["path"] for instant, other in table.completed()
+               if instant < plan.instant for entry in other.get("files", [])}
+    for path in plan.replaced_files:
+        if path in own:
+            raise CorruptTableError(where, f"replaced file {path!r} is one of the files "
+                                           f"commit {plan.instant} itself wrote")
+        if path not in recorded:
+            raise CorruptTableError(where, f"replaced file {path!r} is not among the files "
+                                           f"commit {plan.instant} recorded as replaced")
+        if path not in earlier:
+            raise CorruptTableError(where, f"replaced file {path!r} is not a file of an "
+                                           f"earlier completed commit")
+    return list(plan.replaced_files)
