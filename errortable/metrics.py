@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from markerstore import metrics as process_metrics
 from markerstore.config import FAILED_RECORDS_HELP, FAILED_RECORDS_METRIC
 
 log = logging.getLogger("errortable")
@@ -46,12 +47,8 @@ def record_commit(table: str, instant: str, counts: Mapping[str, int]) -> None:
 
 
 def _to_server_registry(table: str, counts: Mapping[str, int]) -> None:
-    try:
-        from markerstore.server import metrics as server_metrics
-    except ImportError:  # the marker server is not installed: this module's registry only
-        return
     for reason, n in counts.items():
-        server_metrics.failed_records(table, reason, int(n))
+        process_metrics.failed_records(table, reason, int(n))
 
 
 def snapshot() -> dict[str, Any]:

@@ -22,7 +22,8 @@ PACKAGES = ("markerstore", "errortable")
 # The core of DESIGN.md's layer rule checked here: these import nothing above them.
 CORE = ("markerstore.storage", "markerstore.timeline", "markerstore.markers",
         "markerstore.paths", "markerstore.datafiles", "markerstore.config",
-        "markerstore.errors", "markerstore.arrow_avro", "markerstore.notebook")
+        "markerstore.errors", "markerstore.arrow_avro", "markerstore.notebook",
+        "markerstore.metrics")
 # What is above the core. `markerstore` itself is the package facade (its __init__).
 ABOVE = ("markerstore.table", "markerstore.server", "markerstore.sql", "markerstore.commit",
          "markerstore.spark", "markerstore.ingest", "markerstore.cli", "errortable")

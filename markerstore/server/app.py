@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from aiohttp import web
 
-from markerstore import config
+from markerstore import config, metrics
 from markerstore.errors import ConfigError, InvalidMarkerError, MarkerServerError
-from markerstore.server import metrics, validate
+from markerstore.server import validate
 from markerstore.server.memory import trim
 from markerstore.server.protocol import API, TOKEN_ENV
 from markerstore.server.service import MarkerService, ServiceError

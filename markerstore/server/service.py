@@ -43,10 +43,10 @@ from markerstore.markers.segments import (
     marker_row,
     rows_to_table,
 )
+from markerstore.metrics import Registry
 from markerstore.server.inflight import InflightWatch, TimelineView
 from markerstore.server.keys import key_of
 from markerstore.server.memory import limit_heap, trim
-from markerstore.server.metrics import Registry
 from markerstore.server.queries import MarkerQueries
 from markerstore.server.state import (
     DirState,

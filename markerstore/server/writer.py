@@ -29,8 +29,8 @@ from markerstore.markers.segments import (
     rows_to_table,
     segment_name,
 )
+from markerstore.metrics import Histogram, Registry
 from markerstore.server.memory import trim
-from markerstore.server.metrics import Histogram, Registry
 from markerstore.server.state import (
     DirState,
     Pending,

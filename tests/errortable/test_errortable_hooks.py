@@ -44,7 +44,7 @@ def test_a_write_job_commits_its_error_rows_with_it(tmp_path: Any) -> None:
     metrics.reset()
     done = ec.complete(result.error_files)
     assert metrics.snapshot()["totals"][table.storage.url()] == {"cast": 2, "check": 1, "key": 1}
-    from markerstore.server import metrics as server_metrics
+    from markerstore import metrics as server_metrics
 
     text = server_metrics.REGISTRY.render()
     assert "markerstore_failed_records_total{" in text and 'reason="cast"' in text

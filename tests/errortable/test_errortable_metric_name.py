@@ -6,7 +6,7 @@ import re
 
 from errortable import metrics
 from markerstore import config
-from markerstore.server import metrics as server_metrics
+from markerstore import metrics as server_metrics
 
 
 def _counter_lines(lines: list[str], table: str) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from markerstore import MarkerClient, MarkerServerError, Table
+from markerstore import MarkerClient, MarkerServerError, Table, metrics
 from markerstore.markers import BATCHED, ensure_marker_type, read_marker_type
 from markerstore.markers.base import MarkerName
 from markerstore.markers.segments import (
@@ -20,7 +20,7 @@ from markerstore.markers.segments import (
     rows_to_table,
     write_segment,
 )
-from markerstore.server import metrics, open_markers
+from markerstore.server import open_markers
 from markerstore.server.app import MarkerServer
 
 Serve = Callable[..., MarkerServer]

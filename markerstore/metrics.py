@@ -5,7 +5,7 @@ server keeps its own :class:`Registry`; the process-wide :data:`REGISTRY` is the
 other packages increment (errortable counts failed records with it) and every server's
 ``/metrics`` shows it too::
 
-    from markerstore.server import metrics
+    from markerstore import metrics
     metrics.counter("markerstore_failed_records_total", {"table": "t", "reason": "cast"},
                     help="Records written to an error table.").inc(3)
 """
