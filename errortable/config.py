@@ -17,25 +17,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from markerstore import config as msconfig
-from markerstore.config import Settings
+from markerstore.config import (
+    ERROR_PAYLOAD_DROP,
+    ERROR_PAYLOAD_REDACT,
+    ERROR_STACKTRACE_MAX_CHARS,
+    ERROR_STACKTRACE_MAX_CHARS_DEFAULT,
+    ERROR_TABLE_BASE_PATH,
+    ERROR_TABLE_ENABLED,
+    ERROR_TABLE_FORMAT,
+    ERROR_TABLE_FORMAT_DEFAULT,
+    ERROR_TABLE_NAME,
+    ERROR_TABLE_NAME_DEFAULT,
+    ERROR_TABLE_SUFFIX,
+    ERROR_TABLE_SUFFIX_DEFAULT,
+    Settings,
+)
 from markerstore.errors import ConfigError
 
-# The option keys and defaults are declared in markerstore.config with every other key;
-# these are the short names the error table's modules use.
-ENABLED = msconfig.ERROR_TABLE_ENABLED
-SUFFIX = msconfig.ERROR_TABLE_SUFFIX
-NAME = msconfig.ERROR_TABLE_NAME
-BASE_PATH = msconfig.ERROR_TABLE_BASE_PATH
-FORMAT = msconfig.ERROR_TABLE_FORMAT
-STACKTRACE_MAX_CHARS = msconfig.ERROR_STACKTRACE_MAX_CHARS
-PAYLOAD_DROP = msconfig.ERROR_PAYLOAD_DROP
-PAYLOAD_REDACT = msconfig.ERROR_PAYLOAD_REDACT
-
-SUFFIX_DEFAULT = msconfig.ERROR_TABLE_SUFFIX_DEFAULT
-NAME_DEFAULT = msconfig.ERROR_TABLE_NAME_DEFAULT
-FORMATS = msconfig.ERROR_TABLE_FORMATS
-FORMAT_DEFAULT = msconfig.ERROR_TABLE_FORMAT_DEFAULT
-STACKTRACE_MAX_CHARS_DEFAULT = msconfig.ERROR_STACKTRACE_MAX_CHARS_DEFAULT
+# The option keys and defaults are declared in markerstore.config with every other key.
 
 
 @dataclass(frozen=True)
@@ -43,11 +42,11 @@ class ErrorTableConfig:
     """The parsed error table options: picklable, so executors get them with the task."""
 
     enabled: bool = False
-    suffix: str = SUFFIX_DEFAULT
+    suffix: str = ERROR_TABLE_SUFFIX_DEFAULT
     name: str | None = None
     base_path: str | None = None
-    format: str = FORMAT_DEFAULT
-    stacktrace_max_chars: int = STACKTRACE_MAX_CHARS_DEFAULT
+    format: str = ERROR_TABLE_FORMAT_DEFAULT
+    stacktrace_max_chars: int = ERROR_STACKTRACE_MAX_CHARS_DEFAULT
     drop_payload: bool = False
     redact: tuple[str, ...] = ()
 
@@ -57,10 +56,12 @@ class ErrorTableConfig:
         """Parse options (canonical keys or hoodie.* aliases; other markerstore keys are
         allowed and ignored here, unknown keys are a ConfigError)."""
         settings = msconfig.resolve(options)
-        return cls(enabled=settings[ENABLED], suffix=settings[SUFFIX], name=settings[NAME],
-                   base_path=settings[BASE_PATH], format=settings[FORMAT],
-                   stacktrace_max_chars=settings[STACKTRACE_MAX_CHARS],
-                   drop_payload=settings[PAYLOAD_DROP], redact=tuple(settings[PAYLOAD_REDACT]))
+        return cls(enabled=settings[ERROR_TABLE_ENABLED], suffix=settings[ERROR_TABLE_SUFFIX],
+                   name=settings[ERROR_TABLE_NAME], base_path=settings[ERROR_TABLE_BASE_PATH],
+                   format=settings[ERROR_TABLE_FORMAT],
+                   stacktrace_max_chars=settings[ERROR_STACKTRACE_MAX_CHARS],
+                   drop_payload=settings[ERROR_PAYLOAD_DROP],
+                   redact=tuple(settings[ERROR_PAYLOAD_REDACT]))
 
     @property
     def is_global(self) -> bool:
@@ -105,7 +106,7 @@ def locate(target_url: str, options: Mapping[str, Any] | Settings | ErrorTableCo
     target = _absolute(target_url).rstrip("/")
     parent, base = _split_parent(target)
     if cfg.is_global:
-        name = cfg.name or NAME_DEFAULT
+        name = cfg.name or ERROR_TABLE_NAME_DEFAULT
         root = _absolute(cfg.base_path) if cfg.base_path else parent
         url = f"{root.rstrip('/')}/{name}"
         if url == target or url.startswith(target + "/") or target.startswith(url + "/"):

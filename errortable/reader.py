@@ -354,7 +354,7 @@ class ErrorTableReader:
         `source` (by its URL or by being its ``<table>_errors``) but holds rows of other
         table ids only: a copy of another table's error table, or a table re-created at
         this path. Better than an errors view that is silently empty."""
-        from errortable.config import SUFFIX_DEFAULT
+        from markerstore.config import ERROR_TABLE_SUFFIX_DEFAULT as SUFFIX_DEFAULT
 
         others = sorted({c.source_table_id for c in instants if c.source_table_id})
         local = same_table(self.url, source.url.rstrip("/") + SUFFIX_DEFAULT)
@@ -435,7 +435,7 @@ def error_tables_of(target: Table) -> list[str]:
         url = meta.get("error_table") or meta.get("replayed_from")
         if url and not any(same_table(url, u) for u, _ in named):
             named.append((str(url), _opt_str(meta.get("error_table_id"))))
-    from errortable.config import SUFFIX_DEFAULT
+    from markerstore.config import ERROR_TABLE_SUFFIX_DEFAULT as SUFFIX_DEFAULT
 
     local = target.storage.url().rstrip("/") + SUFFIX_DEFAULT
     urls = [u for u, _ in named]

@@ -76,7 +76,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     Everything that can be checked before Spark starts is: the source exists and holds
     data files, the schema parses, the key, partition columns and checks are valid."""
     import errortable
-    from errortable.config import ENABLED
+    from markerstore.config import ERROR_TABLE_ENABLED as ENABLED
     from markerstore.spark import write
 
     started = time.perf_counter()

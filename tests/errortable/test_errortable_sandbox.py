@@ -12,9 +12,9 @@ from click.testing import CliRunner, Result
 
 import errortable
 from errortable.cli import cli
-from errortable.config import FORMAT
 from markerstore import Table
 from markerstore.cli.main import cli as markerstore_cli
+from markerstore.config import ERROR_TABLE_FORMAT as FORMAT
 from markerstore.errors import SqlRefusedError
 from tests.support.errortable_writes import batch, full_write
 from tests.support.locations import Location

@@ -14,6 +14,8 @@ import errortable
 from errortable import config as C
 from errortable import schema as S
 from markerstore import config as msconfig
+from markerstore.config import ERROR_TABLE_BASE_PATH as BASE
+from markerstore.config import ERROR_TABLE_NAME as NAME
 from markerstore.errors import ConfigError
 
 # RFC-20's ErrorRecord, field by field (restated here on purpose: the test is the check).
@@ -61,7 +63,7 @@ def test_defaults_are_the_rfcs() -> None:
     cfg = C.ErrorTableConfig.from_options({})
     assert cfg.enabled is False and cfg.suffix == "_errors" and cfg.name is None
     assert cfg.base_path is None and not cfg.is_global and cfg.format == "parquet"
-    assert msconfig.OPTIONS[C.NAME].doc.count("hoodie_errors") == 1
+    assert msconfig.OPTIONS[NAME].doc.count("hoodie_errors") == 1
 
 
 def test_hoodie_spellings_are_aliases() -> None:
@@ -72,7 +74,7 @@ def test_hoodie_spellings_are_aliases() -> None:
     assert cfg.enabled and cfg.suffix == "_bad"
     assert cfg.redact == ("email", "address.street")
     keys = {o["key"]: o for o in msconfig.describe()}
-    assert "hoodie.write.error.table.base.path" in keys[C.BASE_PATH]["aliases"]
+    assert "hoodie.write.error.table.base.path" in keys[BASE]["aliases"]
 
 
 @pytest.mark.parametrize("options, message", [
@@ -101,12 +103,12 @@ def test_name_or_base_path_selects_the_global_table_and_ignores_the_suffix() -> 
     by_base = errortable.locate("s3://b/lake/events",
                                 {"hoodie.write.error.table.base.path": "s3://b/errors/"})
     assert by_base == C.ErrorTableLocation("s3://b/errors/hoodie_errors", True, "hoodie_errors")
-    both = errortable.locate("/x/events", {C.BASE_PATH: "/e", C.NAME: "n"})
+    both = errortable.locate("/x/events", {BASE: "/e", NAME: "n"})
     assert both.url == "/e/n" and both.is_global
 
 
 def test_global_table_may_not_sit_inside_the_target(tmp_path: pathlib.Path) -> None:
     with pytest.raises(ConfigError, match="inside the target"):
-        errortable.locate(str(tmp_path / "t"), {C.BASE_PATH: str(tmp_path / "t")})
+        errortable.locate(str(tmp_path / "t"), {BASE: str(tmp_path / "t")})
     relative = errortable.locate("events", {})
     assert relative.url.startswith("/") and relative.url.endswith("events_errors")
