@@ -31,6 +31,19 @@ ERRORS = {"markerstore.write.error.table.enabled": "true", "markerstore.write.ke
           "markerstore.write.target_file_size": 4000}
 
 
+def _start_stream(spark: Any, tmp_path: Path, fmt: str, url: str) -> Any:
+    """A stream of tmp_path/in (a file per batch) into `url` through the sink `fmt`, with
+    the error table on, checkpointed in tmp_path/ck, until the input is used up."""
+    schema = spark.read.parquet(str(tmp_path / "in")).schema
+    stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(
+        str(tmp_path / "in"))
+    writer = stream.writeStream.format(fmt).option(
+        "checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+    for key, value in ERRORS.items():
+        writer = writer.option(key, value)
+    return writer.start(url)
+
+
 def input_files(folder: Path, files: int, rows: int) -> tuple[set[int], int]:
     """`files` Parquet files of `rows` rows (id, day, payload); every 25th id is null (a
     bad row: no key). Returns the good ids and the number of bad rows."""
@@ -79,15 +92,7 @@ def test_micro_batches_commit_one_instant_each(spark: Any, tmp_path: Path) -> No
         if step == "committed" and attempt.partition_id == 0 and attempt.attempt_number == 0:
             raise RuntimeError("injected task failure after writing its files")
 
-    fmt = format_name(spark, fail_first)
-    schema = spark.read.parquet(str(tmp_path / "in")).schema
-    stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(
-        str(tmp_path / "in"))
-    writer = stream.writeStream.format(fmt).option(
-        "checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
-    for key, value in ERRORS.items():
-        writer = writer.option(key, value)
-    query = writer.start(url)
+    query = _start_stream(spark, tmp_path, format_name(spark, fail_first), url)
     query.awaitTermination()
     assert query.exception() is None
     batches = stream_batches(url)
@@ -146,14 +151,7 @@ def test_a_failed_batch_is_rolled_back_and_the_restart_writes_it_once(spark: Any
             raise RuntimeError("this batch never succeeds")
 
     def run(fmt: str) -> Any:
-        schema = spark.read.parquet(str(tmp_path / "in")).schema
-        stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(
-            str(tmp_path / "in"))
-        writer = stream.writeStream.format(fmt).option(
-            "checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
-        for key, value in ERRORS.items():
-            writer = writer.option(key, value)
-        return writer.start(url)
+        return _start_stream(spark, tmp_path, fmt, url)
 
     failed = run(format_name(spark, always))
     with pytest.raises(Exception, match="never succeeds"):
