@@ -58,9 +58,10 @@ def markdown(results: list[dict[str, Any]], rate: dict[str, float], rss: dict[st
         "One Spark session `local[2]`, the jobs alternating round by round, local disk. "
         "markerstore runs one Python task per source split that reads, parses and "
         "validates vectorized (DuckDB's JSON functions, Arrow's CSV reader and casts), "
-        "hands only the suspect lines to errortable's per-record parser (which builds "
-        "the error records), groups good rows by partition in Arrow and writes Parquet "
-        "under markers; no data row crosses into the JVM. Load average before the run: "
+        "builds the error records of the suspect lines (about 3%) as Arrow columns, a "
+        "block at a time (parse, cast, key, partition and check failures alike), groups "
+        "good rows by partition in Arrow and writes Parquet under markers; no data row "
+        "crosses into the JVM. Load average before the run: "
         f"{load_before}; after: {load_after} (the machine is shared: ratios measured "
         "side by side are what count).",
         "",
@@ -74,9 +75,8 @@ def markdown(results: list[dict[str, Any]], rate: dict[str, float], rss: dict[st
         "",
         f"{rate['records']:,.0f} JSON records in {rate['cpu']:.2f} CPU-s in one process: "
         f"**{rate['rate']:,.0f} records/s/core** (wall time by phase: {phases}; "
-        "`reference` is errortable's "
-        "per-record path for the suspect lines, about 3% of them, and the building of "
-        "their error records).",
+        "`reference` is the typing of the suspect lines, about 3% of them, and the "
+        "building of their error records, in Arrow a block at a time).",
         "",
         "### Memory: one big JSON-lines file",
         "",
