@@ -26,7 +26,7 @@ from markerstore.markers.segments import (
     write_segment,
 )
 from markerstore.server.app import MarkerServer
-from markerstore.sql import sandbox
+from markerstore.sql import connect, sandbox
 
 Serve = Callable[..., MarkerServer]
 
@@ -54,8 +54,8 @@ def test_a_view_taken_before_a_compaction_reads_after_it(tmp_path: Path) -> None
     rows = [marker_row(MarkerName.build("d=1", f"f{i}_w.parquet", "CREATE"), {}, i)
             for i in range(300)]
     _segments_of(table, instant, rows, 100)
-    con = table.connect()
-    locked = table.connect()
+    con = connect(table)
+    locked = connect(table)
     _compact_all(table, instant)  # the segments the views were taken from are gone
     assert len(list_segments(table.storage, instant)) == 1
     assert con.sql("SELECT count(*) FROM markers").fetchall() == [(300,)]
@@ -76,7 +76,7 @@ def test_the_view_merges_the_rows_of_a_marker_and_counts_it_once(tmp_path: Path)
     _segments_of(table, instant, rows, 7)
     scan = scan_markers(table.storage, instant)
     assert scan is not None
-    con = table.connect()
+    con = connect(table)
     assert not scan.unique(con)
     assert con.sql("SELECT count(*) FROM markers").fetchall() == [(10,)]
     assert con.sql("SELECT size, checksum, epoch_ms(created_at) FROM markers "
@@ -94,7 +94,7 @@ def test_unique_markers_are_their_own_merged_rows(tmp_path: Path) -> None:
     _segments_of(table, instant, rows, 20)
     scan = scan_markers(table.storage, instant)
     assert scan is not None
-    con = table.connect()
+    con = connect(table)
     assert scan.unique(con)
     got = con.sql("SELECT partition, file, io_type, size, path FROM markers ORDER BY size"
                   ).fetchall()
@@ -139,7 +139,7 @@ def test_view_and_reconcile_while_the_server_compacts(tmp_path: Path, serve: Ser
     try:
         while any(w.is_alive() for w in writers):
             before = sum(acked)
-            con = table.connect()
+            con = connect(table)
             count = con.sql("SELECT count(*) FROM markers").fetchall()[0][0]
             distinct = con.sql("SELECT count(DISTINCT path) FROM markers").fetchall()[0][0]
             assert before <= count == distinct <= 12_000
