@@ -30,8 +30,7 @@ from errortable import schema as S
 from errortable.capture import Validator
 from errortable.taskwriter import ErrorTaskSpec, TaskErrorWriter
 from errortable.writer import ErrorCommit
-
-REASON_COLUMN = "reason"
+from markerstore.config import REASON_KEY
 
 
 def _label(attempt: Any) -> str:
@@ -51,7 +50,7 @@ class ValidatorHook:
                  ) -> tuple[pa.RecordBatch, pa.Table]:
         good, errors = self.validator.split_arrow(batch, self.spec.context(_label(attempt)))
         reasons = pc.map_lookup(errors.column("context"), "reason", "first")
-        return good, errors.append_column(REASON_COLUMN, reasons)
+        return good, errors.append_column(REASON_KEY, reasons)
 
 
 class TaskErrorSink:

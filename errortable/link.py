@@ -18,11 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable.config import ErrorTableConfig, locate
-from errortable.hooks import REASON_COLUMN, ErrorSinkHook, ValidatorHook
+from errortable.hooks import ErrorSinkHook, ValidatorHook
 from errortable.recovery import rollback_error_instant
 from errortable.schema import arrow_schema
 from errortable.taskwriter import ErrorTaskSpec
 from errortable.writer import ErrorCommit
+from markerstore.config import REASON_KEY
 from markerstore.table import Table
 
 ERROR_COLUMN = "__markerstore_error"
@@ -50,7 +51,7 @@ class ErrorTableValidator:
             if pc.any(bad).as_py():
                 records = [json.loads(text) for text in pc.filter(column, bad).to_pylist()]
                 upstream = pa.Table.from_pylist(records, schema=arrow_schema())
-                upstream = upstream.append_column(REASON_COLUMN, pc.map_lookup(
+                upstream = upstream.append_column(REASON_KEY, pc.map_lookup(
                     upstream.column("context"), "reason", "first"))
                 batch = batch.filter(pc.invert(bad))
             batch = batch.drop_columns([ERROR_COLUMN])

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from errortable.config import ErrorTableConfig
+from markerstore.config import REASON_KEY
 
 # --- context keys (RFC-20 names first) ---------------------------------------------------
 COMMIT_TIME = "commitTime"
@@ -36,7 +37,7 @@ PARTITION_PATH = "partitionPath"
 RECORD_KEY = "recordKey"
 RECORD_KEY_FIELD = "recordKeyField"
 TABLE_PATH = "tablePath"
-REASON = "reason"
+REASON = REASON_KEY
 CHECK = "check"
 FAILED_CHECKS = "failedChecks"
 COLUMN = "column"

@@ -360,6 +360,10 @@ def _index(definitions: tuple[Option, ...]) -> tuple[dict[str, Option], dict[str
 OPTIONS, _ALIASES = _index(_DEFINITIONS)
 
 
+# An error record's reason: the key in its context map, and the column a task's error rows
+# carry on their way to the error table (the commit protocol counts them by it).
+REASON_KEY = "reason"
+
 # --- metric names that more than one package reports --------------------------------------
 # Records sent to an error table, by table and reason: errortable counts them, every marker
 # server's /metrics and errortable.metrics.prometheus_lines() show them under this one name.

@@ -12,11 +12,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # value -> the definitions allowed to repeat it, each with why it is still there.
 KNOWN: dict[object, set[str]] = {
-    # the error row's reason column / context key: commit/task.py and errortable/hooks.py
-    # are being restructured elsewhere; both should import errortable.records.REASON's twin
-    # from the core once commit stops reading error rows by name
-    "reason": {"markerstore/commit/task.py:REASON_COLUMN", "errortable/hooks.py:REASON_COLUMN",
-               "errortable/records.py:REASON"},
     # two different things that are spelled alike: the context key and the reason
     "check": {"errortable/records.py:CHECK", "errortable/records.py:CHECK_REASON"},
 }

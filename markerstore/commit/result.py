@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from markerstore.notebook import fields_html
 from markerstore.table import DataFile
 
 
@@ -82,7 +82,4 @@ class CommitResult:
                 ("duration", f"{self.duration:.2f} s"),
                 ("storage requests", f"{self.requests.get('total', 0)} "
                                      f"({self._request_text()})")]
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-                       for k, v in rows)
-        return f"<table><caption>markerstore commit</caption>{body}</table>"
+        return fields_html(rows, caption="markerstore commit")

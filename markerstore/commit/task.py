@@ -31,12 +31,12 @@ from markerstore import config
 from markerstore.commit.names import FileName, partition_path, relative_path
 from markerstore.commit.staging import Staging
 from markerstore.commit.stats import FileStats, TaskAttempt, TaskResult, TaskSummary
+from markerstore.config import REASON_KEY
 from markerstore.errors import MarkerStoreError
 from markerstore.markers import IOType, WriteMarkers
 
 log = logging.getLogger(__name__)
 
-REASON_COLUMN = "reason"
 
 
 class BatchValidator(Protocol):
@@ -65,11 +65,11 @@ ErrorSinkFactory = Callable[[TaskAttempt, WriteMarkers], ErrorSink]
 def _reasons(errors: pa.Table) -> pa.ChunkedArray | pa.Array:
     """The reason of each error row: a `reason` column, or the `reason` key of a `context`
     map column (the ErrorRecord schema), else "unknown"."""
-    if REASON_COLUMN in errors.column_names:
-        reasons = errors.column(REASON_COLUMN)
+    if REASON_KEY in errors.column_names:
+        reasons = errors.column(REASON_KEY)
     elif "context" in errors.column_names and pa.types.is_map(errors.schema.field(
             "context").type):
-        reasons = pc.map_lookup(errors.column("context"), REASON_COLUMN, "first")
+        reasons = pc.map_lookup(errors.column("context"), REASON_KEY, "first")
     else:
         return pa.array(["unknown"] * errors.num_rows, pa.string())
     return pc.fill_null(reasons.cast(pa.string()), "unknown")
