@@ -1,8 +1,8 @@
 """The failed-record count metric: per commit, by reason.
 
 The same counts go to the main commit's metadata (``error_records``), the log (one line
-per commit), the marker server's process-wide registry (counter
-``markerstore_failed_records_total`` by table and reason, shown on every server's
+per commit), the process-wide registry :mod:`markerstore.metrics` (counter
+``markerstore_failed_records_total`` by table and reason, shown on every marker server's
 ``/metrics``), and a registry of this module (:func:`snapshot`, :func:`prometheus_lines`)
 for processes without a marker server.
 """
@@ -43,10 +43,10 @@ def record_commit(table: str, instant: str, counts: Mapping[str, int]) -> None:
         for reason, n in counts.items():
             _totals[(table, reason)] += int(n)
         _last[table] = {"instant": instant, "total": total, "by_reason": dict(counts)}
-    _to_server_registry(table, counts)
+    _to_process_registry(table, counts)
 
 
-def _to_server_registry(table: str, counts: Mapping[str, int]) -> None:
+def _to_process_registry(table: str, counts: Mapping[str, int]) -> None:
     for reason, n in counts.items():
         process_metrics.failed_records(table, reason, int(n))
 
