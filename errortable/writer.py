@@ -76,6 +76,7 @@ class ErrorCommit:
         self.config = config
         self._stats: list[ErrorFileStats] | None = None
         self._recorded = False
+        self._reconciled: ReconcileResult | None = None
 
     def __repr__(self) -> str:
         return (f"ErrorCommit({self.url!r}, instant={self.instant}, "
@@ -152,6 +153,7 @@ class ErrorCommit:
                                   "task attempt's stats once")
         result = self.table.reconcile(self.instant, paths)
         self._stats = winners
+        self._reconciled = result
         return result
 
     def commit_metadata(self) -> dict[str, Any]:
@@ -220,7 +222,8 @@ class ErrorCommit:
                                           source_table=self.source_url,
                                           source_instant=self.source_instant,
                                           error_records=metrics.error_counts(self._stats),
-                                          source_table_id=self.source.table_id())
+                                          source_table_id=self.source.table_id(),
+                                          reconciled=self._reconciled)
         self._close()
         return metadata
 
@@ -252,18 +255,20 @@ class ErrorCommit:
 def complete_error_instant(table: Table, instant: str, files: list[dict[str, Any]], *,
                            source_table: str, source_instant: str,
                            error_records: Mapping[str, int],
-                           source_table_id: str | None = None) -> dict[str, Any]:
+                           source_table_id: str | None = None,
+                           reconciled: ReconcileResult | None = None) -> dict[str, Any]:
     """Write error instant J's commit with exactly `files`. If J is already completed (by
     recovery, or by the writer racing recovery), that commit stands and is returned.
     `source_table_id` (the main table's stable id) lets a moved or copied main table
-    find its rows."""
+    find its rows. `reconciled`: J's reconcile against exactly `files`, made by the job
+    commit once every task had finished (see Table.commit); not repeated."""
     entries = [{k: f[k] for k in ("path", "rows", "size") if f.get(k) is not None}
                for f in files]
     link = {"source_table_id": source_table_id} if source_table_id else {}
     try:
         return table.commit(instant, entries, metadata={
             "source_table": source_table, "source_instant": source_instant,
-            **link, "error_records": dict(error_records)})
+            **link, "error_records": dict(error_records)}, reconciled=reconciled)
     except CommitConflictError:
         if table.state(instant) == COMPLETED:
             return table.commit_metadata(instant)

@@ -214,9 +214,14 @@ class Table:
 
     # --- commit ---------------------------------------------------------------------------
     def commit(self, instant: str, files: Iterable[str | DataFile | Mapping[str, Any]],
-               metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+               metadata: Mapping[str, Any] | None = None, *,
+               reconciled: ReconcileResult | None = None) -> dict[str, Any]:
         """Complete `instant` with exactly `files`: reconcile, then write the completed
-        instant atomically, then delete the markers. Returns the commit metadata."""
+        instant atomically, then delete the markers. Returns the commit metadata.
+
+        `reconciled`: the caller's own reconcile of this instant against exactly `files`,
+        made when no marker could be added any more (batched markers sealed by the
+        marker server, or an instant whose tasks have all finished); it is not repeated."""
         started = time.time()
         state = self._timeline.state(instant)
         if state not in (REQUESTED, INFLIGHT):
@@ -228,7 +233,10 @@ class Table:
             raise ValueError(f"metadata keys {sorted(clash)} are written by markerstore")
         entries = [data_file(self.storage, f) for f in files]
         try:
-            recon = self.reconcile(instant, [e.path for e in entries])
+            if reconciled is not None and reconciled.instant == instant:
+                recon = reconciled
+            else:
+                recon = self.reconcile(instant, [e.path for e in entries])
             entries = self._fill_sizes(entries)
         except (MarkerStoreError, FileNotFoundError) as exc:
             if self._timeline.is_fenced(instant):

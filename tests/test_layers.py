@@ -23,7 +23,7 @@ PACKAGES = ("markerstore", "errortable")
 CORE = ("markerstore.storage", "markerstore.timeline", "markerstore.markers",
         "markerstore.paths", "markerstore.datafiles", "markerstore.config",
         "markerstore.errors", "markerstore.arrow_avro", "markerstore.notebook",
-        "markerstore.metrics")
+        "markerstore.metrics", "markerstore.duck")
 # What is above the core. `markerstore` itself is the package facade (its __init__).
 ABOVE = ("markerstore.table", "markerstore.server", "markerstore.sql", "markerstore.commit",
          "markerstore.spark", "markerstore.ingest", "markerstore.cli", "errortable")

@@ -159,9 +159,10 @@ class WriteJob:
                             metadata=metadata, error_commit=self.error_commit,
                             error_tables=self.error_tables)
 
-    def commit(self, results: Iterable[TaskResult]) -> CommitResult:
-        """Job commit from the winning attempts' results (one per task)."""
-        result = self.committer().commit(results)
+    def commit(self, results: Iterable[TaskResult], *, sealed: bool = False) -> CommitResult:
+        """Job commit from the winning attempts' results (one per task); `sealed`: see
+        JobCommitter.commit."""
+        result = self.committer().commit(results, sealed=sealed)
         result.duration = time.perf_counter() - self.started_at
         return result
 

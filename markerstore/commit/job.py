@@ -55,7 +55,7 @@ from markerstore.errors import (
     MarkerStoreError,
     ReconcileError,
 )
-from markerstore.markers import RollbackResult
+from markerstore.markers import ReconcileResult, RollbackResult
 from markerstore.table import DataFile, Table
 from markerstore.timeline import COMPLETED, INFLIGHT, REQUESTED
 
@@ -119,6 +119,8 @@ class JobCommitter:
         self.metadata = dict(metadata or {})
         self.error_commit = error_commit  # the write's error instant, when it has one
         self.error_tables = error_tables
+        self.sealed = False
+        self.reconciled: ReconcileResult | None = None
 
     # --- checks -------------------------------------------------------------------------------
     def _files(self, results: list[TaskResult]) -> list[FileStats]:
@@ -144,9 +146,12 @@ class JobCommitter:
         return files
 
     # --- commit ---------------------------------------------------------------------------------
-    def commit(self, results: Iterable[TaskResult]) -> CommitResult:
-        """Commit the winning attempts' files; on failure roll the instant back and raise."""
+    def commit(self, results: Iterable[TaskResult], *, sealed: bool = False) -> CommitResult:
+        """Commit the winning attempts' files; on failure roll the instant back and raise.
+        `sealed`: the marker server refuses every later marker of the instant (its writer
+        sealed it), so the reconcile before publishing is the last one needed."""
         started = time.perf_counter()
+        self.sealed = sealed
         before = self.table.storage.requests()
         self._check_inflight()
         results = list(results)
@@ -198,7 +203,8 @@ class JobCommitter:
             _step("before_reconcile")
             replaced = self._apply_conflict_mode(scopes)
             laps.lap("conflicts")
-            recon = self.table.reconcile(self.instant, [f.path for f in files])
+            recon = self.reconciled = self.table.reconcile(self.instant,
+                                                           [f.path for f in files])
             self.staging.discard_losers(files)
             laps.lap("reconcile")
             _step("after_reconcile")
@@ -327,7 +333,8 @@ class JobCommitter:
     def _complete(self, plan: CommitPlan) -> None:
         entries = [f.to_entry() for f in plan.files]
         try:
-            self.table.commit(self.instant, entries, plan.metadata)
+            self.table.commit(self.instant, entries, plan.metadata,
+                              reconciled=self.reconciled if self.sealed else None)
         except Exception:
             # The completed instant may be there all the same: written by this call before
             # a later step failed, or by a recovery that rolled this write forward.

@@ -29,12 +29,14 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from markerstore.duck import cursor
 from markerstore.errors import CorruptTableError, ReconcileError
 from markerstore.markers.base import marker_folder
 from markerstore.markers.rows import check_marker_rows, check_row_table
 from markerstore.markers.scan import (
     MarkerScan,
     empty_markers,
+    empty_rows,
     read_markers,
     register_reader,
     scanned,
@@ -131,7 +133,7 @@ class ReconcileResult:
 # marker's), in one join of the lazy marker rows with the committed files.
 _MISMATCH_SQL = (
     "SELECT m.partition, m.file, m.io_type, m.path, c.path AS committed, m.marked "
-    "FROM (SELECT partition, file, io_type, path, true AS marked FROM marks) m "
+    "FROM (SELECT partition, file, io_type, path, true AS marked FROM {marks}) m "
     "FULL JOIN committed c ON m.path = c.path "
     "WHERE m.marked IS NULL OR (c.path IS NULL AND (m.io_type IS DISTINCT FROM 'APPEND' "
     "OR m.path IS NULL))")
@@ -145,12 +147,11 @@ def reconcile(storage: Storage, timeline: Timeline, instant: str,
     reported file has no marker, or if a delete fails. `committed` (relative paths,
     checked by the caller) may be an Arrow array: DuckDB anti-joins it against the
     markers as it is, with no Python object per file."""
-    con = duckdb.connect()
+    con = cursor()
     con.register("committed", pa.table({"path": _strings(committed)}))
     with scanned(storage, instant) as scan:
-        marks = scan.rows(con) if scan is not None else empty_markers(con)
-        marks.create_view("marks")
-        odd = con.sql(_MISMATCH_SQL).to_arrow_table()
+        marks = scan.source(con) if scan is not None else _empty_source(con)
+        odd = con.sql(_MISMATCH_SQL.format(marks=marks)).to_arrow_table()
         total = scan.count(con) if scan is not None else 0
         unmarked = odd.filter(pc.is_null(odd.column("marked"))).column("committed")
         if len(unmarked):
@@ -193,18 +194,22 @@ class RollbackResult:
                 **({"cleanup": self.hooks} if self.hooks else {})}
 
 
+def _empty_source(con: duckdb.DuckDBPyConnection) -> str:
+    con.register("no_markers", empty_rows())
+    return "no_markers"
+
+
 def _rollback_sets(scan: MarkerScan, con: duckdb.DuckDBPyConnection, timeline: Timeline
                    ) -> tuple[pa.Array, pa.Array]:
     """(files to delete, APPEND files kept) of a scan, every row checked first."""
     scan.check(con)
-    rows = scan.rows(con)
-    rows.create_view("marks")
-    paths = con.sql("SELECT DISTINCT path FROM marks ORDER BY path").to_arrow_table()
+    marks = scan.source(con)
+    paths = con.sql(f"SELECT DISTINCT path FROM {marks} ORDER BY path").to_arrow_table()
     paths_array = paths.column("path").combine_chunks()
     deleted = _not_referenced(paths_array, timeline)
     kept = pa.array([], pa.string())
     if len(deleted) < len(paths_array):  # some are referenced: the APPEND ones are kept
-        appended = con.sql("SELECT DISTINCT path FROM marks WHERE io_type = 'APPEND' "
+        appended = con.sql(f"SELECT DISTINCT path FROM {marks} WHERE io_type = 'APPEND' "
                            "ORDER BY path").to_arrow_table().column("path").combine_chunks()
         kept = appended.filter(pc.invert(pc.is_in(appended, value_set=deleted)))
     return deleted, kept
@@ -214,15 +219,14 @@ def read_marker_rows(storage: Storage, instant: str, *, pending_only: bool = Fal
                      ) -> pa.Table | None:
     """The instant's marker rows (MARKER_COLUMNS, every row checked), or None if it has
     no marker folder; `pending_only`: only the rows that record a pending upload."""
-    con = duckdb.connect()
+    con = cursor()
     with scanned(storage, instant) as scan:
         if scan is None:
             return None
         scan.check(con)
         where = " WHERE pending_upload IS NOT NULL" if pending_only else ""
-        rows = scan.merged(con).query("m", f"SELECT * EXCLUDE (path) FROM m{where}")
-        assert rows is not None
-        return rows.to_arrow_table()
+        return con.sql(f"SELECT * EXCLUDE (path) FROM {scan.merged_source(con)}{where}"
+                       ).to_arrow_table()
 
 
 def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
@@ -230,7 +234,7 @@ def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
                           ) -> RollbackResult:
     """Steps 2-5 of a rollback, after the instant was fenced with claim_rollback.
     `cleanup`: what the caller's recovery did before (kept in the rollback record)."""
-    con = duckdb.connect()
+    con = cursor()
     result = RollbackResult(instant)
     with scanned(storage, instant) as scan:
         if scan is not None:

@@ -45,7 +45,7 @@ from markerstore.markers.base import (
     read_marker_type,
 )
 from markerstore.markers.direct import DirectWriteMarkers
-from markerstore.markers.rows import PATH_SQL, check_marker_rows
+from markerstore.markers.rows import PATH_SQL, check_marker_rows, literal
 from markerstore.markers.segments import (
     DETAIL_KEYS,
     KEY_COLUMNS,
@@ -63,11 +63,16 @@ _READERS: dict[str, MarkerReader] = {}
 _COLUMNS = ", ".join(f'"{f.name}"' for f in MARKER_COLUMNS)
 # One row per marker: the earliest created_at and of each detail its latest non-null value
 # (as segments.dedupe merges them).
-MERGE_SQL = (
-    f"SELECT {', '.join(KEY_COLUMNS)}, "
+_MERGED_COLUMNS = (
+    f"{', '.join(KEY_COLUMNS)}, "
     + ", ".join(f"arg_max({d}, created_at) FILTER (WHERE {d} IS NOT NULL) AS {d}"
                 for d in DETAIL_KEYS)
-    + ", min(created_at) AS created_at FROM s GROUP BY ALL")
+    + ", min(created_at) AS created_at")
+
+
+def merge_sql(source: str) -> str:
+    """The rows of `source` (SQL after FROM) merged into one row per marker."""
+    return f"SELECT {_MERGED_COLUMNS} FROM {source} GROUP BY ALL"
 
 
 def register_reader(mechanism: str, reader: MarkerReader) -> None:
@@ -88,61 +93,67 @@ class MarkerScan:
     arrow: pa.Table | None = None  # rows that are not in a Parquet segment
     folder: str | None = None
     _unique: bool | None = None
+    _rows: int | None = None
 
     @property
     def where(self) -> str:
         return self.storage.url(marker_folder(self.storage, self.instant))
 
-    def rows(self, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
-        """Every row (unmerged), columns MARKER_COLUMNS and `path`, read lazily. The
-        snapshot's files stay as long as `con` or a relation made from it."""
+    def source(self, con: duckdb.DuckDBPyConnection) -> str:
+        """SQL text of every row (unmerged), a parenthesized query with columns
+        MARKER_COLUMNS and `path`, to put after FROM in a query run by `con` (the rows that
+        are not in a Parquet segment are registered in `con`). One statement, not a chain
+        of relations: DuckDB binds each relation it builds, about a millisecond each."""
         self._bind(con)
         parts = []
         if self.files:
-            parts.append(con.read_parquet(self.files).select(_COLUMNS))
-        if self.arrow is not None and self.arrow.num_rows:
-            parts.append(con.from_arrow(self.arrow).select(_COLUMNS))
-        if not parts:
-            parts.append(con.from_arrow(MARKER_COLUMNS.empty_table()).select(_COLUMNS))
-        relation = parts[0]
-        for part in parts[1:]:
-            relation = relation.union(part)
-        rows = relation.query("s", f"SELECT *, {PATH_SQL} AS path FROM s")
-        assert rows is not None
-        return rows
+            listed = ", ".join(literal(f) for f in self.files)
+            parts.append(f"SELECT {_COLUMNS} FROM read_parquet([{listed}])")
+        arrow = self.arrow
+        if arrow is None or not arrow.num_rows:
+            arrow = None if parts else MARKER_COLUMNS.empty_table()  # no row at all
+        if arrow is not None:
+            name = f"markerstore_rows_{id(self):x}"
+            con.register(name, arrow)
+            parts.append(f"SELECT {_COLUMNS} FROM {name}")
+        return f"(SELECT *, {PATH_SQL} AS path FROM ({' UNION ALL '.join(parts)}))"
+
+    def rows(self, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
+        """Every row (unmerged), columns MARKER_COLUMNS and `path`, read lazily. The
+        snapshot's files stay as long as `con` or a relation made from it."""
+        return con.sql(f"SELECT * FROM {self.source(con)}")
 
     def unique(self, con: duckdb.DuckDBPyConnection) -> bool:
         """Whether no marker has two rows (then the rows are the merged rows). One pass over
         64-bit hashes of the keys, exact: if the hashes are all distinct, so are the keys;
         if not (a duplicate, or a collision), the answer is False and the rows are merged.
-        Asked once per snapshot."""
+        Asked once per snapshot; the same pass counts the rows."""
         if self._unique is None:
-            answer = self.rows(con).query("s", f"SELECT count(*) = count(DISTINCT hash("
-                                               f"{', '.join(KEY_COLUMNS)})) FROM s")
-            assert answer is not None
-            self._unique = bool(answer.fetchall()[0][0])
+            answer = con.sql(f"SELECT count(*), count(DISTINCT hash({', '.join(KEY_COLUMNS)})) "
+                             f"FROM {self.source(con)}").fetchall()[0]
+            self._rows, self._unique = int(answer[0]), answer[0] == answer[1]
         return self._unique
 
     def count(self, con: duckdb.DuckDBPyConnection) -> int:
         """How many markers (distinct keys) the snapshot holds."""
         if self.unique(con):
-            answer = self.rows(con).query("s", "SELECT count(*) FROM s")
-        else:
-            answer = self.rows(con).query(
-                "s", f"SELECT count(*) FROM (SELECT DISTINCT {', '.join(KEY_COLUMNS)} FROM s)")
-        assert answer is not None
-        return int(answer.fetchall()[0][0])
+            assert self._rows is not None
+            return self._rows
+        answer = con.sql(f"SELECT count(*) FROM (SELECT DISTINCT {', '.join(KEY_COLUMNS)} "
+                         f"FROM {self.source(con)})").fetchall()[0]
+        return int(answer[0])
+
+    def merged_source(self, con: duckdb.DuckDBPyConnection) -> str:
+        """As :meth:`source`, one row per marker: the rows as they are when no marker has
+        two (see :meth:`unique`), else merged by a GROUP BY."""
+        if self.unique(con):
+            return self.source(con)
+        merge = merge_sql(self.source(con))
+        return f"(SELECT {_COLUMNS}, {PATH_SQL} AS path FROM ({merge}))"
 
     def merged(self, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
-        """One row per marker (columns MARKER_COLUMNS and `path`), lazily: the rows as they
-        are when no marker has two (see :meth:`unique`), else merged by a GROUP BY."""
-        if self.unique(con):
-            return self.rows(con)
-        relation = self.rows(con).query("s", MERGE_SQL)
-        assert relation is not None
-        merged = relation.query("m", f"SELECT {_COLUMNS}, {PATH_SQL} AS path FROM m")
-        assert merged is not None
-        return merged
+        """One row per marker (columns MARKER_COLUMNS and `path`), lazily."""
+        return con.sql(f"SELECT * FROM {self.merged_source(con)}")
 
     def locate(self, partition: str | None, file_name: str | None) -> str | None:
         """The segment that holds a marker row (to name it in an error); None if none."""
@@ -255,6 +266,10 @@ def read_markers(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
     return scan.merged(con)
 
 
+def empty_rows() -> pa.Table:
+    """No marker row: MARKER_COLUMNS and `path`."""
+    return MARKER_COLUMNS.empty_table().append_column("path", pa.array([], pa.string()))
+
+
 def empty_markers(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
-    table = MARKER_COLUMNS.empty_table().append_column("path", pa.array([], pa.string()))
-    return con.from_arrow(table)
+    return con.from_arrow(empty_rows())

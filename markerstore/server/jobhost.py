@@ -117,13 +117,14 @@ class JobHost:
             if stream is not None:
                 stream.close()
 
-    def seal(self, instant: str) -> None:
-        """Refuse every later marker of `instant` (batched markers)."""
+    def seal(self, instant: str) -> int | None:
+        """Refuse every later marker of `instant` (batched markers); the number of markers
+        held, or None when there is no marker server (nothing sealed)."""
         if self.url is None:
-            return
+            return None
         from markerstore.server.client import MarkerClient
 
-        MarkerClient(self.url, instant, initialize=False, token=self.token).seal()
+        return MarkerClient(self.url, instant, initialize=False, token=self.token).seal()
 
     def release(self, instants: Sequence[str]) -> None:
         """The write of `instants` is over: a query host stops and deletes their beats

@@ -211,12 +211,12 @@ def start_job(table: Table, schema: StructType, *, partition_by: Sequence[str] =
 
 
 def commit_job(job: WriteJob, results: Iterable[TaskResult],
-               seal: Callable[[str], Any] | None = None) -> CommitResult:
+               seal: Callable[[str], int | None] | None = None) -> CommitResult:
     """Job commit from exactly the winning attempts' results; `seal` first refuses any
-    straggler's marker (batched markers). On failure the caller runs :func:`abort_job`."""
-    if seal is not None:
-        seal(job.instant)
-    return job.commit(results)
+    straggler's marker (batched markers; it returns None when nothing was sealed). On
+    failure the caller runs :func:`abort_job`."""
+    held = seal(job.instant) if seal is not None else None
+    return job.commit(results, sealed=held is not None)
 
 
 def abort_job(job: WriteJob, exc: BaseException,
