@@ -371,7 +371,7 @@ class Table:
                                        parallelism=self.parallelism, cleanup=cleanup)
         self.finish(instant)
         log.info("%s: rolled back %s, %d file(s) deleted", self, instant,
-                 len(result.deleted_files))
+                 len(result.deleted))
         return result
 
     def abort(self, instant: str) -> RollbackResult:

@@ -116,7 +116,7 @@ def _killed_writer_step(table: Table) -> None:
                f"{len(table.storage.find(table.storage.path('day=2026-11-22')))} partial files")
     started = time.time()
     results = recover(Table(url), error_tables=ErrorTables())
-    deleted = sum(len(r.deleted_files) for r in results)
+    deleted = sum(len(r.deleted) for r in results)
     click.echo(f"    the next writer rolled back {[r.instant for r in results]}: {deleted} "
                f"files deleted in {time.time() - started:.2f} s, from markers alone")
     left = table.storage.find(table.storage.path("day=2026-11-22"))

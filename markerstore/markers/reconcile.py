@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 DELETE_CHUNK = 10_000  # paths turned into Python strings at a time, to be deleted
+RECORD_FILES = 10_000  # paths of each list a rollback record names (its counts are exact)
 
 
 
@@ -175,23 +176,47 @@ def reconcile(storage: Storage, timeline: Timeline, instant: str,
     return result
 
 
+def _no_paths() -> pa.Array:
+    return pa.array([], pa.string())
+
+
 @dataclass
 class RollbackResult:
-    """What a rollback did; `noop` when the instant was already rolled back,
-    `rolled_forward` when recovery completed it instead."""
+    """What a rollback did: `deleted` and `kept` (APPEND files a completed commit
+    references) are Arrow arrays of sorted table-relative paths, one Python string per
+    file only when asked (`deleted_files`, `kept_append_files`, `to_dict`); `noop` when
+    the instant was already rolled back, `rolled_forward` when recovery completed it."""
 
     instant: str
-    deleted_files: list[str] = field(default_factory=list)
-    kept_append_files: list[str] = field(default_factory=list)
+    deleted: pa.Array = field(default_factory=_no_paths)
+    kept: pa.Array = field(default_factory=_no_paths)
     hooks: dict[str, Any] = field(default_factory=dict)
     noop: bool = False
     rolled_forward: bool = False  # recovery completed the instant instead
+
+    @property
+    def deleted_files(self) -> list[str]:
+        return list(self.deleted.to_pylist())
+
+    @property
+    def kept_append_files(self) -> list[str]:
+        return list(self.kept.to_pylist())
 
     def to_dict(self) -> dict[str, Any]:
         return {"instant": self.instant, "deleted_files": self.deleted_files,
                 "kept_append_files": self.kept_append_files, "noop": self.noop,
                 "rolled_forward": self.rolled_forward,
                 **({"cleanup": self.hooks} if self.hooks else {})}
+
+    def record(self) -> dict[str, Any]:
+        """The rollback record (``<instant>.rollback``): exact counts, and the first
+        RECORD_FILES paths of each list, so that rolling back a million markers does not
+        write a million names into the timeline."""
+        return {"deleted_count": len(self.deleted),
+                "deleted_files": self.deleted.slice(0, RECORD_FILES).to_pylist(),
+                "kept_count": len(self.kept),
+                "kept_append_files": self.kept.slice(0, RECORD_FILES).to_pylist(),
+                "cleanup": self.hooks}
 
 
 def _empty_source(con: duckdb.DuckDBPyConnection) -> str:
@@ -241,11 +266,8 @@ def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
             deleted, kept = _rollback_sets(scan, con, timeline)
             _check_paths(deleted, storage.url(marker_folder(storage, instant)))
             delete_paths(storage, deleted, parallelism)
-            result.deleted_files = deleted.to_pylist()
-            result.kept_append_files = kept.to_pylist()
+            result.deleted, result.kept = deleted, kept
     result.hooks.update({name: value for name, value in (cleanup or {}).items() if value})
     storage.delete_dir(marker_folder(storage, instant), parallelism)
-    timeline.finish_rollback(instant, {"deleted_files": result.deleted_files,
-                                       "kept_append_files": result.kept_append_files,
-                                       "cleanup": result.hooks})
+    timeline.finish_rollback(instant, result.record())
     return result

@@ -116,6 +116,8 @@ def check_rollback_record(payload: Any, where: str) -> dict[str, Any]:
     for key in ("deleted_files", "kept_append_files"):
         for i, path in enumerate(check_list(payload.get(key, []), key, where)):
             check_path(path, f"{key}[{i}]", where)
+    for key in ("deleted_count", "kept_count"):
+        check_count(payload.get(key), key, where)
     return payload
 
 

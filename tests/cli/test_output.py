@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner, Result
 
@@ -123,7 +124,7 @@ def test_every_errortable_json_is_the_library_result(written: Any, args: list[st
 
 def test_output_prints_to_dict_or_hands_the_same_data_to_text(
         capsys: pytest.CaptureFixture[str]) -> None:
-    results = [RollbackResult("a", deleted_files=["x"]), RollbackResult("b", noop=True)]
+    results = [RollbackResult("a", deleted=pa.array(["x"])), RollbackResult("b", noop=True)]
     assert as_data(results) == [r.to_dict() for r in results]
     output(results, True)
     assert json.loads(capsys.readouterr().out) == [r.to_dict() for r in results]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -128,6 +129,24 @@ def test_rollback_twice_from_markers_alone(location: Location) -> None:
     assert second.noop and second.deleted_files == []
     with pytest.raises(CommitConflictError, match="rolledback"):
         table.commit(instant, [])
+
+
+def test_rollback_record_counts_every_file_and_names_a_bounded_few(
+        location: Location, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rollback holds its files as Arrow; its record names at most RECORD_FILES of them
+    (a million markers must not put a million names into the timeline), counts exact."""
+    monkeypatch.setattr(sys.modules["markerstore.markers.reconcile"], "RECORD_FILES", 2)
+    table = open_table(location)
+    instant = table.start_commit(heartbeat=False)
+    files = [f"p={i}/f{i}.parquet" for i in range(5)]
+    marked_write(table, instant, files)
+    result = open_table(location).rollback(instant, force=True)
+    assert result.deleted.to_pylist() == sorted(files) == result.deleted_files
+    assert not any(exists(table, p) for p in files)
+    record = table._timeline.rollback_info(instant)
+    assert record is not None
+    assert record["deleted_count"] == 5 and record["kept_count"] == 0
+    assert record["deleted_files"] == sorted(files)[:2]
 
 
 def test_rollback_refuses_completed_and_live_instants(location: Location) -> None:
