@@ -116,6 +116,10 @@ class Result:
     reconcile_s: float = 0.0
     reconcile_peak: float = 0.0
     reconcile_deleted: int = 0
+    rollback_s: float = 0.0
+    rollback_peak: float = 0.0
+    rollback_deleted: int = 0
+    rollback_record: int = 0
     spark: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -217,6 +221,15 @@ elif kind == "count":
     started = time.perf_counter()
     count = sql_views(table, "SELECT count(*) FROM markers").fetchall()[0][0]
     print(json.dumps({"s": time.perf_counter() - started, "peak": hwm(), "count": count}))
+elif kind == "rollback":
+    Path("/proc/self/clear_refs").write_text("5")
+    started = time.perf_counter()
+    result = table.rollback(instant, force=True)
+    elapsed = time.perf_counter() - started
+    deleted = len(result.deleted) if hasattr(result, "deleted") else len(result.deleted_files)
+    record = sum(p.stat().st_size for p in Path(path, ".markerstore", "timeline").glob(
+        "*.rollback"))
+    print(json.dumps({"s": elapsed, "peak": hwm(), "deleted": deleted, "record": record}))
 else:
     committed = pq.read_table(paths_file).column("path")
     import pyarrow as pa
@@ -294,6 +307,9 @@ def _measure(label: str, n: int, workdir: Path, src: str | None) -> Result:
     rec = _child("reconcile", path, instant, paths_file, src)
     result.reconcile_s, result.reconcile_peak = rec["s"], rec["peak"]
     result.reconcile_deleted = rec["deleted"]
+    rb = _child("rollback", path, instant, "", src)
+    result.rollback_s, result.rollback_peak = rb["s"], rb["peak"]
+    result.rollback_deleted, result.rollback_record = rb["deleted"], rb["record"]
     result.spark = _child("spark", str(workdir / f"spark-{label}"), str(SPARK_FILES),
                           str(SPARK_TASKS), src)
     return result
@@ -376,6 +392,13 @@ def _section(new: Result, old: Result | None, load_before: str, load_after: str)
         + (f" (main: {old.reloaded:.0f})" if old else ""),
         f"- GET answered {new.get_count:,} markers; reconcile deleted "
         f"{new.reconcile_deleted:,} files",
+        f"- rollback of the instant afterwards, from its markers alone (every marked file "
+        f"deleted, most of them already gone; local disk), in a process of its own: "
+        f"{new.rollback_s:.1f} s, peak RSS {new.rollback_peak:.0f} MiB, "
+        f"{new.rollback_deleted:,} files, a rollback record of "
+        f"{new.rollback_record / 1024:,.0f} KiB"
+        + (f"; main here: {old.rollback_s:.1f} s, {old.rollback_peak:.0f} MiB, a record of "
+           f"{old.rollback_record / 1024:,.0f} KiB" if old else ""),
     ]
     lines += _spark_lines(new, old) + [f"- {n}" for n in new.notes + (old.notes if old else [])]
     return "\n".join(lines) + "\n"

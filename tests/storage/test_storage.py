@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -162,3 +163,19 @@ def test_storage_error_names_the_request(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(storage.fs, "pipe_file", boom)  # the instance is shared: restore it
     with pytest.raises(StorageError, match=r"PUT memory://.*after 2 attempts"):
         storage.put(storage.path("x"), b"1")
+
+
+def test_local_delete_many_in_chunks_reports_each_failure(tmp_path: Path) -> None:
+    """More files than threads: each thread deletes a chunk; a file that cannot be deleted
+    (here a folder where a file was expected) is named, and every other file is gone."""
+    storage = Storage(str(tmp_path))
+    paths = [storage.path("p", f"f{i:03d}.parquet") for i in range(250)]
+    for path in paths:
+        storage.put(path, b"x")
+    stuck = storage.path("p", "zz-folder.parquet")
+    Path(stuck, "inside").mkdir(parents=True)
+    with pytest.raises(StorageError, match=r"^1 deletes failed: .*zz-folder\.parquet"):
+        storage.delete_many([*paths, stuck, storage.path("p", "missing.parquet")],
+                            parallelism=8)
+    assert not any(Path(p).exists() for p in paths)
+    assert Path(stuck).is_dir()
