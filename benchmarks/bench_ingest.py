@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from benchmarks import ingest_jobs as jobs
+from markerstore.ingest.sources import list_tasks
 
 CORES = 2
 
@@ -49,7 +50,9 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
     jobs.markerstore_job(spark, src, warm + "-ms")
     for folder in (warm + "-spark", warm + "-ms", warm + "-ms_errors"):
         shutil.rmtree(folder, ignore_errors=True)
-    times: dict[str, list[float]] = {"spark": [], "markerstore": [], "duckdb": []}
+    times: dict[str, list[float]] = {"spark": [], "markerstore": [], "duckdb": [],
+                                     "empty": []}
+    splits = len(list_tasks(src))
     details: list[dict[str, float]] = []
     loads = []
     for i in range(rounds):
@@ -67,6 +70,7 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
         out = os.path.join(base, f"{fmt}-duck-{i}")
         times["duckdb"].append(jobs.duckdb_job(src, out, fmt, CORES))
         shutil.rmtree(out, ignore_errors=True)
+        times["empty"].append(jobs.empty_job(spark, splits))
         _progress(f"{fmt} round {i}", {k: v[-1] for k, v in times.items()}, details[-1])
     best = {k: min(v) for k, v in times.items()}
     median = {k: statistics.median(v) for k, v in times.items()}
@@ -75,7 +79,7 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
             "median": median, "detail": fastest, "loads": loads,
             "ratio_best": best["spark"] / best["markerstore"],
             "ratio_median": median["spark"] / median["markerstore"],
-            "floor_best": best["markerstore"] / best["duckdb"]}
+            "floor_best": best["markerstore"] / best["duckdb"], "splits": splits}
 
 
 def _progress(label: str, *values: Any) -> None:

@@ -276,7 +276,7 @@ def run(quick: bool = False) -> str:
         local = bench_local(rows=1_000_000, partitions=8, rounds=2)
         s3 = bench_s3(files=200, threads=8)
     else:
-        local = bench_local(rows=10_000_000, partitions=16, rounds=3)
+        local = bench_local(rows=10_000_000, partitions=16, rounds=5)
         s3 = bench_s3(files=1000, threads=8)
     return _markdown(local, s3, quick)
 

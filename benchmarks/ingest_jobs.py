@@ -92,6 +92,20 @@ def markerstore_job(spark: Any, src: str, out: str, hook: Any = None) -> Any:
                   _task_hook=hook)
 
 
+def _nothing(batches: Any) -> Any:
+    for _ in batches:
+        pass
+    yield from ()
+
+
+def empty_job(spark: Any, tasks: int) -> float:
+    """Seconds of a Spark job of `tasks` Python tasks (mapInArrow, as the ingest's) that
+    do nothing: what scheduling them and starting their Python workers costs."""
+    started = time.perf_counter()
+    spark.range(tasks, numPartitions=tasks).mapInArrow(_nothing, "id long").collect()
+    return time.perf_counter() - started
+
+
 def _duck_fields(fmt: str) -> tuple[str, str]:
     """(the well-formedness test of a line, the typed fields of a well-formed line)."""
     if fmt == "csv":
