@@ -68,6 +68,27 @@ def file_crc32(opener: Callable[[], IO[bytes]]) -> str:
     return s3.crc32_hex(crc)
 
 
+class _Fsync(threading.Thread):
+    """os.fsync(fd) in a thread of its own; `wait` re-raises its failure."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(name="markerstore-fsync", daemon=True)
+        self.fd = fd
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            os.fsync(self.fd)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by wait()
+            self.error = exc
+
+    def wait(self) -> None:
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+
 class Staging(ABC):
     """One write's staging: where tasks put files, how job commit publishes them."""
 
@@ -91,11 +112,16 @@ class Staging(ABC):
         """Where a task attempt writes the data file `relative` (to the table)."""
 
     def finish_file(self, stats: FileStats, target: str) -> FileStats:
-        """After a file is closed: make it durable, add its checksum."""
+        """After a file is closed: make it durable, add its checksum (on local disk the
+        fsync runs in a thread while the checksum is read back from the page cache: both
+        release the GIL, so the file costs the longer of the two, not their sum)."""
         if self.writes_os_paths:
             with open(target, "rb") as handle:
-                os.fsync(handle.fileno())
-            checksum = file_crc32(lambda: open(target, "rb"))  # noqa: SIM115
+                synced = _Fsync(handle.fileno())
+                try:
+                    checksum = file_crc32(lambda: open(target, "rb"))  # noqa: SIM115
+                finally:
+                    synced.wait()  # before the file (and its descriptor) is closed
         else:
             checksum = file_crc32(lambda: self.storage.fs.open(target, "rb"))
         return replace(stats, checksum=checksum)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -145,6 +146,22 @@ def test_task_rolls_files_and_reports_stats(location: Any) -> None:
         assert parquet.column_names == ["id", "payload"]  # partition columns are folders
         assert parquet.num_rows == stats.rows
     assert commit.rows_written == 6000
+
+
+def test_a_failed_fsync_fails_the_task(tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+                                       ) -> None:
+    """On local disk a file is fsynced (in a thread, while its checksum is read back): an
+    fsync that fails fails the task attempt, and nothing reports the file as durable."""
+    table = open_table(SimpleNamespace(url=str(tmp_path / "t"), storage_options=None),
+                       **TINY)
+    job = WriteJob(table, partition_by=["day"]).start()
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises(OSError, match="Input/output error"):
+        run_task(job.spec, batches(100, days=1), TaskAttempt(0, 0, 0, 1))
 
 
 def test_nothing_is_visible_before_job_commit(location: Any) -> None:
