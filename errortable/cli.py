@@ -255,9 +255,7 @@ def _recover_text(data: dict[str, Any]) -> None:
 
 
 def register(group: click.Group) -> None:
-    """Plug into markerstore's command: ``markerstore errortable ...``. Loading this module
-    also imports errortable, which registers the `errors` view for ``markerstore sql`` and
-    the hook that makes ``markerstore rollback`` roll back error instants too."""
+    """Plug into markerstore's command: ``markerstore errortable ...``."""
     group.add_command(cli, name="errortable")
 
 

@@ -28,16 +28,19 @@ from markerstore.errors import (
 from markerstore.table import Table
 from markerstore.timeline.timeline import META_DIR
 
-# Command modules, loaded when present; each defines `register(group)`.
-COMMAND_MODULES = (
-    "markerstore.cli.core",
-    "markerstore.cli.serve",
-    "markerstore.cli.sweep",
-    "markerstore.cli.verify",
-    "markerstore.cli.ingest",
-    "markerstore.cli.demo",
-    "errortable.cli",
-)
+# Each command and the module that defines it (with `register(group)`), imported when the
+# command is first looked up: `markerstore serve` never imports errortable, pandas or
+# pyspark.
+COMMANDS = {
+    **dict.fromkeys(("timeline", "markers", "rollback", "sql", "options"),
+                    "markerstore.cli.core"),
+    "serve": "markerstore.cli.serve",
+    "sweep": "markerstore.cli.sweep",
+    "verify": "markerstore.cli.verify",
+    "ingest": "markerstore.cli.ingest",
+    "demo": "markerstore.cli.demo",
+    "errortable": "errortable.cli",
+}
 
 USAGE_ERRORS: tuple[type[BaseException], ...] = (
     ConfigError, InstantNotFoundError, TableNotFoundError, SqlRefusedError, click.UsageError)
@@ -259,37 +262,26 @@ def _cell(value: Any) -> str:
 
 
 class CommandsGroup(OneLineGroup):
-    """The `markerstore` group: its commands are loaded from COMMAND_MODULES when first
-    looked up, not at import (errortable's command module imports this one, in either
-    order), so the group is the same whichever module was imported first."""
-
-    _loaded = False
-
-    def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            _load_commands(self)
+    """The `markerstore` group: a command's module (COMMANDS) is imported when the command
+    is first looked up, not at import (errortable's command module imports this one, in
+    either order), so the group is the same whichever module was imported first, and a
+    command loads only what it needs."""
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        self._load()
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module = import_optional(COMMANDS[cmd_name])
+            if module is not None:
+                module.register(self)
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        self._load()
-        return super().list_commands(ctx)
+        return sorted(set(COMMANDS) | set(self.commands))
 
 
 @click.group(cls=CommandsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="markerstore", prog_name="markerstore")
 def cli() -> None:
     """Markers, commits and audits for PySpark writes to a data lake (local disk or S3)."""
-
-
-def _load_commands(group: click.Group) -> None:
-    for name in COMMAND_MODULES:
-        module = import_optional(name)
-        if module is not None:
-            module.register(group)
 
 
 def main() -> None:

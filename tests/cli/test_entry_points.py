@@ -42,3 +42,22 @@ def test_errortable_recover_entry_point_prints_the_recovery_result(tmp_path: Pat
     assert text.returncode == 0, text.stderr
     assert text.stdout.splitlines()[1].split()[:2] == [pending.commit.instant,
                                                        "rolled_forward"]
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    """`markerstore serve` (the marker server's process) loads neither errortable nor pandas
+    nor pyspark: commands are imported when looked up, one module each. `--help` still
+    lists every command."""
+    script = (
+        "import sys, click\n"
+        "from markerstore.cli.main import cli\n"
+        "ctx = click.Context(cli)\n"
+        "assert cli.get_command(ctx, 'serve') is not None\n"
+        "print(sorted(m for m in ('errortable', 'pandas', 'pyspark') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+    listed = subprocess.run([sys.executable, "-m", "markerstore.cli", "--help"],
+                            capture_output=True, text=True, check=True).stdout
+    for name in ("serve", "sql", "rollback", "verify", "ingest", "errortable", "options"):
+        assert f"  {name} " in listed
