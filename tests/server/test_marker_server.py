@@ -214,7 +214,9 @@ def test_segment_count_stays_bounded_at_100k_markers(serve: Serve) -> None:
 
     def watch() -> None:  # the files on storage, whatever the server thinks
         nonlocal peak
-        while not stop.is_set():
+        # A listing every half millisecond: a busy loop here would hold the GIL the
+        # in-process server needs, and make the test minutes long.
+        while not stop.wait(0.0005):
             peak = max(peak, len(list_segments(table.storage, instant)))
 
     watcher = threading.Thread(target=watch)
