@@ -55,6 +55,34 @@ def test_only_winning_attempts_are_committed(location: Any) -> None:
     assert_clean(table)
 
 
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_sealed_instant_is_reconciled_once(tmp_path: Any, sealed: bool,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Job commit reconciles before it publishes. With markers sealed (no marker can be
+    added any more) that is the last reconcile; otherwise Table.commit reconciles again
+    right before the completed instant, and deletes what a straggler marked meanwhile."""
+    table = Table(str(tmp_path / "t"))
+    job = WriteJob(table, partition_by=["day"]).start()
+    data = split(600, 2)
+    losers = run_job_tasks(job, data, attempt=0, id_base=100)
+    winners = run_job_tasks(job, data, attempt=1, id_base=200)
+    calls: list[str] = []
+    reconcile = Table.reconcile
+
+    def counted(self: Table, instant: str, files: Any) -> Any:
+        calls.append(instant)
+        if len(calls) == 2:  # a straggler between the two reconciles: only the second sees it
+            run_job_tasks(job, {0: data[0]}, attempt=2, id_base=300)
+        return reconcile(self, instant, files)
+
+    monkeypatch.setattr(Table, "reconcile", counted)
+    result = job.commit(winners, sealed=sealed)
+    assert calls == [job.instant] * (1 if sealed else 2)
+    assert live_paths(table) == paths_of(winners)
+    assert sorted(data_files(table)) == paths_of(winners)  # the straggler's file is gone
+    assert result.files_cleaned >= len(paths_of(losers))
+
+
 def test_two_results_for_one_partition_are_refused(location: Any) -> None:
     table = open_table(location)
     job = WriteJob(table).start()
