@@ -119,8 +119,6 @@ class JobCommitter:
         self.metadata = dict(metadata or {})
         self.error_commit = error_commit  # the write's error instant, when it has one
         self.error_tables = error_tables
-        self.sealed = False
-        self.reconciled: ReconcileResult | None = None
 
     # --- checks -------------------------------------------------------------------------------
     def _files(self, results: list[TaskResult]) -> list[FileStats]:
@@ -151,7 +149,6 @@ class JobCommitter:
         `sealed`: the marker server refuses every later marker of the instant (its writer
         sealed it), so the reconcile before publishing is the last one needed."""
         started = time.perf_counter()
-        self.sealed = sealed
         before = self.table.storage.requests()
         self._check_inflight()
         results = list(results)
@@ -161,7 +158,7 @@ class JobCommitter:
         self._check_budget(rows_in, errors, error_files)
         laps = _Laps()
         plan, files_cleaned = self._reconcile_and_publish(files, rows_in, errors, error_files,
-                                                          laps)
+                                                          laps, sealed)
         _step("after_complete")
         self._complete_error_instant()
         self._clean_up(plan)
@@ -194,17 +191,17 @@ class JobCommitter:
 
     def _reconcile_and_publish(self, files: list[FileStats], rows_in: int,
                                errors: dict[str, int], error_files: list[dict[str, Any]],
-                               laps: _Laps) -> tuple[CommitPlan, int]:
+                               laps: _Laps, sealed: bool) -> tuple[CommitPlan, int]:
         """Steps 2 to 6: conflicts, reconcile, the publish plan, publish, the completed
-        instant. Any failure rolls the write back (never forward) and re-raises."""
+        instant (reconciled again, unless the markers are `sealed`). Any failure rolls the
+        write back (never forward) and re-raises."""
         scopes = scopes_for({f.partition for f in files}, self.partitioned)
         published = False
         try:
             _step("before_reconcile")
             replaced = self._apply_conflict_mode(scopes)
             laps.lap("conflicts")
-            recon = self.reconciled = self.table.reconcile(self.instant,
-                                                           [f.path for f in files])
+            recon = self.table.reconcile(self.instant, [f.path for f in files])
             self.staging.discard_losers(files)
             laps.lap("reconcile")
             _step("after_reconcile")
@@ -227,7 +224,7 @@ class JobCommitter:
                                                                   total=total))
             laps.lap("publish")
             _step("before_complete")
-            self._complete(plan)
+            self._complete(plan, recon if sealed else None)
             laps.lap("complete")
         except BaseException as exc:
             self._fail(exc, files if published else [])
@@ -330,11 +327,11 @@ class JobCommitter:
                           self.staging.mode, list(files or []), list(replaced or []),
                           dict(metadata or {}))
 
-    def _complete(self, plan: CommitPlan) -> None:
+    def _complete(self, plan: CommitPlan, reconciled: ReconcileResult | None) -> None:
         entries = [f.to_entry() for f in plan.files]
         try:
             self.table.commit(self.instant, entries, plan.metadata,
-                              reconciled=self.reconciled if self.sealed else None)
+                              reconciled=reconciled)
         except Exception:
             # The completed instant may be there all the same: written by this call before
             # a later step failed, or by a recovery that rolled this write forward.

@@ -232,7 +232,7 @@ def _rollback_sets(scan: MarkerScan, con: duckdb.DuckDBPyConnection, timeline: T
     paths = con.sql(f"SELECT DISTINCT path FROM {marks} ORDER BY path").to_arrow_table()
     paths_array = paths.column("path").combine_chunks()
     deleted = _not_referenced(paths_array, timeline)
-    kept = pa.array([], pa.string())
+    kept = _no_paths()
     if len(deleted) < len(paths_array):  # some are referenced: the APPEND ones are kept
         appended = con.sql(f"SELECT DISTINCT path FROM {marks} WHERE io_type = 'APPEND' "
                            "ORDER BY path").to_arrow_table().column("path").combine_chunks()

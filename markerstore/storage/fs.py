@@ -318,12 +318,9 @@ class Storage:
 
             self._parallel(run_batch, batches, min(parallelism, 10))
             return len(todo)
-        if len(todo) <= parallelism:
-            self._parallel(self._delete_checked, todo, parallelism)
-            return len(todo)
         # Local disk and memory: a thread per chunk of files, not a future per file (a
         # million futures cost more than the deletes).
-        size = -(-len(todo) // parallelism)
+        size = -(-len(todo) // max(1, parallelism))
         chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
         failures: list[str] = []
         self._parallel(lambda chunk: failures.extend(self._delete_chunk(chunk)), chunks,
