@@ -47,12 +47,13 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
     size = sum(os.path.getsize(os.path.join(src, f)) for f in os.listdir(src))
     warm = os.path.join(base, f"warm-{fmt}")
     jobs.spark_job(spark, src, warm + "-spark", fmt)  # JIT, workers, caches: not measured
-    jobs.markerstore_job(spark, src, warm + "-ms")
+    warmed = jobs.markerstore_job(spark, src, warm + "-ms")
     for folder in (warm + "-spark", warm + "-ms", warm + "-ms_errors"):
         shutil.rmtree(folder, ignore_errors=True)
     times: dict[str, list[float]] = {"spark": [], "markerstore": [], "duckdb": [],
                                      "empty": []}
     splits = len(list_tasks(src))
+    tasks = warmed.spark_tasks  # the splits packed into this many Spark tasks
     details: list[dict[str, float]] = []
     loads = []
     for i in range(rounds):
@@ -70,7 +71,7 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
         out = os.path.join(base, f"{fmt}-duck-{i}")
         times["duckdb"].append(jobs.duckdb_job(src, out, fmt, CORES))
         shutil.rmtree(out, ignore_errors=True)
-        times["empty"].append(jobs.empty_job(spark, splits))
+        times["empty"].append(jobs.empty_job(spark, tasks))
         _progress(f"{fmt} round {i}", {k: v[-1] for k, v in times.items()}, details[-1])
     best = {k: min(v) for k, v in times.items()}
     median = {k: statistics.median(v) for k, v in times.items()}
@@ -79,7 +80,8 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
             "median": median, "detail": fastest, "loads": loads,
             "ratio_best": best["spark"] / best["markerstore"],
             "ratio_median": median["spark"] / median["markerstore"],
-            "floor_best": best["markerstore"] / best["duckdb"], "splits": splits}
+            "floor_best": best["markerstore"] / best["duckdb"], "splits": splits,
+            "tasks": tasks}
 
 
 def _progress(label: str, *values: Any) -> None:
@@ -149,7 +151,8 @@ def worker_rss(spark: Any, base: str, size: int) -> dict[str, Any]:
     shutil.rmtree(big, ignore_errors=True)
     shutil.rmtree(os.path.join(base, "big-out"), ignore_errors=True)
     shutil.rmtree(os.path.join(base, "big-out_errors"), ignore_errors=True)
-    return {"bytes": os.path.getsize(log) and size, "tasks": len(peaks),
+    return {"bytes": os.path.getsize(log) and size, "splits": result.source_tasks,
+            "tasks": len(peaks),
             "peak_mb": max(peaks), "seconds": seconds, "rows": result.rows_read}
 
 
@@ -224,7 +227,8 @@ def run(quick: bool = False) -> str:
             rate = _guard(lambda: parse_rate(base, rows), {"records": 0, "cpu": 1, "rate": 0})
             size = (256 if quick else 2048) * 1024 * 1024
             rss = _guard(lambda: worker_rss(spark, base, size),
-                         {"bytes": 0, "tasks": 0, "peak_mb": 0, "seconds": 0, "rows": 0})
+                         {"bytes": 0, "splits": 0, "tasks": 0, "peak_mb": 0, "seconds": 0,
+                          "rows": 0})
         finally:
             spark.stop()
     finally:

@@ -33,6 +33,7 @@ from errortable.config import ErrorTableConfig
 from errortable.convert import Failure
 from errortable.errorrows import ErrorRows, RawRows
 from errortable.errorrows import Failure as RowFailure
+from markerstore import duck
 from markerstore.errors import ConfigError
 
 EXTRA_COLUMNS = ("error", "ignore")
@@ -87,14 +88,12 @@ class Validator:
         self.extra_columns = extra_columns
         self.config = config or ErrorTableConfig()
         self._builder = R.RecordBuilder(self.config)
-        self._con: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.Lock()
         self._validate_checks()
 
-    # --- pickling: no connection, no lock -------------------------------------------------
+    # --- pickling: no lock ---------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_con"] = None
         state.pop("_lock", None)
         return state
 
@@ -103,13 +102,11 @@ class Validator:
         self._lock = threading.Lock()
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
-        if self._con is None:
-            # One thread: Spark runs one task per core, each with its own Validator.
-            self._con = duckdb.connect(config={"threads": 1})
-        return self._con
+        # This thread's single-threaded connection: Spark runs one task per core.
+        return duck.local()
 
     def _validate_checks(self) -> None:
-        con = duckdb.connect()
+        con = duck.cursor()
         con.register("record", self.target_schema.empty_table())
         columns = ", ".join(self.target_schema.names)
         for name, expr in self.checks.items():

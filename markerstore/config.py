@@ -181,6 +181,7 @@ ERROR_TABLE_FORMAT = "markerstore.write.error.table.format"
 ERROR_STACKTRACE_MAX_CHARS = "markerstore.write.error.table.stacktrace.max_chars"
 ERROR_PAYLOAD_DROP = "markerstore.write.error.table.payload.drop"
 ERROR_PAYLOAD_REDACT = "markerstore.write.error.table.payload.redact"
+INGEST_TASK_BYTES = "markerstore.ingest.task_bytes"
 
 # Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
 ERROR_TABLE_SUFFIX_DEFAULT = "_errors"
@@ -290,6 +291,10 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(MAX_OPEN_FILES, 16, int_min(1),
            "Data files a task keeps open at once (one per partition value); the least "
            "recently used is closed beyond this.",
+           ()),
+    Option(INGEST_TASK_BYTES, 256 * 1024 * 1024, int_min(1),
+           "Ingest: source bytes a Spark task reads at most. Source splits are packed into "
+           "as few tasks as this allows, one wave per core at least (balanced by bytes).",
            ()),
     Option(PARTITION_SORT, "python", choice("python", "jvm"),
            "How a DataFrame write with partition columns groups rows: python (each Arrow "

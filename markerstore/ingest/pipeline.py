@@ -1,7 +1,8 @@
 """`ingest(source, table, ...)`: JSON lines, CSV or Parquet from any fsspec URL into a table.
 
-Spark schedules one Python task per source split (a file, or a byte range of a big
-JSON-lines file); the task reads its split through fsspec block by block, parses and
+Spark schedules Python tasks over the source splits (a file, or a byte range of a big
+JSON-lines file), packed by bytes into as few tasks as ``markerstore.ingest.task_bytes``
+allows (one per core at least); a task reads its splits through fsspec block by block, parses and
 validates it vectorized, and writes good rows and error records itself
 (:mod:`markerstore.ingest.task`), so a retried task retries both and no data row crosses
 into the JVM. The tasks return only their stats rows; the write commits data and error
@@ -22,13 +23,10 @@ from markerstore.commit.result import CommitResult
 from markerstore.ingest.infer import csv_header, infer_schema
 from markerstore.ingest.schema import load_schema
 from markerstore.ingest.session import progress_bar, spark_session
-from markerstore.ingest.sources import SourceTask, list_tasks
+from markerstore.ingest.sources import SourceTask, list_tasks, pack
 from markerstore.notebook import fields_html
 
 __all__ = ["IngestResult", "infer_schema", "ingest", "spark_session"]
-
-TASK_DDL = "task INT, url STRING, format STRING, start BIGINT, `end` BIGINT, header STRING"
-
 
 @dataclass
 class IngestResult:
@@ -36,9 +34,10 @@ class IngestResult:
 
     commit: CommitResult
     source: str
-    source_tasks: int
+    source_tasks: int  # source splits: files, and byte ranges of big JSON-lines files
     schema: pa.Schema
     seconds: float = 0.0
+    spark_tasks: int = 0  # the splits packed into this many Spark tasks
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -55,6 +54,7 @@ class IngestResult:
                 "rows_read": self.rows_read, "rows_written": c.rows_written,
                 "error_records": sum(c.error_records.values()),
                 "error_records_by_reason": dict(sorted(c.error_records.items())),
+                "source_splits": self.source_tasks, "spark_tasks": self.spark_tasks,
                 "files_committed": c.num_files, "files_cleaned": c.files_cleaned,
                 "duration_s": round(self.seconds, 2),
                 "storage_requests": dict(c.requests)}
@@ -94,7 +94,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     del probe
 
     session = spark or spark_session(master)
-    task_df = _task_frame(session, tasks, src_options)
+    splits = _task_splits(session, tasks, src_options, settings)
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -108,8 +108,9 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
         validator = (spec.validator(target, key, columns, dict(checks or {}))
                      if spec is not None else errortable.Validator(target, key, columns,
                                                                    dict(checks or {})))
-        run = IngestTask(job.spec, validator, spec or _NoSpec(), src_options)
-        return task_df.mapInArrow(run, STATS_DDL)
+        run = IngestTask(job.spec, validator, spec or _NoSpec(), src_options, splits)
+        # One row per Spark task (its number): the task reads the splits it is given.
+        return session.range(0, len(splits), 1, len(splits)).mapInArrow(run, STATS_DDL)
 
     shape = session.createDataFrame([], from_arrow_schema(target))
     with progress_bar(session, progress):
@@ -117,7 +118,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
                        options=settings, storage_options=storage_options,
                        _task_hook=_task_hook, _frame=frame)
     return IngestResult(result, source, len(tasks), target,
-                        seconds=time.perf_counter() - started)
+                        seconds=time.perf_counter() - started, spark_tasks=len(splits))
 
 
 def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
@@ -129,14 +130,14 @@ def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
     return infer_schema(tasks, src_options)
 
 
-def _task_frame(session: Any, tasks: Sequence[SourceTask],
-                src_options: Mapping[str, Any]) -> Any:
-    """One row per source split (one Spark task each), with its CSV header line."""
+def _task_splits(session: Any, tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
+                 settings: Mapping[str, Any]) -> list[list[tuple[SourceTask, str | None]]]:
+    """The source splits of each Spark task (packed by bytes, one wave per core at least),
+    with the CSV header line of each split's file."""
+    task_bytes = config.resolve(settings)[config.INGEST_TASK_BYTES]
+    packed = pack(tasks, session.sparkContext.defaultParallelism, task_bytes)
     headers = {t.url: csv_header(t, src_options) for t in tasks if t.format == "csv"}
-    rows = [(i, t.url, t.format, t.start, t.end, headers.get(t.url))
-            for i, t in enumerate(tasks)]
-    return session.createDataFrame(
-        session.sparkContext.parallelize(rows, max(1, len(rows))), TASK_DDL)
+    return [[(tasks[i], headers.get(tasks[i].url)) for i in split] for split in packed]
 
 
 class _NoSpec:

@@ -13,7 +13,6 @@ plus O(k) Python, and the answers are the reference's by construction.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -22,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
+
+from markerstore import duck
 
 _INTS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
          pa.int64(): "BIGINT", pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT",
@@ -36,16 +37,11 @@ _JSON_LAX = r"\\u[dD][89a-fA-F]|,\s*[}\]]|(?i:[:\[,]\s*-?(?:inf|nan))"
 _SPACES = (r"\s\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
            r"\x{205f}\x{3000}")
 
-_local = threading.local()
 
 
 def connection() -> duckdb.DuckDBPyConnection:
     """This thread's DuckDB connection (one thread: Spark runs one task per core)."""
-    con = getattr(_local, "con", None)
-    if con is None:
-        con = duckdb.connect(config={"threads": 1})
-        _local.con = con
-    return con
+    return duck.local()
 
 
 @dataclass
@@ -200,6 +196,10 @@ def _hint(source: pa.Array, target: pa.DataType) -> np.ndarray:
 def cast_rows(source: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarray]:
     """`source` cast to `target` with Arrow (safe), and the rows that do not cast (null in
     the result): DuckDB's hint first, then halving of failing slices for what it missed."""
+    try:  # the common case: every row casts, and DuckDB's hint is not needed
+        return pc.cast(source, target, safe=True), np.zeros(0, np.int64)
+    except _CAST_ERRORS:
+        pass
     hinted = _hint(source, target)
     if len(hinted):
         mask = np.zeros(len(source), dtype=bool)

@@ -1,15 +1,16 @@
-"""The executor side of ingest: one Python task per source split reads, parses,
-validates, partitions and writes, and returns only its stats rows.
+"""The executor side of ingest: a Python task reads, parses, validates, partitions and
+writes its source splits, and returns only its stats rows.
 
-Spark schedules one task per split descriptor (``mapInArrow`` over the descriptors); the
-task streams its split block by block (:mod:`~markerstore.ingest.blocks`), parses each
-block vectorized (:mod:`~markerstore.ingest.reader`), runs the Validator's stages over
-the typed rows (``Validator.split_typed``; the `record` of a failing row decoded from its
-line, :mod:`~markerstore.ingest.payload`), and hands the suspect lines to errortable's
-parser and Validator (``parse_json_block`` / ``parse_csv_block``,
-``split_records_arrow``), which decide them exactly. Every error record is built as Arrow
-columns. Good rows go to the task writer (grouped by partition in Arrow, marker first,
-then the file); error rows to the task's error sink. No data row crosses into the JVM.
+Spark schedules one task per pack of splits (``mapInArrow`` over the packs' numbers,
+:func:`~markerstore.ingest.sources.pack`); the task streams each split block by block
+(:mod:`~markerstore.ingest.blocks`), parses each block vectorized
+(:mod:`~markerstore.ingest.reader`), runs the Validator's stages over the typed rows
+(``Validator.split_typed``; the `record` of a failing row decoded from its line,
+:mod:`~markerstore.ingest.payload`), and hands the suspect lines to errortable's parser
+and Validator (``parse_json_block`` / ``parse_csv_block``, ``split_records_arrow``),
+which decide them exactly. Every error record is built as Arrow columns. Good rows go to
+the task writer (grouped by partition in Arrow, marker first, then the file); error rows
+to the task's error sink. No data row crosses into the JVM.
 """
 
 from __future__ import annotations
@@ -57,18 +58,21 @@ def with_reason(errors: pa.Table) -> pa.Table:
 
 
 class IngestTask:
-    """The function each source task runs (picklable). `spec` is the write's task spec
+    """The function each Spark task runs (picklable). `spec` is the write's task spec
     (its validator is not used: rows are validated here); `validator` is errortable's
     Validator of this write, the reference for every suspect line; `capture` makes the
-    capture context (the error table's task spec, or a plain one)."""
+    capture context (the error table's task spec, or a plain one); `splits` holds each
+    Spark task's source splits (with their CSV header), by the task's number."""
 
     def __init__(self, spec: TaskSpec, validator: Any, capture: Any,
                  storage_options: Mapping[str, Any] | None = None,
+                 splits: Sequence[Sequence[tuple[SourceTask, str | None]]] = (),
                  block_bytes: int = BLOCK_BYTES) -> None:
         self.spec = replace(spec, validator=None)
         self.validator = validator
         self.capture = capture
         self.storage_options = dict(storage_options or {})
+        self.splits = [list(s) for s in splits]
         self.block_bytes = block_bytes
         self.schema: pa.Schema = validator.target_schema
         self.extra_ok = getattr(validator, "extra_columns", "error") == "ignore"
@@ -78,11 +82,10 @@ class IngestTask:
         attempt = _attempt()
         writer = task_writer(self.spec, attempt)
         try:
-            for batch in descriptors:
-                for row in batch.to_pylist():
-                    task = SourceTask(row["url"], row["format"], int(row["start"] or 0),
-                                      None if row["end"] is None else int(row["end"]))
-                    self.read(writer, task, row["header"], attempt)
+            for batch in descriptors:  # the numbers of this Spark task's packs of splits
+                for number in batch.column(0).to_pylist():
+                    for task, header in self.splits[number]:
+                        self.read(writer, task, header, attempt)
             result = writer.commit()
             if self.spec.task_hook is not None:
                 self.spec.task_hook("committed", attempt, result.files)

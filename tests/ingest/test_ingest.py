@@ -44,6 +44,9 @@ def test_ingest_json_with_checks(spark: Any, tmp_path: Path) -> None:
     assert result.rows_read == info.rows
     assert result.error_records == {k: v for k, v in info.bad.items() if v}
     assert result.commit.rows_written == info.good
+    # Three small files on the session's cores: packed into one Spark task per core.
+    assert (result.source_tasks, result.spark_tasks) == (
+        3, min(3, spark.sparkContext.defaultParallelism))
     table = Table(url)
     assert sql_views(table, "SELECT sum(rows) FROM files").fetchall() == [(info.good,)]
     errors = errortable.read(url + "_errors")

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from markerstore.ingest.schema import SchemaError, avro_to_arrow, ddl_to_arrow, load_schema
-from markerstore.ingest.sources import SourceError, list_tasks, read_lines
+from markerstore.ingest.sources import SourceError, SourceTask, list_tasks, pack, read_lines
 
 
 def test_ddl_schema() -> None:
@@ -94,3 +96,37 @@ def test_gzip_is_read_whole(tmp_path: Path) -> None:
     tasks = list_tasks(str(path), split_bytes=4)
     assert len(tasks) == 1 and tasks[0].format == "json"
     assert [t for _, _, t in read_lines(tasks[0])] == ['{"a": 1}', '{"a": 2}']
+
+
+def _sized(*sizes: int) -> list[SourceTask]:
+    return [SourceTask(f"file:///s/{i}.json", "json", size=n) for i, n in enumerate(sizes)]
+
+
+def test_pack_puts_small_splits_in_one_task_per_core() -> None:
+    tasks = _sized(*[35] * 8)
+    assert pack(tasks, cores=2, task_bytes=1000) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    # More bytes than a wave of tasks may read: whole waves of `cores` tasks.
+    assert len(pack(tasks, cores=2, task_bytes=100)) == 4
+    # Never more tasks than splits; a tiny task size gives one task per split.
+    assert pack(tasks, cores=2, task_bytes=1) == [[i] for i in range(8)]
+    assert pack(_sized(10), cores=8, task_bytes=1) == [[0]]
+
+
+def test_pack_balances_bytes_largest_first() -> None:
+    packed = pack(_sized(90, 10, 10, 10, 50, 40), cores=2, task_bytes=1000)
+    assert sorted(sum((90, 10, 10, 10, 50, 40)[i] for i in p) for p in packed) == [100, 110]
+
+
+@given(st.lists(st.integers(0, 10**9), min_size=1, max_size=60), st.integers(1, 16),
+       st.integers(1, 10**10))
+def test_pack_reads_every_split_once_in_balanced_waves(sizes: list[int], cores: int,
+                                                       task_bytes: int) -> None:
+    tasks = _sized(*sizes)
+    packed = pack(tasks, cores, task_bytes)
+    assert sorted(i for p in packed for i in p) == list(range(len(sizes)))
+    assert all(p == sorted(p) and p for p in packed)
+    waves = -(-sum(sizes) // (cores * task_bytes)) or 1
+    assert len(packed) == min(len(sizes), cores * waves)
+    loads = [sum(sizes[i] for i in p) for p in packed]
+    # Largest first to the lightest task: no task exceeds another by more than a split.
+    assert max(loads) - min(loads) <= max(sizes)
