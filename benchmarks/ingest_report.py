@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from markerstore.ingest.blocks import BLOCK_BYTES
+
 TARGET = 3.0
 
 
@@ -91,7 +93,7 @@ def markdown(results: list[dict[str, Any]], rate: dict[str, float], rss: dict[st
         f"{rss['bytes'] / 2**30:.2f} GiB in one file ({rss['rows']:,} rows, split into "
         f"{rss['splits']} byte ranges read by {rss['tasks']} Spark tasks, "
         f"{rss['seconds']:.0f} s): peak RSS of a Python worker **{rss['peak_mb']:.0f} MiB** "
-        "(bound: 1 GiB). A task streams its ranges in 8 MiB blocks.",
+        f"(bound: 1 GiB). A task streams its ranges in {BLOCK_BYTES >> 20} MiB blocks.",
         "",
         "### Cold: a fresh process, the demo's 100,000 rows",
         "",

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from markerstore.ingest.sources import SourceTask
 
-BLOCK_BYTES = 8 * 1024 * 1024
+BLOCK_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ plus O(k) Python, and the answers are the reference's by construction.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -131,6 +132,22 @@ def json_query(schema: pa.Schema, extra_ok: bool) -> str | None:
             f"SELECT i, {' AND '.join(conds)} AS ok, {', '.join(values)} FROM p")
 
 
+_bound = threading.local()
+
+
+def _relation(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyRelation:
+    """`query` over ``blk`` as a relation of this thread's connection, bound once: reading
+    it again runs it over the block registered then (binding the long JSON query anew
+    costs about 3 ms a block)."""
+    cache = getattr(_bound, "relations", None)
+    if cache is None or cache[0] is not con:
+        cache = _bound.relations = (con, {})
+    relation = cache[1].get(query)
+    if relation is None:
+        relation = cache[1][query] = con.sql(query)
+    return relation
+
+
 def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None) -> Parsed:
     """The clean rows of a block of JSON lines, and its suspects."""
     n = len(lines)
@@ -139,7 +156,7 @@ def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None) -> Parsed:
     con = connection()
     con.register("blk", pa.table({"i": np.arange(n, dtype=np.int64), "line": lines}))
     try:
-        result = con.sql(query).to_arrow_table()
+        result = _relation(con, query).to_arrow_table()
     finally:
         con.unregister("blk")
     ok = pc.fill_null(result.column("ok"), False)
