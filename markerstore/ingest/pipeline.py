@@ -2,8 +2,8 @@
 
 Spark schedules Python tasks over the source splits (a file, or a byte range of a big
 JSON-lines file), packed by bytes into as few tasks as ``markerstore.ingest.task_bytes``
-allows (one per core at least); a task reads its splits through fsspec block by block, parses and
-validates it vectorized, and writes good rows and error records itself
+allows (one per core at least); a task reads its splits through fsspec block by block,
+parses and validates them vectorized, and writes good rows and error records itself
 (:mod:`markerstore.ingest.task`), so a retried task retries both and no data row crosses
 into the JVM. The tasks return only their stats rows; the write commits data and error
 rows together (markers, the error table, one atomic completed instant).
@@ -27,6 +27,7 @@ from markerstore.ingest.sources import SourceTask, list_tasks, pack
 from markerstore.notebook import fields_html
 
 __all__ = ["IngestResult", "infer_schema", "ingest", "spark_session"]
+
 
 @dataclass
 class IngestResult:

@@ -39,7 +39,6 @@ _SPACES = (r"\s\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{
            r"\x{205f}\x{3000}")
 
 
-
 def connection() -> duckdb.DuckDBPyConnection:
     """This thread's DuckDB connection (one thread: Spark runs one task per core)."""
     return duck.local()
@@ -212,7 +211,8 @@ def _hint(source: pa.Array, target: pa.DataType) -> np.ndarray:
 
 def cast_rows(source: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarray]:
     """`source` cast to `target` with Arrow (safe), and the rows that do not cast (null in
-    the result): DuckDB's hint first, then halving of failing slices for what it missed."""
+    the result): the whole column at once; if that fails, DuckDB's hint, then halving of
+    failing slices for what it missed."""
     try:  # the common case: every row casts, and DuckDB's hint is not needed
         return pc.cast(source, target, safe=True), np.zeros(0, np.int64)
     except _CAST_ERRORS:

@@ -106,11 +106,12 @@ def pack(tasks: Sequence[SourceTask], cores: int, task_bytes: int) -> list[list[
     waves = max(1, -(-total // max(1, cores * task_bytes)))
     count = max(1, min(len(tasks), max(1, cores) * waves))
     bins: list[list[int]] = [[] for _ in range(count)]
-    loads = [(0, b) for b in range(count)]  # a heap of (bytes, task)
+    # A heap of (bytes, splits, task): the fewest splits break a tie, so no task is empty.
+    loads = [(0, 0, b) for b in range(count)]
     for i in sorted(range(len(tasks)), key=lambda i: -tasks[i].size):
-        load, least = heapq.heappop(loads)
+        load, held, least = heapq.heappop(loads)
         bins[least].append(i)
-        heapq.heappush(loads, (load + tasks[i].size, least))
+        heapq.heappush(loads, (load + tasks[i].size, held + 1, least))
     return [sorted(b) for b in bins]
 
 

@@ -110,6 +110,8 @@ def test_pack_puts_small_splits_in_one_task_per_core() -> None:
     # Never more tasks than splits; a tiny task size gives one task per split.
     assert pack(tasks, cores=2, task_bytes=1) == [[i] for i in range(8)]
     assert pack(_sized(10), cores=8, task_bytes=1) == [[0]]
+    # Empty files: every task still gets a split.
+    assert pack(_sized(0, 0, 0), cores=2, task_bytes=1) == [[0, 2], [1]]
 
 
 def test_pack_balances_bytes_largest_first() -> None:
