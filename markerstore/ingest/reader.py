@@ -138,12 +138,14 @@ def _relation(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyRela
     """`query` over ``blk`` as a relation of this thread's connection, bound once: reading
     it again runs it over the block registered then (binding the long JSON query anew
     costs about 3 ms a block)."""
-    cache = getattr(_bound, "relations", None)
+    cache: tuple[duckdb.DuckDBPyConnection, dict[str, duckdb.DuckDBPyRelation]] | None = \
+        getattr(_bound, "relations", None)
     if cache is None or cache[0] is not con:
         cache = _bound.relations = (con, {})
-    relation = cache[1].get(query)
+    relations = cache[1]
+    relation = relations.get(query)
     if relation is None:
-        relation = cache[1][query] = con.sql(query)
+        relation = relations[query] = con.sql(query)
     return relation
 
 
