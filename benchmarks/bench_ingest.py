@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 from benchmarks import ingest_jobs as jobs
-from markerstore.ingest.sources import list_tasks
 
 CORES = 2
 
@@ -52,8 +51,7 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
         shutil.rmtree(folder, ignore_errors=True)
     times: dict[str, list[float]] = {"spark": [], "markerstore": [], "duckdb": [],
                                      "empty": []}
-    splits = len(list_tasks(src))
-    tasks = warmed.spark_tasks  # the splits packed into this many Spark tasks
+    splits, tasks = warmed.source_tasks, warmed.spark_tasks  # splits packed into tasks
     details: list[dict[str, float]] = []
     loads = []
     for i in range(rounds):

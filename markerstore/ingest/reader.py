@@ -39,11 +39,6 @@ _SPACES = (r"\s\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{
            r"\x{205f}\x{3000}")
 
 
-def connection() -> duckdb.DuckDBPyConnection:
-    """This thread's DuckDB connection (one thread: Spark runs one task per core)."""
-    return duck.local()
-
-
 @dataclass
 class Parsed:
     """The clean rows of a block (target schema) with their line indices in the block,
@@ -154,7 +149,7 @@ def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None) -> Parsed:
     n = len(lines)
     if query is None or n == 0:
         return everything_suspect(schema, n)
-    con = connection()
+    con = duck.local()  # this thread's, single-threaded: Spark runs a task per core
     con.register("blk", pa.table({"i": np.arange(n, dtype=np.int64), "line": lines}))
     try:
         result = _relation(con, query).to_arrow_table()
@@ -192,18 +187,18 @@ _CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
 
 def _hint(source: pa.Array, target: pa.DataType) -> np.ndarray:
     """Rows DuckDB's TRY_CAST rejects (a hint: Arrow decides)."""
-    duck = _HINTS.get(target)
-    if duck is None and pa.types.is_timestamp(target):
-        duck = "TIMESTAMP" if target.tz is None else "TIMESTAMPTZ"
-    if duck is None and pa.types.is_decimal(target):
-        duck = f"DECIMAL({target.precision}, {target.scale})"
-    if duck is None or len(source) == 0:
+    sql_type = _HINTS.get(target)
+    if sql_type is None and pa.types.is_timestamp(target):
+        sql_type = "TIMESTAMP" if target.tz is None else "TIMESTAMPTZ"
+    if sql_type is None and pa.types.is_decimal(target):
+        sql_type = f"DECIMAL({target.precision}, {target.scale})"
+    if sql_type is None or len(source) == 0:
         return np.zeros(0, np.int64)
-    con = connection()
+    con = duck.local()  # this thread's, single-threaded: Spark runs a task per core
     con.register("hint", pa.table({"i": np.arange(len(source), dtype=np.int64), "v": source}))
     try:
         found = con.sql(f"SELECT i FROM hint WHERE v IS NOT NULL AND "
-                        f"TRY_CAST(v AS {duck}) IS NULL").to_arrow_table()
+                        f"TRY_CAST(v AS {sql_type}) IS NULL").to_arrow_table()
     except duckdb.Error:
         return np.zeros(0, np.int64)
     finally:
