@@ -56,9 +56,13 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
     loads = []
     for i in range(rounds):
         loads.append(os.getloadavg()[0])
+        # Each job starts with the disk idle (`os.sync()`), so that none pays for the
+        # writeback of the one before it (markerstore's fsyncs would wait for it).
+        os.sync()
         out = os.path.join(base, f"{fmt}-spark-{i}")
         times["spark"].append(jobs.spark_job(spark, src, out, fmt))
         shutil.rmtree(out, ignore_errors=True)
+        os.sync()
         out = os.path.join(base, f"{fmt}-ms-{i}")
         started = time.perf_counter()
         result = jobs.markerstore_job(spark, src, out)
@@ -66,6 +70,7 @@ def side_by_side(spark: Any, base: str, fmt: str, rows: int, rounds: int) -> dic
         details.append(_phases(result, times["markerstore"][-1]))
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(out + "_errors", ignore_errors=True)
+        os.sync()
         out = os.path.join(base, f"{fmt}-duck-{i}")
         times["duckdb"].append(jobs.duckdb_job(src, out, fmt, CORES))
         shutil.rmtree(out, ignore_errors=True)

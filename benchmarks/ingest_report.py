@@ -64,7 +64,8 @@ def markdown(results: list[dict[str, Any]], rate: dict[str, float], rss: dict[st
     lines = [
         "## Ingest: `markerstore ingest` vs the hand-written Spark job (issue 15)",
         "",
-        "One Spark session `local[2]`, the jobs alternating round by round, local disk. "
+        "One Spark session `local[2]`, the jobs alternating round by round, each starting "
+        "with the disk idle (`os.sync()` before each job), local disk. "
         "markerstore packs the source splits (8 files) into one Python task per core "
         "(`markerstore.ingest.task_bytes`, 256 MiB, allows it); each task reads, parses and "
         "validates vectorized (DuckDB's JSON functions, Arrow's CSV reader and casts), "
