@@ -16,8 +16,8 @@ def _times(values: list[float]) -> str:
 def _table(r: dict[str, Any]) -> list[str]:
     best, median, times = r["best"], r["median"], r["times"]
     return [
-        f"### {r['fmt'].upper()}: {r['rows']:,} rows ({r['bytes'] / 1e6:.0f} MB, 8 files, "
-        "about 3% bad), partitioned by day",
+        f"### {r['fmt'].upper()}: {r['rows']:,} rows ({r['bytes'] / 1e6:.0f} MB, "
+        f"{r['splits']} files, about 3% bad), partitioned by day",
         "",
         "| job | best s | median s | every round s |",
         "|---|---|---|---|",
@@ -66,7 +66,8 @@ def markdown(results: list[dict[str, Any]], rate: dict[str, float], rss: dict[st
         "",
         "One Spark session `local[2]`, the jobs alternating round by round, each starting "
         "with the disk idle (`os.sync()` before each job), local disk. "
-        "markerstore packs the source splits (8 files) into one Python task per core "
+        f"markerstore packs the source splits ({results[0]['splits']} files) into one "
+        "Python task per core "
         "(`markerstore.ingest.task_bytes`, 256 MiB, allows it); each task reads, parses and "
         "validates vectorized (DuckDB's JSON functions, Arrow's CSV reader and casts), "
         "builds the error records of the suspect lines (about 3%) as Arrow columns, a "
