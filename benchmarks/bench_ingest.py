@@ -20,6 +20,7 @@ import tempfile
 import time
 from typing import Any
 
+from benchmarks import ingest_cold
 from benchmarks import ingest_jobs as jobs
 
 CORES = 2
@@ -194,9 +195,11 @@ def cold(base: str) -> dict[str, float]:
     spark_wall = time.perf_counter() - started
     session, job = (float(x) for x in hand.stdout.split()[-2:]) if hand.returncode == 0 \
         else (0.0, 0.0)
+    parts = _guard(lambda: ingest_cold.profile(src, base), {})
     return {"ms_wall": ms_wall, "ms_ingest": float(summary.get("duration_s", 0.0)),
             "ms_ok": out.returncode == 0, "spark_wall": spark_wall,
-            "spark_session": session, "spark_job": job, "spark_ok": hand.returncode == 0}
+            "spark_session": session, "spark_job": job, "spark_ok": hand.returncode == 0,
+            "parts": parts}
 
 
 _COLD_FAILED = {"ms_wall": 0.0, "ms_ingest": 0.0, "ms_ok": False, "spark_wall": 0.0,

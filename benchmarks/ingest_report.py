@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks import ingest_cold
 from markerstore.ingest.blocks import BLOCK_BYTES
 
 TARGET = 3.0
@@ -108,6 +109,10 @@ def markdown(results: list[dict[str, Any]], rate: dict[str, float], rss: dict[st
         f"{'' if cold['spark_ok'] else ' (FAILED)'} |",
         "",
     ]
+    parts = cold.get("parts") or {}
+    if parts and "failed" not in parts:
+        lines += ["Where the first run's time goes (fresh processes, the parts measured one "
+                  "by one):", "", *ingest_cold.rows(parts), ""]
     if quick:
         lines += ["(quick sizes: 200,000 rows, 256 MiB file, 2 rounds)", ""]
     return "\n".join(lines)

@@ -20,12 +20,10 @@ import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 
 from errortable import files as F
 from errortable import schema as S
@@ -46,6 +44,9 @@ from markerstore.sql.sandbox import allow_paths
 from markerstore.table import Table
 from markerstore.timeline import is_instant
 from markerstore.timeline.checks import check_count, check_list
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset brings in pandas (0.3 s cold),
+    import pyarrow.dataset as ds  # and every Spark worker that writes errors imports this
 
 log = logging.getLogger(__name__)
 
@@ -311,6 +312,9 @@ class ErrorTableReader:
     def _arrow_dataset(self, good: list[tuple[CommittedInstant, str]]) -> ds.Dataset:
         """A lazy pyarrow dataset (fsspec's memory filesystem, which is not thread-safe
         enough for DuckDB's readers, and a second filesystem of one protocol)."""
+        import pyarrow.dataset as ds
+        import pyarrow.fs as pafs
+
         storage = self.table.storage
         partitions = []
         for c, path in good:

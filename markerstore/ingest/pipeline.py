@@ -78,7 +78,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     data files, the schema parses, the key, partition columns and checks are valid."""
     import errortable
     from markerstore.config import ERROR_TABLE_ENABLED as ENABLED
-    from markerstore.spark import write
+    from markerstore.spark.writer import Shape, stats_type, write
 
     started = time.perf_counter()
     src_options = dict(source_storage_options if source_storage_options is not None
@@ -99,7 +99,6 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from markerstore.commit import STATS_DDL
     from markerstore.ingest.task import IngestTask
 
     def frame(job: Any) -> Any:
@@ -111,9 +110,9 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
                                                                    dict(checks or {})))
         run = IngestTask(job.spec, validator, spec or _NoSpec(), src_options, splits)
         # One row per Spark task (its number): the task reads the splits it is given.
-        return session.range(0, len(splits), 1, len(splits)).mapInArrow(run, STATS_DDL)
+        return session.range(0, len(splits), 1, len(splits)).mapInArrow(run, stats_type())
 
-    shape = session.createDataFrame([], from_arrow_schema(target))
+    shape = Shape(session, from_arrow_schema(target))  # the schema; no DataFrame is needed
     with progress_bar(session, progress):
         result = write(shape, table, partition_by=columns or None, mode=mode,
                        options=settings, storage_options=storage_options,

@@ -8,9 +8,11 @@ winners; the markers tell it what the other attempts left.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -19,7 +21,7 @@ from errortable.link import ERROR_COLUMN, ErrorTables
 from markerstore import config
 from markerstore.commit import (
     SAVE_MODES,
-    STATS_DDL,
+    STATS_SCHEMA,
     BatchValidator,
     CommitResult,
     ErrorSinkFactory,
@@ -42,6 +44,29 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@functools.lru_cache(maxsize=1)
+def stats_type() -> StructType:
+    """The Spark type of the tasks' stats rows (STATS_DDL), built in Python: Spark parses
+    a DDL string in the JVM, about 0.4 s the first time in a session."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(STATS_SCHEMA)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What :func:`write` needs of a DataFrame whose rows its `_frame` builds (ingest):
+    the session and the schema, without creating a DataFrame (an empty createDataFrame
+    costs about 1 s the first time in a session)."""
+
+    sparkSession: Any  # noqa: N815 - as DataFrame.sparkSession
+    schema: StructType
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+
 def _settings(options: Mapping[str, Any] | None, mode: str) -> config.Settings:
     """The options, with the conflict mode taken from `mode` unless an option sets it."""
     settings = config.resolve(options)
@@ -58,7 +83,7 @@ def _settings(options: Mapping[str, Any] | None, mode: str) -> config.Settings:
     return settings.with_options({config.CONFLICT_MODE: from_mode})
 
 
-def _partition_columns(df: DataFrame, partition_by: str | Sequence[str] | None
+def _partition_columns(df: DataFrame | Shape, partition_by: str | Sequence[str] | None
                        ) -> tuple[str, ...]:
     if partition_by is None:
         return ()
@@ -101,7 +126,7 @@ def run_spark_task(spec: TaskSpec, batches: Iterator[pa.RecordBatch]) -> TaskRes
     return run_task(spec, batches, attempt)
 
 
-def _start_marker_server(df: DataFrame, table: Table, settings: config.Settings
+def _start_marker_server(df: DataFrame | Shape, table: Table, settings: config.Settings
                          ) -> tuple[Any, str, str | None]:
     """The embedded marker server, listening on the driver's address for executors. Off
     loopback it requires a bearer token: a fresh one per write, shipped to the tasks."""
@@ -121,7 +146,7 @@ def _start_marker_server(df: DataFrame, table: Table, settings: config.Settings
     return server, str(url), token
 
 
-def _application_id(df: DataFrame) -> str | None:
+def _application_id(df: DataFrame | Shape) -> str | None:
     try:  # a Spark Connect session has no SparkContext
         return str(df.sparkSession.sparkContext.applicationId)
     except Exception:
@@ -137,7 +162,7 @@ def _first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None = None,
+def write(df: DataFrame | Shape, path: str, *, partition_by: str | Sequence[str] | None = None,
           mode: str = "append", options: Mapping[str, Any] | None = None,
           storage_options: Mapping[str, Any] | None = None,
           key: str | None = None, checks: Mapping[str, str] | None = None,
@@ -160,6 +185,8 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
     is rolled back first.
     """
     started = time.perf_counter()
+    if isinstance(df, Shape) and _frame is None:
+        raise TypeError("write() needs a DataFrame (a Shape only with _frame)")
     settings = _settings(options, mode)
     columns = _partition_columns(df, partition_by)
     table = Table(path, storage_options, settings)
@@ -177,8 +204,9 @@ def write(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None 
             if _frame is not None:  # ingest: its tasks read, write and return stats rows
                 stats = _frame(job)
             else:
+                assert not isinstance(df, Shape)
                 stats = _grouped(df, columns, settings).mapInArrow(
-                    _task_function(job.spec), STATS_DDL)
+                    _task_function(job.spec), stats_type())
             job_started = time.perf_counter()
             rows = stats.collect()
             job_seconds = time.perf_counter() - job_started

@@ -220,3 +220,16 @@ def test_partition_folders_are_named_as_spark_names_them(spark: Any, tmp_path: A
 
     assert folders(tmp_path / "ours") == folders(tmp_path / "spark")
     assert len(folders(tmp_path / "spark")) == 3
+
+
+def test_the_stats_type_built_in_python_is_the_stats_ddl(spark: Any, tmp_path: Any) -> None:
+    from pyspark.sql.types import StructType
+
+    from markerstore.commit import STATS_DDL
+    from markerstore.spark.writer import Shape, stats_type
+
+    assert stats_type() == StructType.fromDDL(STATS_DDL)
+    shape = Shape(spark, frame(spark, 10).schema)  # a schema carrier, for ingest's _frame
+    with pytest.raises(TypeError, match="needs a DataFrame"):
+        ms.write(shape, str(tmp_path / "t"))
+    assert Table(str(tmp_path / "t")).timeline() == []
