@@ -59,7 +59,7 @@ class Shape:
     the session and the schema, without creating a DataFrame (an empty createDataFrame
     costs about 1 s the first time in a session)."""
 
-    sparkSession: Any  # noqa: N815 - as DataFrame.sparkSession
+    sparkSession: Any  # named as DataFrame.sparkSession
     schema: StructType
 
     @property
