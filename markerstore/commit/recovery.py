@@ -171,9 +171,11 @@ def rollback(table: Table, instant: str, *, force: bool = False, roll_forward: b
         if outcome is not None:
             return outcome
     table.fence(instant)
+    # The markers' pending uploads (S3 only: elsewhere the core's rollback is the one scan).
+    pending = (table.marker_rows(instant, pending_only=True) if table.storage.is_s3
+               else None)
     cleanup: dict[str, Any] = {
-        "rollback_cleanup": rollback_cleanup(table.storage, instant,
-                                             table.marker_rows(instant, pending_only=True))}
+        "rollback_cleanup": rollback_cleanup(table.storage, instant, pending)}
     if error_tables is not None:
         cleanup["rollback_error_instant"] = error_tables.recover(table, instant)
     elif table.requested_info(instant).get("error_table"):

@@ -113,6 +113,32 @@ def test_markerstore_rollback_recovers_a_crashed_commit(location: Any, step: str
     assert_clean(table)
 
 
+def test_rollback_reads_the_pending_uploads_from_the_markers_only_on_s3(
+        location: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rolling back reads the markers once off S3 (the core's rollback); on S3 once more,
+    for the pending uploads to abort."""
+    if location.kind == "memory":
+        pytest.skip("a memory:// table does not outlive its process")
+    table = open_table(location)
+    commit_all(table, split(OLD, 2), conflict_mode="append")
+    crashed = crash_write(table, "after_reconcile")
+    calls: list[bool] = []
+    marker_rows = table.marker_rows
+
+    def counted(instant: str, **kwargs: Any) -> Any:
+        calls.append(bool(kwargs.get("pending_only")))
+        return marker_rows(instant, **kwargs)
+
+    monkeypatch.setattr(table, "marker_rows", counted)
+    result = commit_rollback(table, crashed["instant"], force=True)
+    assert not result.rolled_forward and not result.noop
+    assert calls == ([True] if location.kind == "s3" else [])
+    assert_exactly_committed(table, OLD)
+    assert_clean(table)
+    if location.kind == "s3":
+        assert uploads(table) == []
+
+
 def test_roll_forward_can_be_switched_off(location: Any) -> None:
     if location.kind == "memory":
         pytest.skip("a memory:// table does not outlive its process")
