@@ -134,7 +134,7 @@ class RecoveryResult:
                 "why": {d.instant: d.why for d in self.decisions}}
 
     def _repr_html_(self) -> str:
-        from errortable._html import table_html
+        from markerstore.render.html import table_html
 
         rows = [{"instant": d.instant, "action": d.action, "why": d.why,
                  "error": self.failed.get(d.instant, "")} for d in self.decisions]

@@ -25,13 +25,13 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from errortable._html import table_html
 from errortable.access import connect, readers_for
 from errortable.capture import Validator
 from errortable.reader import REPLAY_LOG_OPERATION
 from errortable.records import REASON, SOURCE_LINE
 from errortable.registry import storage_options_for
 from markerstore.errors import ConfigError, ErrorTableError
+from markerstore.render.html import table_html
 from markerstore.sql import sandbox
 from markerstore.table import DataFile, Table
 

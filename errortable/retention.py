@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from errortable._html import table_html
 from errortable.reader import EXPIRE_OPERATION, expire_record, is_error_table
 from errortable.taskwriter import OPERATION
 from markerstore.errors import ConfigError, NotAnErrorTableError
+from markerstore.render.html import table_html
 from markerstore.table import Table
 from markerstore.timeline import parse_instant
 

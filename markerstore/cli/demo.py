@@ -16,6 +16,7 @@ from errortable import ErrorTables
 from errortable import table_sql as sql_views
 from markerstore.commit import recover
 from markerstore.markers import DirectWriteMarkers
+from markerstore.render.text import visible
 from markerstore.table import Table
 
 
@@ -127,7 +128,7 @@ def _killed_writer_step(table: Table) -> None:
 
 
 def _short(value: Any, width: int = 60) -> str:
-    text = "" if value is None else str(value).splitlines()[0] if str(value) else ""
+    text = "" if value is None else visible(str(value).splitlines()[0]) if str(value) else ""
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -25,6 +25,7 @@ from markerstore.errors import (
     SqlRefusedError,
     TableNotFoundError,
 )
+from markerstore.render.text import fields_lines, table_lines, visible
 from markerstore.table import Table
 from markerstore.timeline.timeline import META_DIR
 
@@ -37,9 +38,10 @@ COMMANDS = {
     "serve": "markerstore.cli.serve",
     "sweep": "markerstore.cli.sweep",
     "verify": "markerstore.cli.verify",
+    "report": "markerstore.cli.report",
     "ingest": "markerstore.cli.ingest",
     "demo": "markerstore.cli.demo",
-    "errortable": "errortable.cli",
+    "errortable": "markerstore.cli.errortable",
 }
 
 USAGE_ERRORS: tuple[type[BaseException], ...] = (
@@ -121,7 +123,9 @@ def duckdb_message(exc: BaseException) -> str:
 
 
 def _one_line(message: str) -> str:
-    return " ".join(message.split())
+    """The message on one line, its control characters escaped: it may quote a stored
+    value."""
+    return visible(" ".join(message.split()))
 
 
 def open_table(path: str, storage_options: Sequence[str] | Mapping[str, Any] = (),
@@ -233,39 +237,20 @@ def emit_relation(relation: Any, as_json: bool) -> None:
 
 def emit(rows: list[dict[str, Any]] | dict[str, Any], as_json: bool,
          columns: Sequence[str] | None = None) -> None:
-    """Print rows as JSON, or as an aligned text table."""
+    """Print rows as JSON, or as an aligned text table whose values are made visible
+    (control characters escaped: :mod:`markerstore.render.text`)."""
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))
         return
-    if isinstance(rows, dict):
-        width = max((len(k) for k in rows), default=0)
-        for key, value in rows.items():
-            click.echo(f"{key.ljust(width)}  {_cell(value)}")
-        return
-    if not rows:
-        click.echo("(no rows)")
-        return
-    columns = list(columns or rows[0].keys())
-    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
-    for row in cells:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, default=str)
-    return str(value)
+    lines = fields_lines(rows) if isinstance(rows, dict) else table_lines(rows, columns)
+    for line in lines:
+        click.echo(line)
 
 
 class CommandsGroup(OneLineGroup):
     """The `markerstore` group: a command's module (COMMANDS) is imported when the command
-    is first looked up, not at import (errortable's command module imports this one, in
-    either order), so the group is the same whichever module was imported first, and a
-    command loads only what it needs."""
+    is first looked up, not at import (the command modules import this one), so a command
+    loads only what it needs."""
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:

@@ -24,7 +24,7 @@ from markerstore.ingest.infer import csv_header, infer_schema
 from markerstore.ingest.schema import load_schema
 from markerstore.ingest.session import progress_bar, spark_session
 from markerstore.ingest.sources import SourceTask, list_tasks, pack
-from markerstore.notebook import fields_html
+from markerstore.render.html import fields_html
 
 __all__ = ["IngestResult", "infer_schema", "ingest", "spark_session"]
 

@@ -18,8 +18,8 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from errortable.cli import cli as errortable_cli
 from markerstore import Table
+from markerstore.cli.errortable import cli as errortable_cli
 from markerstore.cli.main import DEBUG_ENV, OneLineGroup
 from markerstore.cli.main import cli as markerstore_cli
 from tests.support.files import marked_write

@@ -1,13 +1,15 @@
-"""The one HTML renderer behind every result's _repr_html_ (markerstore.notebook)."""
+"""The one HTML renderer behind every result's _repr_html_ (markerstore.render.html)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from errortable import _html
-from markerstore import notebook
+import errortable.replays
+import errortable.report
+import errortable.retention
 from markerstore.commit.result import CommitResult
 from markerstore.ingest.pipeline import IngestResult
+from markerstore.render import html as notebook
 
 
 def test_rows_and_fields_are_escaped_and_cut() -> None:
@@ -22,7 +24,8 @@ def test_rows_and_fields_are_escaped_and_cut() -> None:
 
 
 def test_errortable_and_ingest_render_through_it() -> None:
-    assert _html.table_html is notebook.table_html
+    for module in (errortable.report, errortable.replays, errortable.retention):
+        assert module.table_html is notebook.table_html
     commit = CommitResult(path="/t/<x>", instant="1", write_uuid="w", files=[],
                           rows_written=0)
     result = IngestResult(commit=commit, source="<img src=x onerror=alert(1)>",

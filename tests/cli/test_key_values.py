@@ -8,8 +8,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from errortable.cli import cli as errortable_cli
 from markerstore import Table
+from markerstore.cli.errortable import cli as errortable_cli
 from markerstore.cli.ingest import parse_checks, parse_options
 from markerstore.cli.main import cli, parse_key_values, parse_storage_options
 

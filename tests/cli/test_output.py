@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 import errortable
-from errortable.cli import cli as errortable_cli
 from markerstore import RollbackResult, Table
+from markerstore.cli.errortable import cli as errortable_cli
 from markerstore.cli.main import as_data, cli, output
 from tests.support.errortable_writes import batch, full_write
 from tests.support.files import exists, marked_write

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from errortable import ErrorTables
 from markerstore import Table
+from markerstore.audit.verify import verify_all
 from markerstore.cli.main import cli
-from markerstore.cli.verify import verify_all
 from markerstore.commit import WriteJob
 from markerstore.commit.driver import ErrorTableSpec
 from markerstore.commit.plan import PLANS_DIR

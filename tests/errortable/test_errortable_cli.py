@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from errortable.cli import cli
 from markerstore import Table
+from markerstore.cli.errortable import cli
 from tests.support.errortable_writes import batch, full_write
 
 
@@ -120,7 +120,7 @@ def test_the_console_command_exits_2_on_a_bad_path(tmp_path: Any) -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "errortable.cli", "stats",
+    proc = subprocess.run([sys.executable, "-m", "markerstore.cli.errortable", "stats",
                            str(tmp_path / "nothing")], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2
@@ -128,7 +128,7 @@ def test_the_console_command_exits_2_on_a_bad_path(tmp_path: Any) -> None:
 
 
 def test_plugs_into_the_markerstore_command(written: Any) -> None:
-    from errortable.cli import register
+    from markerstore.cli.errortable import register
     from markerstore.cli.main import OneLineGroup
 
     group = OneLineGroup("m")

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 import errortable
-from errortable.cli import cli
 from markerstore import Table
+from markerstore.cli.errortable import cli
 from markerstore.cli.main import cli as markerstore_cli
 from markerstore.config import ERROR_TABLE_FORMAT as FORMAT
 from markerstore.errors import SqlRefusedError

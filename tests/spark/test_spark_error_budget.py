@@ -9,7 +9,7 @@ import pytest
 
 import errortable
 from markerstore import Table
-from markerstore.cli.verify import verify_all
+from markerstore.audit.verify import verify_all
 from markerstore.errors import ErrorBudgetExceeded
 from markerstore.spark import write
 

@@ -1,4 +1,5 @@
-"""The `errortable` command: query, stats, show, expire, replay, recover.
+"""The `errortable` command (also `markerstore errortable`): query, stats, show, expire,
+replay, recover.
 
 PATH is an error table (local ``<table>_errors`` or global), or a target table, whose
 error tables are then read (only its rows). Every command prints text or ``--json``. Bad
@@ -16,7 +17,6 @@ from typing import Any
 
 import click
 
-import errortable  # noqa: F401  (registers the errors view and the rollback hook)
 from errortable import access, reader, report
 from errortable.reader import CorruptErrorFileWarning
 from errortable.recovery import recover as recover_table
@@ -35,6 +35,7 @@ from markerstore.cli.main import (
     unsafe_sql_flag,
 )
 from markerstore.errors import ConfigError, NotAnErrorTableError
+from markerstore.render.text import visible
 from markerstore.sql import sandbox
 from markerstore.table import Table
 
@@ -48,7 +49,8 @@ def _warnings_to_stderr() -> Iterator[None]:
         warnings.simplefilter("always", CorruptErrorFileWarning)
         yield
     for item in caught:
-        click.echo(f"{PROG}: warning: {' '.join(str(item.message).split())}", err=True)
+        click.echo(f"{PROG}: warning: {visible(' '.join(str(item.message).split()))}",
+                   err=True)
 
 
 def _command(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -122,7 +124,7 @@ def stats(path: str, top: int, strict: bool, storage_options: tuple[str, ...],
 
 
 def _stats_text(path: str, data: dict[str, Any]) -> None:
-    click.echo(f"{data['total']} committed error row(s) in {path}")
+    click.echo(f"{data['total']} committed error row(s) in {visible(path)}")
     for title, key, columns in (
             ("by reason", "by_reason", ["reason", "rows"]),
             ("by fingerprint", "by_fingerprint",
@@ -183,8 +185,9 @@ def expire(path: str, older_than: str, dry_run: bool, storage_options: tuple[str
 def _expire_text(data: dict[str, Any]) -> None:
     verb = "would expire" if data["dry_run"] else "expired"
     click.echo(f"{verb} {len(data['expired'])} error commit(s), {data['rows']} row(s), older "
-               f"than {data['cutoff']}" + (f" (expire instant {data['expire_instant']})"
-                                           if data["expire_instant"] else ""))
+               f"than {visible(data['cutoff'])}"
+               + (f" (expire instant {visible(data['expire_instant'])})"
+                  if data["expire_instant"] else ""))
     emit([{k: v for k, v in e.items() if k != "files"} | {"files": len(e["files"])}
           for e in data["expired"]], False,
          ["error_instant", "source_instant", "rows", "files", "source_table"])
