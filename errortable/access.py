@@ -89,6 +89,16 @@ def errors_view(table: Table, con: duckdb.DuckDBPyConnection) -> None:
     """`errors` in markerstore's SQL: the table's own error rows (empty if it has none). An
     error table that cannot be read leaves the view empty, with a logged warning, so the
     other views stay usable."""
+    problem = register_table_errors(table, con)
+    if problem is not None:
+        log.warning("the errors view of %s is empty: its error table cannot be read: %s",
+                    table.storage.url(), problem)
+
+
+def register_table_errors(table: Table, con: duckdb.DuckDBPyConnection) -> str | None:
+    """Create the `errors` view of `table` (its error tables' rows, filtered to its own;
+    itself if it is an error table). When an error table cannot be read the view is empty
+    and the problem is returned."""
     readers: list[tuple[ErrorTableReader, SourceFilter | str | None]]
     try:
         if is_error_table(table):
@@ -99,9 +109,9 @@ def errors_view(table: Table, con: duckdb.DuckDBPyConnection) -> None:
                        for u in error_tables_of(table)]
         register_errors(con, readers)
     except (MarkerStoreError, OSError) as exc:
-        log.warning("the errors view of %s is empty: its error table cannot be read: %s",
-                    table.storage.url(), exc)
         register_errors(con, [])
+        return str(exc)
+    return None
 
 
 VIEWS = {"errors": errors_view}

@@ -8,8 +8,10 @@ from typing import Any
 
 import duckdb
 
-from errortable._html import table_html
 from errortable.access import connect
+from markerstore.render import figures
+from markerstore.render.charts import charts_html
+from markerstore.render.html import table_html, text
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
@@ -34,11 +36,15 @@ class ErrorStats:
         return asdict(self)
 
     def _repr_html_(self) -> str:
-        parts = [f"<h4>error table {self.path}: {self.total} committed error row(s)</h4>"]
+        parts = [f"<h4>error table {text(self.path)}: {self.total} committed error row(s)</h4>"]
         for title, rows in (("by reason", self.by_reason),
                             ("by fingerprint", self.by_fingerprint),
                             ("by commit", self.by_commit), ("by day", self.by_day)):
             parts.append(f"<b>{title}</b>" + table_html(rows))
+        parts.append(charts_html([
+            figures.reason_chart({r["reason"]: r["rows"] for r in self.by_reason}),
+            figures.fingerprint_chart(self.by_fingerprint[:10]),
+            figures.day_chart(self.by_day)], unique=True))
         return "".join(parts)
 
 

@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 # The table's identity: its stable id, written by its first write.
 TABLE_FILE = f"{META_DIR}/table.json"
+REPR_COMMITS = 120  # commits charted in a notebook
 
 # Keys of the commit metadata that markerstore writes; user metadata may not set them.
 RESERVED_METADATA = frozenset({
@@ -94,6 +95,26 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.storage.url()!r})"
+
+    def _repr_html_(self) -> str:
+        """The table in a notebook: its instants by state, and the charts of its newest
+        commits (rows, error records by reason, error rate, duration, files cleaned)."""
+        from markerstore.render import figures
+        from markerstore.render.charts import charts_html
+        from markerstore.render.html import fields_html
+
+        instants = self.timeline()
+        states: dict[str, int] = {}
+        for info in instants:
+            states[info.state] = states.get(info.state, 0) + 1
+        newest = [i.instant for i in instants if i.state == COMPLETED][-REPR_COMMITS:]
+        points = [figures.commit_point(i, self.commit_metadata(i)) for i in newest]
+        fields = [("path", self.storage.url()),
+                  ("instants", ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
+                   or "none"),
+                  ("charts", f"the newest {len(points)} completed commit(s)")]
+        return fields_html(fields, caption="markerstore table") + charts_html(
+            figures.commit_charts(points), unique=True)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its path, storage options and settings: heartbeat threads stay with

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from markerstore.notebook import fields_html
+from markerstore.render import figures
+from markerstore.render.charts import charts_html
+from markerstore.render.html import fields_html
 from markerstore.table import DataFile
 
 
@@ -82,4 +84,19 @@ class CommitResult:
                 ("duration", f"{self.duration:.2f} s"),
                 ("storage requests", f"{self.requests.get('total', 0)} "
                                      f"({self._request_text()})")]
-        return fields_html(rows, caption="markerstore commit")
+        return fields_html(rows, caption="markerstore commit") + charts_html(
+            [*figures.partition_charts(self._partition_rows(), chart_prefix="commit"),
+             figures.reason_chart(dict(sorted(self.error_records.items(),
+                                              key=lambda kv: -kv[1])), "commit-reasons")],
+            unique=True)
+
+    def _partition_rows(self) -> list[dict[str, Any]]:
+        """Files, rows and bytes per partition, the largest 20 first."""
+        by: dict[str, dict[str, Any]] = {}
+        for f in self.files:
+            row = by.setdefault(f.partition, {"partition": f.partition, "files": 0,
+                                              "rows": 0, "bytes": 0})
+            row["files"] += 1
+            row["rows"] += f.rows or 0
+            row["bytes"] += f.size or 0
+        return sorted(by.values(), key=lambda r: (-r["bytes"], r["partition"]))[:20]

@@ -8,13 +8,14 @@ providers to :func:`connect` (errortable's `errors`: ``errortable.table_connect`
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 
+from markerstore.errors import CorruptTableError
 from markerstore.markers.base import MARKERS_DIR
 from markerstore.markers.scan import empty_markers, scan_markers
 from markerstore.snapshot import live_files
@@ -48,15 +49,31 @@ def _ms(value: Any) -> datetime | None:
     return None
 
 
-def commits_table(table: Table) -> pa.Table:
+def unreadable_commits(table: Table) -> dict[str, str]:
+    """Completed instants whose commit metadata cannot be read, with the problem (the
+    others are read, and cached, on the way)."""
+    found: dict[str, str] = {}
+    for info in table.timeline():
+        if info.state == COMPLETED:
+            try:
+                table.commit_metadata(info.instant)
+            except CorruptTableError as exc:
+                found[info.instant] = str(exc)
+    return found
+
+
+def commits_table(table: Table, corrupt: Collection[str] = ()) -> pa.Table:
+    """One row per instant; a completed instant in `corrupt` has state 'corrupt' and no
+    metadata."""
     rows: dict[str, list[Any]] = {f.name: [] for f in COMMITS_SCHEMA}
     for info in table.timeline():
         meta: dict[str, Any] = {}
-        if info.state == COMPLETED:
+        broken = info.state == COMPLETED and info.instant in corrupt
+        if info.state == COMPLETED and not broken:
             meta = table.commit_metadata(info.instant)
         counts = meta.get("counts", {})
         rows["instant"].append(info.instant)
-        rows["state"].append(info.state)
+        rows["state"].append("corrupt" if broken else info.state)
         rows["instant_time"].append(parse_instant(info.instant))
         rows["write_uuid"].append(meta.get("write_uuid"))
         rows["operation"].append(meta.get("operation"))
@@ -72,12 +89,16 @@ def commits_table(table: Table) -> pa.Table:
     return pa.table(rows, schema=COMMITS_SCHEMA)
 
 
-def files_table(table: Table) -> pa.Table:
+def files_table(table: Table, corrupt: Collection[str] = ()) -> pa.Table:
     """Live data files of completed commits: a commit that replaced files (conflict mode
-    replace) hides them from the instant it completed, before they are deleted."""
+    replace) hides them from the instant it completed, before they are deleted. The
+    instants in `corrupt` are left out."""
     rows: dict[str, list[Any]] = {f.name: [] for f in FILES_SCHEMA}
     storage = table.storage
-    for instant, entry in live_files(table.completed()):
+    completed = ([(i.instant, table.commit_metadata(i.instant)) for i in table.timeline()
+                  if i.state == COMPLETED and i.instant not in corrupt] if corrupt
+                 else table.completed())
+    for instant, entry in live_files(completed):
         path = entry["path"]
         partition, _, file_name = path.rpartition("/")
         rows["instant"].append(instant)
@@ -115,17 +136,20 @@ def markers_relation(table: Table, con: duckdb.DuckDBPyConnection) -> duckdb.Duc
     return relation
 
 
-def connect(table: Table, views: Mapping[str, ViewProvider] | None = None
-            ) -> duckdb.DuckDBPyConnection:
+def connect(table: Table, views: Mapping[str, ViewProvider] | None = None, *,
+            corrupt: Collection[str] = ()) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the table's views `commits`, `files` and `markers`, plus
     one per provider in `views` (name -> ``provider(table, con)``, which creates it).
+    Completed instants in `corrupt` (:func:`unreadable_commits`) are left out of `files`
+    and have state 'corrupt' in `commits`; otherwise an unreadable one raises
+    CorruptTableError.
 
     This is DuckDB's full engine (any file, COPY, ATTACH, SET, ...): the caller already
     runs Python. For SQL from someone else, use the sandbox that `markerstore sql` uses:
     ``markerstore.sql.sandbox.run(connect(table), query)`` (docs/SECURITY.md)."""
     con = duckdb.connect()
-    con.register("commits", commits_table(table))
-    con.register("files", files_table(table))
+    con.register("commits", commits_table(table, corrupt))
+    con.register("files", files_table(table, corrupt))
     markers_relation(table, con).create_view("markers")
     for name, provider in (views or {}).items():
         provider(table, con)

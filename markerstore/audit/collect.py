@@ -1,0 +1,249 @@
+"""The figures of a table's report, aggregated in DuckDB over the SQL views.
+
+Commits come from the `commits` view (the timeline and each commit's metadata), the
+layout from `files` (the live snapshot), markers from `markers`, and data quality from
+`errors` (the committed rows of the table's error tables: only what they hold, so a
+redacted or dropped payload stays redacted or dropped). Nothing here scales with the
+error rows but DuckDB's scans: the groups are counted in one pass and the examples read
+with ``LIMIT 1`` per fingerprint.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+
+from markerstore.timeline import INFLIGHT, REQUESTED, ROLLEDBACK
+
+MAX_POINTS = 120          # commits (or groups of commits) drawn per chart
+RECENT_COMMITS = 20       # commits listed one by one
+TOP_FINGERPRINTS = 10
+TOP_PARTITIONS = 20
+TOP_SOURCES = 3           # source files listed per fingerprint
+MAX_EXAMPLE_CHARS = 500   # an example message or record is cut to this
+MAX_EVENTS = 200          # rollbacks marked on the charts (the newest)
+
+
+def rows(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
+         ) -> list[dict[str, Any]]:
+    relation = con.execute(sql, list(params))
+    names = [d[0] for d in relation.description or []]
+    return [dict(zip(names, values)) for values in relation.fetchall()]
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_EXAMPLE_CHARS:
+        return value[:MAX_EXAMPLE_CHARS] + "…"
+    return value
+
+
+def commit_points(con: duckdb.DuckDBPyConnection, since: str | None) -> dict[str, Any]:
+    """Completed commits as at most MAX_POINTS points (one commit each, or consecutive
+    commits grouped), the newest commits one by one, and the counts by state."""
+    where = "WHERE instant >= ?" if since else ""
+    params = [since] if since else []
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE report_commits AS
+        SELECT instant, state, operation, coalesce(num_rows, 0) AS rows,
+               coalesce(num_files, 0) AS files, coalesce(num_bytes, 0) AS bytes,
+               coalesce(error_records, 0) AS error_records,
+               coalesce(files_cleaned, 0) AS files_cleaned, completed_at,
+               epoch(completed_at) - epoch(instant_time) AS duration_s,
+               json_extract(metadata, '$.error_records') AS by_reason
+        FROM commits {where}""", params)
+    states = dict(con.sql("SELECT state, count(*) FROM report_commits GROUP BY 1").fetchall())
+    completed = int(states.get("completed", 0))
+    groups = min(completed, MAX_POINTS)
+    points = rows(con, """
+        WITH c AS (SELECT *, ntile(?) OVER (ORDER BY instant) - 1 AS point
+                   FROM report_commits WHERE state = 'completed')
+        SELECT point, min(instant) AS first_instant, max(instant) AS last_instant,
+               count(*) AS commits, sum(rows) AS rows, sum(error_records) AS error_records,
+               sum(files) AS files, sum(bytes) AS bytes, sum(files_cleaned) AS files_cleaned,
+               round(max(duration_s), 3) AS duration_s
+        FROM c GROUP BY point ORDER BY point""", [max(groups, 1)]) if groups else []
+    reasons = rows(con, """
+        WITH c AS (SELECT instant, by_reason, ntile(?) OVER (ORDER BY instant) - 1 AS point
+                   FROM report_commits WHERE state = 'completed'),
+             e AS (SELECT point, unnest(json_keys(by_reason)) AS reason, by_reason FROM c
+                   WHERE json_type(by_reason) = 'OBJECT')
+        SELECT point, reason, sum(CAST(json_extract(by_reason, '$."' || reason || '"')
+                                       AS BIGINT)) AS n
+        FROM e GROUP BY ALL ORDER BY point, reason""", [max(groups, 1)]) if groups else []
+    for point in points:
+        point["by_reason"] = {}
+        point["rows_in"] = int(point["rows"]) + int(point["error_records"])
+        point["error_rate"] = (round(point["error_records"] / point["rows_in"], 6)
+                               if point["rows_in"] else 0.0)
+    for item in reasons:
+        points[item["point"]]["by_reason"][item["reason"]] = int(item["n"] or 0)
+    recent = rows(con, f"""
+        SELECT instant, state, operation, rows, error_records, files, bytes, files_cleaned,
+               CAST(completed_at AS VARCHAR) AS completed_at, round(duration_s, 3) AS duration_s
+        FROM report_commits ORDER BY instant DESC LIMIT {RECENT_COMMITS}""")
+    return {"total": sum(int(v) for v in states.values()), "completed": completed,
+            "rolled_back": int(states.get(ROLLEDBACK, 0)),
+            "inflight": int(states.get(INFLIGHT, 0)) + int(states.get(REQUESTED, 0)),
+            "corrupt": int(states.get("corrupt", 0)),
+            "grouped": completed > MAX_POINTS, "points": points, "recent": recent}
+
+
+def events(con: duckdb.DuckDBPyConnection, points: list[dict[str, Any]]
+           ) -> list[dict[str, Any]]:
+    """Rollbacks and instants still in flight, each placed at the point of the first
+    completed commit after it (or after the last point)."""
+    found = rows(con, f"""
+        SELECT instant, state FROM report_commits
+        WHERE state IN ('{ROLLEDBACK}', '{INFLIGHT}', '{REQUESTED}', 'corrupt')
+        ORDER BY instant DESC LIMIT {MAX_EVENTS}""")
+    firsts = [p["first_instant"] for p in points]
+    placed = []
+    for event in reversed(found):
+        at = next((i for i, first in enumerate(firsts) if first > event["instant"]),
+                  len(points))
+        kind = {ROLLEDBACK: "rolled back", "corrupt": "corrupt"}.get(event["state"],
+                                                                     "in flight")
+        placed.append({"instant": event["instant"], "kind": kind, "point": at})
+    return placed
+
+
+def quality(con: duckdb.DuckDBPyConnection, points: list[dict[str, Any]],
+            since: str | None) -> dict[str, Any]:
+    """Error rows by reason, the pass rate of each named check per point, and the top
+    fingerprints with an example and the source files they came from."""
+    where = "WHERE source_instant >= ?" if since else ""
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE report_groups AS
+        SELECT source_instant, reason, check_name, fingerprint, count(*) AS n,
+               min(created_at) AS first_seen, max(created_at) AS last_seen
+        FROM errors {where} GROUP BY ALL""", [since] if since else [])
+    total = int(con.sql("SELECT coalesce(sum(n), 0) FROM report_groups").fetchall()[0][0])
+    by_reason = {r: int(n) for r, n in con.sql(
+        "SELECT coalesce(reason, 'unknown'), sum(n) FROM report_groups GROUP BY 1 "
+        "ORDER BY 2 DESC, 1").fetchall()}
+    firsts = [p["first_instant"] for p in points]
+    checks: dict[str, dict[str, Any]] = {}
+    for name, instant, failed in con.sql(
+            "SELECT check_name, source_instant, sum(n) FROM report_groups "
+            "WHERE reason = 'check' AND check_name IS NOT NULL GROUP BY ALL").fetchall():
+        check = checks.setdefault(name, {"check": name, "failed": 0,
+                                         "failed_per_point": [0] * len(points)})
+        check["failed"] += int(failed)
+        at = _point_of(firsts, instant)
+        if at is not None:
+            check["failed_per_point"][at] += int(failed)
+    rows_in = sum(p["rows_in"] for p in points)
+    for check in checks.values():
+        per_point = check.pop("failed_per_point")
+        check["pass_rate"] = round(1 - check["failed"] / rows_in, 6) if rows_in else None
+        check["pass_rate_per_point"] = [
+            round(1 - f / p["rows_in"], 6) if p["rows_in"] else None
+            for f, p in zip(per_point, points)]
+    return {"error_rows": total, "by_reason": by_reason,
+            "checks": sorted(checks.values(), key=lambda c: c["check"]),
+            "fingerprints": fingerprints(con, since)}
+
+
+def _point_of(firsts: list[str], instant: str | None) -> int | None:
+    """The point holding `instant`: the last whose first commit is not after it."""
+    if instant is None or not firsts or instant < firsts[0]:
+        return None
+    low, high = 0, len(firsts)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if firsts[middle] <= instant:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def fingerprints(con: duckdb.DuckDBPyConnection, since: str | None) -> list[dict[str, Any]]:
+    top = rows(con, f"""
+        SELECT fingerprint, any_value(reason) AS reason, sum(n) AS rows,
+               CAST(min(first_seen) AS VARCHAR) AS first_seen,
+               CAST(max(last_seen) AS VARCHAR) AS last_seen
+        FROM report_groups GROUP BY fingerprint
+        ORDER BY rows DESC, fingerprint LIMIT {TOP_FINGERPRINTS}""")
+    if not top:
+        return top
+    since_sql = "AND source_instant >= ?" if since else ""
+    extra = [since] if since else []
+    for item in top:
+        example = rows(con, f"""
+            SELECT coalesce(check_name, column_name, error_class) AS detail,
+                   error AS example_message, record AS example_record, record_key,
+                   source_instant FROM errors WHERE fingerprint IS NOT DISTINCT FROM ?
+                   {since_sql} LIMIT 1""", [item["fingerprint"], *extra])
+        item.update({k: _cut(v) for k, v in (example[0] if example else {}).items()})
+        item["sources"] = []
+    names = [t["fingerprint"] for t in top]
+    sources = rows(con, f"""
+        SELECT fingerprint, source_file AS file, count(*) AS rows,
+               min(source_line) AS first_line, max(source_line) AS last_line
+        FROM errors WHERE list_contains(?, fingerprint) {since_sql}
+        GROUP BY ALL ORDER BY fingerprint, rows DESC, file""", [names, *extra])
+    by_name = {t["fingerprint"]: t for t in top}
+    for source in sources:
+        listed = by_name[source.pop("fingerprint")]["sources"]
+        if len(listed) < TOP_SOURCES:
+            listed.append(source)
+    return top
+
+
+def layout(con: duckdb.DuckDBPyConnection, small_file_bytes: int) -> dict[str, Any]:
+    """Rows and bytes per partition (the largest, and the rest together), small files and
+    the file size distribution (powers of two), of the live snapshot."""
+    totals = rows(con, """SELECT count(*) AS files, coalesce(sum(rows), 0) AS rows,
+                                 coalesce(sum(size), 0) AS bytes,
+                                 count(DISTINCT partition) AS partitions,
+                                 count(*) FILTER (WHERE size < ?) AS small_files
+                          FROM files""", [small_file_bytes])[0]
+    partitions = rows(con, f"""
+        SELECT partition, count(*) AS files, coalesce(sum(rows), 0) AS rows,
+               coalesce(sum(size), 0) AS bytes
+        FROM files GROUP BY partition ORDER BY bytes DESC, partition
+        LIMIT {TOP_PARTITIONS}""")
+    skew = con.sql("""SELECT max(b) / nullif(median(b), 0) FROM
+                      (SELECT sum(size) AS b FROM files GROUP BY partition)""").fetchall()[0][0]
+    shown = {key: sum(p[key] for p in partitions) for key in ("files", "rows", "bytes")}
+    rest = {key: int(totals[key]) - shown[key] for key in shown}
+    histogram = rows(con, """
+        SELECT CAST(floor(log2(greatest(size, 1))) AS INTEGER) AS bucket, count(*) AS files
+        FROM files WHERE size IS NOT NULL GROUP BY 1 ORDER BY 1""")
+    return {**{k: int(v) for k, v in totals.items()},
+            "small_file_bytes": small_file_bytes,
+            "skew": None if skew is None else round(float(skew), 2),
+            "top_partitions": partitions,
+            "other_partitions": {"partitions": max(int(totals["partitions"]) - len(partitions),
+                                                   0), **rest},
+            "size_histogram": [{"label": f"{size_label(2 ** h['bucket'])}–"
+                                         f"{size_label(2 ** (h['bucket'] + 1))}",
+                                "min_bytes": 2 ** h["bucket"],
+                                "files": int(h["files"])} for h in histogram]}
+
+
+def size_label(size: float) -> str:
+    """Bytes in binary units: 512 B, 4 KiB, 1.5 MiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            text = f"{size:.1f}".rstrip("0").rstrip(".") if unit != "B" else str(int(size))
+            return f"{text} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def markers(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, int]]:
+    """Per instant with a marker folder: markers and pending (uncompleted) uploads."""
+    found = con.sql("""SELECT instant, count(*), count(pending_upload) FROM markers
+                       GROUP BY instant""").fetchall()
+    return {i: {"markers": int(n), "pending_uploads": int(p)} for i, n, p in found}
+
+
+def ratio(part: float, whole: float) -> float:
+    return round(part / whole, 6) if whole else 0.0
+
+
+def finite(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
