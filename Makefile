@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help setup java test test-fast demo bench soak soak-test lint clean
+.PHONY: help setup java browser test test-fast demo bench soak soak-test lint clean
 
 help:
 	@echo "make demo   - set up .venv and run the end-to-end demo"
@@ -24,10 +24,22 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test,dev]'
 	touch $(STAMP)
 
-setup: $(STAMP) java
+setup: $(STAMP) java browser
 
 java:
 	@$(PY) -m markerstore.testing.javacheck
+
+# Headless Chromium (Debian's package) for the report's browser test; without it (no root,
+# no apt) that test is skipped with a message.
+APT_CHROMIUM := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    { $(APT_CHROMIUM) >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && \
+	      $(APT_CHROMIUM) >/dev/null 2>&1; }; } && echo "installed chromium (browser tests)" \
+	      || echo "chromium could not be installed: the browser tests will be skipped"; \
+	  else echo "no chromium (apt-get install -y chromium): the browser tests will be skipped"; \
+	  fi; }
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

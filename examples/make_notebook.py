@@ -29,8 +29,13 @@ CELLS = [
         "                checks=sample.CHECKS, key=sample.KEY, partition_by=sample.PARTITION_BY,\n"
         "                master='local[2]', progress=False)\n"
         "result"),
+    new_markdown_cell("The commit shows its rows and bytes per partition and its error "
+                      "records by reason, drawn by the same code as `markerstore report`."),
+    new_code_cell("result.commit"),
     new_markdown_cell("## The error table\n\nEvery bad row is an RFC-20 `ErrorRecord`, "
-                      "committed with the data. `errortable.read` returns a DuckDB relation."),
+                      "committed with the data. `errortable.read` returns a DuckDB relation; "
+                      "`errortable.stats` counts it, with its charts."),
+    new_code_cell("errortable.stats(f'{folder}/events_errors', top=5)"),
     new_code_cell(
         "errors = errortable.read(f'{folder}/events_errors')\n"
         "errors.query('e', 'SELECT reason, source_line, message, record FROM e LIMIT 5').df()"),
@@ -55,8 +60,21 @@ CELLS = [
         "inflight = sql(table, 'SELECT instant, partition, file, io_type FROM markers').df()\n"
         "rolled_back = table.rollback(instant, force=True)\n"
         "inflight"),
+    new_markdown_cell("## The table, and its report\n\n"
+                      "`Table` shows its newest commits as charts. `markerstore.audit.build` "
+                      "is `markerstore report`: the same page as the command writes, here "
+                      "in the notebook, and its figures as data (`to_dict()`, the command's "
+                      "`--json`)."),
+    new_code_cell("table"),
+    new_code_cell(
+        "from markerstore.audit import build\n"
+        "report = build(table)\n"
+        "report.write(f'{folder}/report.html')\n"
+        "report"),
     new_code_cell(
         "# What the audit must show (the tests run this notebook).\n"
+        "figures = report.to_dict()\n"
+        "assert figures['commits']['rolled_back'] == 1 and figures['verdict']['healthy']\n"
         "counts = top.groupby('reason')['n'].sum().to_dict()\n"
         "assert counts == {k: v for k, v in info.bad.items() if v}, counts\n"
         "assert result.rows_read == info.rows == result.commit.rows_written + sum(counts.values())\n"

@@ -35,12 +35,14 @@ def _fail_first_attempt(step: str, attempt: Any, files: list[Any]) -> None:
         os._exit(3)
 
 
-def run_demo(folder: str, rows: int = 100_000) -> None:
-    """The demo's four steps, each saying what it proved."""
+def run_demo(folder: str, rows: int = 100_000, report_folder: str | None = None) -> None:
+    """The demo's steps, each saying what it proved; the report goes to `report_folder`
+    (default: `folder`)."""
     url = os.path.join(folder, "events")
     table = _ingest_step(os.path.join(folder, "source"), url, rows)
     _sql_step(table)
     _killed_writer_step(table)
+    _report_step(table, report_folder or folder)
 
 
 def _ingest_step(source: str, url: str, rows: int) -> Table:
@@ -127,6 +129,16 @@ def _killed_writer_step(table: Table) -> None:
     assert not DirectWriteMarkers(table.storage, dead, initialize=False).exists()
 
 
+def _report_step(table: Table, folder: str) -> None:
+    """Last: the table's report, a self-contained HTML page."""
+    from markerstore.audit import build
+
+    _step(5, "The table's report (markerstore report)")
+    report = build(table)
+    path = report.write(os.path.join(folder, "markerstore-demo-report.html"))
+    click.echo(f"    written to {path} ({report.to_dict()['verdict']['summary']})")
+
+
 def _short(value: Any, width: int = 60) -> str:
     text = "" if value is None else visible(str(value).splitlines()[0]) if str(value) else ""
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -144,7 +156,7 @@ def demo(folder: str | None, rows: int) -> None:
         run_demo(folder, rows)
     else:
         with tempfile.TemporaryDirectory(prefix="markerstore-demo-") as tmp:
-            run_demo(tmp, rows)
+            run_demo(tmp, rows, report_folder=tempfile.gettempdir())  # the page outlives tmp
     click.echo()
     click.secho("demo finished", bold=True)
 

@@ -23,4 +23,7 @@ def test_audit_notebook_runs(tmp_path: Path) -> None:
     assert not [o for o in outputs if o.get("output_type") == "error"]
     html = [o for o in outputs if "text/html" in o.get("data", {})]
     assert any("rows_written" in o["data"]["text/html"] for o in html)  # CommitResult as HTML
+    # the commit, the error table's stats, the table and the report draw their charts
+    charts = [o["data"]["text/html"].count('class="ms-svg"') for o in html]
+    assert len([c for c in charts if c]) >= 4 and max(charts) >= 10, charts
     assert "audit consistent" in "".join(o.get("text", "") for o in outputs)
