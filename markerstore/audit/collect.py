@@ -4,13 +4,13 @@ Commits come from the `commits` view (the timeline and each commit's metadata), 
 layout from `files` (the live snapshot), markers from `markers`, and data quality from
 `errors` (the committed rows of the table's error tables: only what they hold, so a
 redacted or dropped payload stays redacted or dropped). Nothing here scales with the
-error rows but DuckDB's scans: the groups are counted in one pass and the examples read
-with ``LIMIT 1`` per fingerprint.
+error rows but DuckDB's scans: one pass over the error rows, grouped by commit, reason,
+check and fingerprint, counts every figure of the section; the examples and source files
+of the top fingerprints come from a sample of their rows (``LIMIT``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,13 +18,14 @@ import duckdb
 
 from markerstore.timeline import INFLIGHT, REQUESTED, ROLLEDBACK
 
-MAX_POINTS = 120          # commits (or groups of commits) drawn per chart
+MAX_POINTS = 60           # commits (or groups of commits) drawn per chart
 RECENT_COMMITS = 20       # commits listed one by one
 TOP_FINGERPRINTS = 10
 TOP_PARTITIONS = 20
 TOP_SOURCES = 3           # source files listed per fingerprint
 MAX_EXAMPLE_CHARS = 500   # an example message or record is cut to this
 MAX_EVENTS = 200          # rollbacks marked on the charts (the newest)
+SAMPLE_ROWS = 100_000     # rows of the top fingerprints read for examples and sources
 
 
 def rows(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
@@ -160,6 +161,9 @@ def _point_of(firsts: list[str], instant: str | None) -> int | None:
 
 
 def fingerprints(con: duckdb.DuckDBPyConnection, since: str | None) -> list[dict[str, Any]]:
+    """The TOP_FINGERPRINTS largest groups with when they were first and last seen, and,
+    from a sample (the first SAMPLE_ROWS of their rows read), one example (message,
+    record key, record) and the source files and lines they came from."""
     top = rows(con, f"""
         SELECT fingerprint, any_value(reason) AS reason, sum(n) AS rows,
                CAST(min(first_seen) AS VARCHAR) AS first_seen,
@@ -169,27 +173,29 @@ def fingerprints(con: duckdb.DuckDBPyConnection, since: str | None) -> list[dict
     if not top:
         return top
     since_sql = "AND source_instant >= ?" if since else ""
-    extra = [since] if since else []
-    for item in top:
-        example = rows(con, f"""
-            SELECT coalesce(check_name, column_name, error_class) AS detail,
-                   error AS example_message, record AS example_record, record_key,
-                   source_instant FROM errors WHERE fingerprint IS NOT DISTINCT FROM ?
-                   {since_sql} LIMIT 1""", [item["fingerprint"], *extra])
-        item.update({k: _cut(v) for k, v in (example[0] if example else {}).items()})
-        item["sources"] = []
-    names = [t["fingerprint"] for t in top]
-    sources = rows(con, f"""
+    details = rows(con, f"""
+        WITH sample AS (
+            SELECT fingerprint, source_file, source_line,
+                   {{'detail': coalesce(check_name, column_name, error_class),
+                    'example_message': error, 'example_record': record,
+                    'record_key': record_key, 'source_instant': source_instant}} AS example
+            FROM errors WHERE list_contains(?, fingerprint) {since_sql}
+            LIMIT {SAMPLE_ROWS})
         SELECT fingerprint, source_file AS file, count(*) AS rows,
-               min(source_line) AS first_line, max(source_line) AS last_line
-        FROM errors WHERE list_contains(?, fingerprint) {since_sql}
-        GROUP BY ALL ORDER BY fingerprint, rows DESC, file""", [names, *extra])
-    by_name = {t["fingerprint"]: t for t in top}
-    for source in sources:
-        listed = by_name[source.pop("fingerprint")]["sources"]
-        if len(listed) < TOP_SOURCES:
-            listed.append(source)
-    return top
+               min(source_line) AS first_line, max(source_line) AS last_line,
+               any_value(example) AS example
+        FROM sample GROUP BY ALL ORDER BY fingerprint, rows DESC, file""",
+                   [[t["fingerprint"] for t in top], *([since] if since else [])])
+    by_name = {t["fingerprint"]: {**t, "sampled_rows": 0, "sources": []} for t in top}
+    for group in details:
+        item = by_name[group.pop("fingerprint")]
+        example = group.pop("example")
+        if not item["sources"]:  # the largest source group gives the example
+            item.update({k: _cut(v) for k, v in example.items()})
+        item["sampled_rows"] += group["rows"]
+        if len(item["sources"]) < TOP_SOURCES:
+            item["sources"].append(group)
+    return list(by_name.values())
 
 
 def layout(con: duckdb.DuckDBPyConnection, small_file_bytes: int) -> dict[str, Any]:
@@ -239,11 +245,3 @@ def markers(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, int]]:
     found = con.sql("""SELECT instant, count(*), count(pending_upload) FROM markers
                        GROUP BY instant""").fetchall()
     return {i: {"markers": int(n), "pending_uploads": int(p)} for i, n, p in found}
-
-
-def ratio(part: float, whole: float) -> float:
-    return round(part / whole, 6) if whole else 0.0
-
-
-def finite(value: float | None) -> float | None:
-    return value if value is None or math.isfinite(value) else None
