@@ -107,23 +107,24 @@ def target_schema(target: Table) -> tuple[pa.Schema, list[str]]:
                           "commits has a Parquet data file")
 
 
-def _select(con: duckdb.DuckDBPyConnection, where: str, unsafe_sql: bool
-            ) -> list[tuple[Any, ...]]:
+def _select(con: duckdb.DuckDBPyConnection, where: str, unsafe_sql: bool,
+            limits: sandbox.Limits | None) -> list[tuple[Any, ...]]:
     query = ("SELECT uid, record, source_table, replayed_instant, error_instant FROM errors "
              f"WHERE ({where}) ORDER BY created_at, uid")
     if len(con.extract_statements(query)) != 1:
         raise ConfigError(f"--where must be one SQL condition, got {where!r}")
-    if unsafe_sql:
-        return con.sql(query).fetchall()
-    return sandbox.select(con, query).fetchall()
+    with sandbox.limited(con, limits or (sandbox.UNLIMITED_TIME if unsafe_sql else None)):
+        if unsafe_sql:
+            return con.sql(query).fetchall()
+        return sandbox.select(con, query, limits).fetchall()
 
 
 def replay(path: str, where: str, storage_options: Mapping[str, Any] | None = None, *,
            dry_run: bool = False, target: str | None = None,
-           unsafe_sql: bool = False) -> ReplayResult:
+           unsafe_sql: bool = False, limits: sandbox.Limits | None = None) -> ReplayResult:
     """Re-ingest the error records selected by `where` (SQL over the `errors` view) into
     their target tables (or into `target`), once. `where` runs in the SQL sandbox (it
-    reads the `errors` view and nothing else) unless `unsafe_sql`."""
+    reads the `errors` view and nothing else, within `limits`) unless `unsafe_sql`."""
     if not where or not where.strip():
         raise ConfigError("--where needs a SQL condition over the errors view (for example "
                           "\"reason = 'cast'\")")
@@ -133,7 +134,8 @@ def replay(path: str, where: str, storage_options: Mapping[str, Any] | None = No
     by_target: dict[str, list[tuple[str, str | None]]] = {}
     skipped_logged: dict[str, int] = Counter()
     origins: set[tuple[str, str]] = set()
-    for uid, record, source_table, replayed, error_instant in _select(con, where, unsafe_sql):
+    selected = _select(con, where, unsafe_sql, limits)
+    for uid, record, source_table, replayed, error_instant in selected:
         url = target or source_table
         if not url:
             raise ErrorTableError(f"error row {uid} names no target table; pass a target")

@@ -85,3 +85,13 @@ def check_contained(root: str, paths: Iterable[str], source: str) -> None:
             raise CorruptTableError(
                 source, f"{path!r} resolves outside the table (its folder is {folder}: "
                         "a symbolic link or '..' leads out)")
+
+
+def real_path_inside(root: str, path: str) -> str | None:
+    """On local disk: the real path of `path` (links resolved) when it lies inside the
+    real path of `root`, else None (a link in its folders, or the file itself a link,
+    leads out of the table). For a read that must not follow a link out: read the real
+    path returned, never `path` again."""
+    base = os.path.realpath(root).rstrip(os.sep) + os.sep
+    real = os.path.realpath(path)
+    return real if real.startswith(base) else None
