@@ -35,6 +35,7 @@ from errortable.errorrows import ErrorRows, RawRows
 from errortable.errorrows import Failure as RowFailure
 from markerstore import duck
 from markerstore.errors import ConfigError
+from markerstore.paths import control_class
 
 EXTRA_COLUMNS = ("error", "ignore")
 
@@ -415,7 +416,7 @@ class Validator:
             if not C.is_textual(column.type):
                 continue
             bad = pc.or_kleene(
-                pc.match_substring_regex(column, r"[/\\\x00-\x1f\x7f]"),
+                pc.match_substring_regex(column, r"[/\\" + control_class("re2") + "]"),
                 pc.is_in(column, value_set=pa.array(["", ".", ".."], column.type)))
             text = (f"partition column {name!r} holds a value that is not a valid folder "
                     "name (empty, '.', '..', or with a slash or control character)")
