@@ -88,7 +88,8 @@ class Table:
         self._timeline = Timeline(self.storage)
         self.heartbeats = Heartbeats(self.storage,
                                      self.settings[config.HEARTBEAT_INTERVAL_MS],
-                                     self.settings[config.HEARTBEAT_TOLERABLE_MISSES])
+                                     self.settings[config.HEARTBEAT_TOLERABLE_MISSES],
+                                     self.settings[config.HEARTBEAT_MAX_CLOCK_SKEW_MS])
         self._beating: dict[str, HeartbeatThread] = {}
         self._table_id: str | None = None
 
@@ -312,15 +313,21 @@ class Table:
             # A writer creates its instant, then beats: a young instant without a beat yet
             # is starting, not dead.
             return self._young(instant)
-        if self.heartbeats.expired(beat):
+        if self.heartbeats.expired(beat, instant):
             return False
         if beat.get("host") == socket.gethostname() and isinstance(beat.get("pid"), int):
             return _pid_alive(beat["pid"])
         return True
 
     def _young(self, instant: str) -> bool:
-        """Whether the instant was created less than a heartbeat expiry ago."""
-        age_ms = (datetime.now(timezone.utc) - parse_instant(instant)).total_seconds() * 1000
+        """Whether the instant was created less than a heartbeat expiry ago (one dated
+        further in the future than the allowed clock skew is not: it is suspect)."""
+        created = parse_instant(instant)
+        age_ms = (datetime.now(timezone.utc) - created).total_seconds() * 1000
+        if -age_ms > self.heartbeats.max_clock_skew_ms:
+            self.heartbeats.say_future(instant, int(created.timestamp() * 1000), -age_ms,
+                                       "the instant id")
+            return False
         return age_ms < self.heartbeats.expiry_ms
 
     def can_roll_back(self, instant: str, *, force: bool = False) -> bool:
@@ -393,7 +400,7 @@ class Table:
                 continue
             if policy == "lazy":
                 beat = self.heartbeats.read(info.instant)
-                if (self.heartbeats.expired(beat) if beat is not None
+                if (self.heartbeats.expired(beat, info.instant) if beat is not None
                         else not self._young(info.instant)):
                     result.append(info.instant)
             elif policy == "eager":
