@@ -35,45 +35,32 @@ def _rows(table: Table) -> int:
     return sum(int(f.get("rows") or 0) for _, m in table.completed() for f in m["files"])
 
 
-@pytest.fixture
-def victim_and_source(where: Location) -> tuple[Table, Table, Table]:
-    """A source table whose write left two check failures (which replay would now write),
-    and an unrelated victim table of the same schema."""
-    source = Table(f"{where.url}/source", where.storage_options)
-    victim = Table(f"{where.url}/victim", where.storage_options)
-    full_write(source, [batch(2, {"check": 2})])
-    full_write(victim, [batch(3)])
-    errors = Table(f"{where.url}/source_errors", where.storage_options)
-    return source, victim, errors
-
-
-def test_replay_refuses_a_target_edited_into_the_error_commit(
-        where: Location, victim_and_source: tuple[Table, Table, Table]) -> None:
-    _, victim, errors = victim_and_source
-    before = _rows(victim), len(victim.completed())
-    _edit_error_commit(errors, source_table=victim.storage.url())
-    with pytest.raises(ErrorTableError, match="records table id .* has"):
-        errortable.replay(errors.storage.url(), "reason = 'check'", where.storage_options)
-    # The victim's id can be read from its folder: forged too, the link is still missing.
-    _edit_error_commit(errors, source_table_id=victim.table_id())
-    with pytest.raises(ErrorTableError, match="not on the timeline|not completed|did not write"):
-        errortable.replay(errors.storage.url(), "reason = 'check'", where.storage_options)
-    assert (_rows(victim), len(victim.completed())) == before  # nothing was committed
-
-
-def test_replay_cli_refuses_in_one_line_and_replays_into_the_right_table(
-        local_where: Location) -> None:
+def test_replay_refuses_a_target_edited_into_the_error_commit(local_where: Location) -> None:
     source = Table(f"{local_where.url}/source")
     victim = Table(f"{local_where.url}/victim")
-    full_write(source, [batch(2, {"check": 2})])
-    full_write(victim, [batch(3)])
+    full_write(source, [batch(2, {"check": 2})])  # two rows replay would now write
+    full_write(victim, [batch(3)])  # an unrelated table of the same schema
     errors = Table(f"{local_where.url}/source_errors")
+    before = _rows(victim), len(victim.completed())
+
     _edit_error_commit(errors, source_table=victim.storage.url())
+    with pytest.raises(ErrorTableError, match="records table id .* has"):
+        errortable.replay(errors.storage.url(), "reason = 'check'")
     out = subprocess.run([sys.executable, "-m", "errortable.cli", "replay", errors.storage.url(),
                           "--where", "reason = 'check'"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 1, (out.stdout, out.stderr)
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     assert "refusing to replay" in out.stderr and victim.storage.url() in out.stderr
-    assert len(victim.completed()) == 1
 
+    # The victim's id can be read from its folder: forged too, the link is still missing.
+    _edit_error_commit(errors, source_table_id=victim.table_id())
+    with pytest.raises(ErrorTableError, match="not on the timeline|not completed|did not write"):
+        errortable.replay(errors.storage.url(), "reason = 'check'")
+    assert (_rows(victim), len(victim.completed())) == before  # nothing was committed
+
+    # Put back, the same rows replay into their own table.
+    _edit_error_commit(errors, source_table=source.storage.url(),
+                       source_table_id=source.table_id())
+    assert errortable.replay(errors.storage.url(), "reason = 'check'").written_rows == 2
+    assert (_rows(victim), len(victim.completed())) == before
