@@ -169,6 +169,8 @@ def reconcile(storage: Storage, timeline: Timeline, instant: str,
     if len(invalid):
         try:
             delete_paths(storage, invalid, parallelism)
+        except CorruptTableError:
+            raise  # refused before the first delete: the table's state is at fault
         except Exception as exc:
             raise ReconcileError(f"could not delete the invalid files of instant {instant}; "
                                  f"the commit must not complete: {exc}") from exc
