@@ -29,7 +29,8 @@ that was inflight is never deleted, with or without markers.
 
 ``repair`` deletes orphans older than the grace period whose name is a markerstore file
 name (``..._<instant>.<ext>``), aborts orphaned uploads, deletes the leftovers (finishing
-a completed instant's plan as recovery does). Without it nothing is changed.
+a completed instant's plan as recovery does; leftover markers after the files they name
+that no commit references, as a rollback would). Without it nothing is changed.
 """
 
 from __future__ import annotations
@@ -365,7 +366,7 @@ class Verifier:
     def _clean(self, kind: str, instant: str, state: str | None) -> None:
         storage = self.storage
         if kind == "leftover_markers":
-            storage.delete_dir(storage.path(MARKERS_DIR, instant), self.table.parallelism)
+            self.table.clean_markers_of(instant)
         elif kind == "leftover_staging":
             remove_staging_area(storage, instant)
         elif kind == "leftover_heartbeat":
