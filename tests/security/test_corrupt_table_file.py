@@ -24,8 +24,7 @@ def table_with_a_commit(path: Path) -> Table:
     return table
 
 
-@pytest.mark.parametrize("payload", [b"{not json", b'{"table_id": 7}', b"[]", b"\xff\xfe",
-                                     b'{"table_id": "../../x"}'])
+@pytest.mark.parametrize("payload", [b"{not json", b"[]", b'{"table_id": "../../x"}'])
 def test_verify_reports_a_corrupt_table_file(tmp_path: Path, payload: bytes) -> None:
     table = table_with_a_commit(tmp_path / "t")
     table.storage.put(table.storage.path(TABLE_FILE), payload)
