@@ -40,7 +40,7 @@ from markerstore.errors import (
     CorruptErrorFileError,
     CorruptTableError,
 )
-from markerstore.paths import checked_paths, real_path_inside
+from markerstore.paths import checked_paths
 from markerstore.sql.sandbox import allow_paths
 from markerstore.table import Table
 from markerstore.timeline import is_instant
@@ -360,10 +360,11 @@ class ErrorTableReader:
         """On local disk: CorruptErrorFileError for an error file reached through a link
         out of the table (nothing reads it: not the footer check, not the view)."""
         storage = self.table.storage
-        if storage.is_local and real_path_inside(storage.root, storage.path(path)) is None:
-            raise CorruptErrorFileError(
-                f"error file {storage.url(storage.path(path))} resolves outside the table "
-                f"(to {os.path.realpath(storage.path(path))}): a symbolic link leads out")
+        try:
+            storage.check_in_table(storage.path(path))
+        except CorruptTableError as exc:
+            raise CorruptErrorFileError(f"error file {storage.url(storage.path(path))}: "
+                                        f"{exc.entry}; it is not read") from None
 
     def _say_mismatch(self, instants: list[CommittedInstant], source: SourceFilter) -> None:
         """Say so (a logged warning naming both ids) when this error table is linked to

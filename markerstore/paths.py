@@ -14,7 +14,6 @@ into the table's own ``.markerstore`` folder (data never lives there).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -87,33 +86,3 @@ def checked_paths(paths: Iterable[Any], source: str, *, what: str = "path"
             raise CorruptTableError(source, f"{what} {path!r} {problem}")
         result.append(path)
     return result
-
-
-def check_contained(root: str, paths: Iterable[str], source: str) -> None:
-    """On local disk: CorruptTableError if any of `paths` (absolute, under `root`) resolves,
-    through a symbolic link in its folders or as a link itself, outside `root`. A delete
-    must not follow a link out of the table; the link itself may be deleted, which the
-    check allows when only the last component is a link."""
-    base = os.path.realpath(root)
-    prefix = base.rstrip(os.sep) + os.sep
-    seen: set[str] = set()
-    for path in paths:
-        parent = os.path.dirname(path)
-        if parent in seen:
-            continue
-        seen.add(parent)
-        folder = os.path.realpath(parent)
-        if folder != base and not folder.startswith(prefix):
-            raise CorruptTableError(
-                source, f"{path!r} resolves outside the table (its folder is {folder}: "
-                        "a symbolic link or '..' leads out)")
-
-
-def real_path_inside(root: str, path: str) -> str | None:
-    """On local disk: the real path of `path` (links resolved) when it lies inside the
-    real path of `root`, else None (a link in its folders, or the file itself a link,
-    leads out of the table). For a read that must not follow a link out: read the real
-    path returned, never `path` again."""
-    base = os.path.realpath(root).rstrip(os.sep) + os.sep
-    real = os.path.realpath(path)
-    return real if real.startswith(base) else None

@@ -35,6 +35,7 @@ from markerstore.markers import (
     ReconcileResult,
     RollbackResult,
     WriteMarkers,
+    clean_markers_of,
     read_marker_rows,
     reconcile,
     rollback_from_markers,
@@ -425,7 +426,9 @@ class Table:
 
     def clean_markers(self) -> list[str]:
         """Delete marker folders of instants that are no longer inflight (a writer that
-        died after completing leaves them). Never touches an inflight instant's markers."""
+        died after completing leaves them), each after the files its markers name that
+        no commit references (see :meth:`clean_markers_of`). Never touches an inflight
+        instant's markers."""
         folder = self.storage.path(MARKERS_DIR)
         names = [n for n in self.storage.ls(folder) if is_instant(n)]
         if not names:
@@ -433,8 +436,17 @@ class Table:
         states = {i.instant: i.state for i in self._timeline.instants()}
         done = [n for n in names if states.get(n) in (COMPLETED, ROLLEDBACK)]
         for name in done:
-            self.storage.delete_dir(self.storage.path(MARKERS_DIR, name), self.parallelism)
+            self.clean_markers_of(name)
         return done
+
+    def clean_markers_of(self, instant: str) -> list[str]:
+        """Delete the marker folder a terminal instant left, after the files its markers
+        name that no completed commit references (a task that outlived the instant may
+        have added a marker and its file): the deletes of its rollback, run again.
+        Returns the files deleted."""
+        deleted = clean_markers_of(self.storage, self._timeline, instant,
+                                   parallelism=self.parallelism)
+        return list(deleted.to_pylist())
 
     # --- queries ---------------------------------------------------------------------------
     def snapshot(self, as_of: str | None = None) -> Snapshot:

@@ -291,12 +291,14 @@ def parse_marker_type(raw: bytes, where: str) -> str:
     return mechanism
 
 
-def read_marker_type(storage: Storage, instant: str, files: list[str] | None = None
-                     ) -> str | None:
+def read_marker_type(storage: Storage, instant: str, files: list[str] | None = None, *,
+                     untyped: str | None = None) -> str | None:
     """The mechanism of an instant's markers; None when the instant has no marker folder.
 
     A folder that holds markers but no MARKERS.type, or an empty one, is an error (never a
-    guess: guessing is how rollbacks became silent no-ops elsewhere).
+    guess: guessing is how rollbacks became silent no-ops elsewhere), unless the caller
+    knows what such a folder holds (`untyped`: a terminal instant's leftover folder can
+    only have got direct markers since its MARKERS.type went).
     """
     folder = marker_folder(storage, instant)
     path = f"{folder}/{MARKER_TYPE_FILE}"
@@ -307,6 +309,8 @@ def read_marker_type(storage: Storage, instant: str, files: list[str] | None = N
             files = storage.find(folder)
         if not files:
             return None
+        if untyped is not None:
+            return untyped
         raise MarkerTypeError(
             f"{storage.url(path)} is missing but the folder holds {len(files)} file(s); "
             "the marker mechanism is unknown, so the markers cannot be read safely") from None
