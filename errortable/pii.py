@@ -61,7 +61,6 @@ def _redact_path(value: Any, parts: list[str]) -> Any:
     return copy
 
 
-
 class ShapeError(ValueError):
     """A record of the wrong shape (not an object, the wrong number of fields): its text
     names counts and types, never a value, so it is kept under a PII policy."""
