@@ -35,6 +35,7 @@ from errortable.errorrows import ErrorRows, RawRows
 from errortable.errorrows import Failure as RowFailure
 from markerstore import duck
 from markerstore.errors import ConfigError
+from markerstore.paths import control_class
 
 EXTRA_COLUMNS = ("error", "ignore")
 
@@ -204,7 +205,9 @@ class Validator:
                 if unknown:
                     pre[i] = RowFailure("schema", "unknown:" + ",".join(unknown), "SchemaError",
                                         f"field(s) {', '.join(map(repr, unknown))} are not "
-                                        "in the target schema", unknown)
+                                        "in the target schema", unknown,
+                                        safe_text=f"field(s) {', '.join(map(repr, unknown))} "
+                                        "are not in the target schema")
         columns: dict[str, pa.Array] = {}
         failures: dict[int, list[tuple[str, Failure]]] = {}
         for f in self.target_schema:
@@ -341,7 +344,9 @@ class Validator:
                 text = "; ".join(f"column {c!r} to {types[c]}: {e[1]}" for c, e in items)
                 failure = alike[tuple(items)] = RowFailure(
                     R.CAST, ",".join(f"{c}:{types[c]}" for c in cols), items[0][1][0],
-                    f"cannot cast {text}", cols)
+                    f"cannot cast {text}", cols, safe_text="cannot cast " + "; ".join(
+                        f"column {c!r} to {types[c]} (the value is withheld)"
+                        for c, e in items))
             failed[row] = failure
         table = pa.table(columns, schema=self.target_schema)
         self._null_stage(table, failed)
@@ -384,7 +389,8 @@ class Validator:
             if not f.nullable:
                 _mark(failed, pc.is_null(table.column(f.name)), RowFailure(
                     R.NULL, f.name, "NullValueError",
-                    f"column {f.name!r} is not nullable but is null", [f.name]))
+                    f"column {f.name!r} is not nullable but is null", [f.name],
+                    safe_text=f"column {f.name!r} is not nullable but is null"))
 
     def _key_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         if self.key is None:
@@ -392,27 +398,30 @@ class Validator:
         column = table.column(self.key)
         _mark(failed, pc.is_null(column), RowFailure(
             R.KEY, f"{self.key}:null", "RecordKeyError",
-            f"record key column {self.key!r} is null", [self.key]))
+            f"record key column {self.key!r} is null", [self.key],
+            safe_text=f"record key column {self.key!r} is null"))
         if C.is_textual(column.type):
             _mark(failed, pc.equal(pc.utf8_trim_whitespace(column), ""), RowFailure(
                 R.KEY, f"{self.key}:empty", "RecordKeyError",
-                f"record key column {self.key!r} is empty", [self.key]))
+                f"record key column {self.key!r} is empty", [self.key],
+                safe_text=f"record key column {self.key!r} is empty"))
 
     def _partition_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
         for name in self.partition_by:
             column = table.column(name)
             _mark(failed, pc.is_null(column), RowFailure(
                 R.PARTITION, f"{name}:null", "PartitionValueError",
-                f"partition column {name!r} is null", [name]))
+                f"partition column {name!r} is null", [name],
+                safe_text=f"partition column {name!r} is null"))
             if not C.is_textual(column.type):
                 continue
             bad = pc.or_kleene(
-                pc.match_substring_regex(column, r"[/\\\x00-\x1f\x7f]"),
+                pc.match_substring_regex(column, r"[/\\" + control_class("re2") + "]"),
                 pc.is_in(column, value_set=pa.array(["", ".", ".."], column.type)))
-            _mark(failed, bad, RowFailure(
-                R.PARTITION, f"{name}:invalid", "PartitionValueError",
-                f"partition column {name!r} holds a value that is not a valid folder "
-                "name (empty, '.', '..', or with a slash or control character)", [name]))
+            text = (f"partition column {name!r} holds a value that is not a valid folder "
+                    "name (empty, '.', '..', or with a slash or control character)")
+            _mark(failed, bad, RowFailure(R.PARTITION, f"{name}:invalid", "PartitionValueError",
+                                          text, [name], safe_text=text))
 
 
 def _mark(failed: dict[int, RowFailure], mask: pa.Array | pa.ChunkedArray,

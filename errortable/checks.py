@@ -61,7 +61,8 @@ def _run_checks(checks: dict[str, str], con: duckdb.DuckDBPyConnection,
         if len(failing) > 1:
             extra[R.FAILED_CHECKS] = ",".join(failing)
         failure = RowFailure(R.CHECK_REASON, first, "CheckFailed",
-                             f"check {first!r} failed: {checks[first]}", extra=extra)
+                             f"check {first!r} failed: {checks[first]}", extra=extra,
+                             safe_text=f"check {first!r} failed: {checks[first]}")
         failed.update((row, failure) for row in group if row not in failed)
 
 
@@ -94,7 +95,9 @@ def _run_checks_one_by_one(checks: dict[str, str], con: duckdb.DuckDBPyConnectio
                 failed[row] = RowFailure(
                     R.CHECK_REASON, name, type(exc).__name__,
                     f"check {name!r} raised: {' '.join(str(exc).split())}",
-                    extra={R.CHECK: name, R.FAILED_CHECKS: name})
+                    extra={R.CHECK: name, R.FAILED_CHECKS: name},
+                    safe_text=f"check {name!r} raised {type(exc).__name__} (its text is "
+                              "withheld)")
     return [(row, *values) for row, values in flags.items()]
 
 

@@ -34,6 +34,7 @@ class Failure:
     text: str
     columns: list[str] = field(default_factory=list)
     extra: dict[str, str] = field(default_factory=dict)
+    safe_text: str | None = None  # the message under a PII policy (None: withheld)
 
 
 @dataclass
@@ -188,7 +189,7 @@ class ErrorRows:
             result.append(self.builder.build(
                 reason=failure.reason, detail=failure.detail, error_class=failure.error_class,
                 text=failure.text, record=originals[pos], schema=schema, context=context,
-                columns=failure.columns, ts=ts))
+                columns=failure.columns, ts=ts, safe_text=failure.safe_text))
         return result
 
 

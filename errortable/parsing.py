@@ -20,6 +20,7 @@ import pyarrow as pa
 from errortable import records as R
 from errortable.config import ErrorTableConfig
 from errortable.errorrows import parse_error_table
+from errortable.pii import ShapeError
 
 # One line that failed to parse: (line number, text, exception, source schema or None).
 LineFailure = tuple[int, str, BaseException, "str | None"]
@@ -70,9 +71,11 @@ def _parse_error(builder: R.RecordBuilder, base: dict[str, str], line_no: int, t
     context[R.SOURCE_LINE] = str(line_no)
     error_class = type(exc).__name__
     message = " ".join(str(exc).split())
-    return builder.build(reason=R.PARSE, detail=R.exception_detail(error_class, message),
+    safe = R.safe_exception_text(exc) if builder.protects else None
+    detail = message if not builder.protects else safe or ""
+    return builder.build(reason=R.PARSE, detail=R.exception_detail(error_class, detail),
                          error_class=error_class, text=message, record=text, schema=schema,
-                         context=context)
+                         context=context, safe_text=safe)
 
 
 def _json_lines(lines: Iterable[str | bytes], first_line: int,
@@ -91,7 +94,7 @@ def _json_lines(lines: Iterable[str | bytes], first_line: int,
         try:
             value = loads(stripped)
             if not isinstance(value, dict):
-                raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+                raise ShapeError(f"expected a JSON object, got {type(value).__name__}")
             if "\\u" in stripped:  # a lone surrogate escape is no text Arrow can hold
                 json.dumps(value, ensure_ascii=False).encode("utf-8")
         except ValueError as exc:  # UnicodeEncodeError too
@@ -127,7 +130,7 @@ def _csv_lines(lines: Iterable[str | bytes], header: Sequence[str] | None, delim
                 {"name": c, "type": "string", "nullable": True} for c in columns]},
                 separators=(",", ":"))
         if len(fields) != len(columns):
-            mismatch = ValueError(f"expected {len(columns)} fields, got {len(fields)}")
+            mismatch = ShapeError(f"expected {len(columns)} fields, got {len(fields)}")
             yield line_no, text, mismatch, schema
             continue
         result.records.append({c: (v if v != "" else None) for c, v in

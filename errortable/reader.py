@@ -16,6 +16,7 @@ missing file is skipped with a :class:`CorruptErrorFileWarning` naming it, unles
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -302,8 +303,9 @@ class ErrorTableReader:
                 self._skip(problem)
         if not good:
             return None
-        if storage.is_local:
-            return ParquetFiles({storage.path(p): self._meta(c, p) for c, p in good})
+        if storage.is_local:  # by real path: what was checked is what DuckDB opens
+            return ParquetFiles({os.path.realpath(storage.path(p)): self._meta(c, p)
+                                 for c, p in good})
         if not storage.is_memory:  # DuckDB reads through the table's fsspec filesystem
             return ParquetFiles({storage.url(storage.path(p)): self._meta(c, p)
                                  for c, p in good}, storage.fs, good)
@@ -346,12 +348,23 @@ class ErrorTableReader:
             for path in c.files:
                 try:
                     fmt = F.format_of(self.table.storage.url(self.table.storage.path(path)))
+                    self._check_inside(path)
                 except CorruptErrorFileError as exc:
                     self._skip(exc)
                     continue
                 (avro if fmt == "avro" else parquet).append((c, path))
         return self._parquet_dataset(parquet), self._read_avro(avro)
 
+
+    def _check_inside(self, path: str) -> None:
+        """On local disk: CorruptErrorFileError for an error file reached through a link
+        out of the table (nothing reads it: not the footer check, not the view)."""
+        storage = self.table.storage
+        try:
+            storage.check_in_table(storage.path(path))
+        except CorruptTableError as exc:
+            raise CorruptErrorFileError(f"error file {storage.url(storage.path(path))}: "
+                                        f"{exc.entry}; it is not read") from None
 
     def _say_mismatch(self, instants: list[CommittedInstant], source: SourceFilter) -> None:
         """Say so (a logged warning naming both ids) when this error table is linked to

@@ -23,11 +23,21 @@ import re
 import time
 import traceback
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from errortable.config import ErrorTableConfig
+from errortable.pii import (
+    REDACTED,
+    WITHHELD,
+    frames_only,
+    redact,
+    safe_exception_text,
+    secrets_of,
+    sweep,
+    sweep_value,
+)
 from markerstore.config import REASON_KEY
 
 # --- context keys (RFC-20 names first) ---------------------------------------------------
@@ -61,7 +71,6 @@ CHECK_REASON = "check"
 EXCEPTION = "exception"
 REASONS = (PARSE, CAST, NULL, KEY, PARTITION, CHECK_REASON, EXCEPTION)
 
-REDACTED = "[REDACTED]"
 HEADLINE_MAX_CHARS = 2000
 
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
@@ -91,11 +100,6 @@ def fingerprint(reason: str, detail: str) -> str:
 
 def exception_detail(error_class: str, message: str) -> str:
     return f"{error_class}: {normalise(message)}"
-
-
-def scrub(message: str) -> str:
-    """A message with quoted values removed (they may hold the payload)."""
-    return _QUOTED.sub("'<redacted>'", message)
 
 
 def now_ts() -> str:
@@ -183,36 +187,6 @@ class UidSource:
         return f"{self._prefix}{n:012x}"
 
 
-def redact(record: Any, paths: Iterable[str]) -> Any:
-    """A copy of `record` with the values at each dotted path replaced by [REDACTED].
-
-    A path walks dicts by key; a list on the way applies the rest of the path to each
-    element; ``*`` matches every key. Null values stay null. The input is not modified.
-    """
-    result = record
-    for path in paths:
-        result = _redact_path(result, path.split("."))
-    return result
-
-
-def _redact_path(value: Any, parts: list[str]) -> Any:
-    if isinstance(value, list):
-        return [_redact_path(item, parts) for item in value]
-    if not isinstance(value, dict) or not parts:
-        return value
-    head, rest = parts[0], parts[1:]
-    keys = list(value) if head == "*" else [head] if head in value else []
-    if not keys:
-        return value
-    copy = dict(value)
-    for key in keys:
-        if rest:
-            copy[key] = _redact_path(copy[key], rest)
-        elif copy[key] is not None:
-            copy[key] = REDACTED
-    return copy
-
-
 @dataclass(frozen=True)
 class CaptureContext:
     """What is known about where records come from; copied into every error's context."""
@@ -258,8 +232,10 @@ class RecordBuilder:
         self.uid = UidSource()
         self._plain = not self.config.drop_payload and not self.config.redact
 
-    def payload(self, record: Any) -> tuple[str | None, dict[str, str]]:
-        """(`record` column, extra context) for an original record under the PII policy."""
+    def payload(self, record: Any, secrets: Sequence[str] = ()
+                ) -> tuple[str | None, dict[str, str]]:
+        """(`record` column, extra context) for an original record under the PII policy;
+        `secrets` (the record's protected values) are swept out of the fields kept."""
         if record is None:
             return None, {}
         if self.config.drop_payload:
@@ -269,7 +245,8 @@ class RecordBuilder:
                 return None, {PAYLOAD: "dropped: raw text cannot be redacted"}
             return to_json(record), {RECORD_FORMAT: "raw"}
         if self.config.redact:
-            return to_json(redact(record, self.config.redact)), {PAYLOAD: "redacted"}
+            kept = sweep_value(redact(record, self.config.redact), list(secrets))
+            return to_json(kept), {PAYLOAD: "redacted"}
         return to_json(record), {}
 
     def _protect_context(self, context: dict[str, str]) -> None:
@@ -293,27 +270,66 @@ class RecordBuilder:
             context[PARTITION_PATH] = "/".join(parts)
 
     def touches_pii(self, columns: Iterable[str] = ()) -> bool:
-        """Whether a message about these columns must be scrubbed of quoted values."""
+        """Whether a message about these columns may quote a protected value."""
         return self.config.drop_payload or bool(self._redact_roots & set(columns)) or \
             "*" in self._redact_roots
+
+    def covers(self, columns: Sequence[str], record: Any = None) -> bool:
+        """Whether the PII policy covers a failure's message: it is about a protected
+        column, or about no column in particular (an exception, a check, a line that did
+        not parse), or its record is raw text (which cannot be redacted)."""
+        if self._plain:
+            return False
+        return not columns or isinstance(record, str) or self.touches_pii(columns)
+
+    def secrets(self, record: Any) -> list[str]:
+        """The protected values of `record` (see errortable.pii.sweep)."""
+        if self._plain:
+            return []
+        return secrets_of(record, None if self.config.drop_payload or isinstance(record, str)
+                          else self.config.redact)
+
+    def _sweep_context(self, context: dict[str, str], secrets: list[str]) -> None:
+        """Sweep protected values out of the context entries that may copy record data.
+        Under payload.drop alone the record key and the partition values stay (they name
+        the record; docs/ERROR_TABLE.md), but another field's value inside them does not."""
+        own: dict[str, set[str]] = {}
+        if self.config.drop_payload and not self.config.redact:
+            own[RECORD_KEY] = {context.get(RECORD_KEY) or ""}
+            own[PARTITION_PATH] = {part.partition("=")[2] for part in
+                                   (context.get(PARTITION_PATH) or "").split("/")}
+        for key, value in context.items():
+            if key in _GENERATED_KEYS or not isinstance(value, str):
+                continue
+            mine = own.get(key)
+            context[key] = sweep(value, [s for s in secrets if s not in mine] if mine
+                                 else secrets)
 
     def build(self, *, reason: str, detail: str, error_class: str, text: str,
               record: Any = None, schema: str | None = None, trace: str | None = None,
               context: Mapping[str, str] | None = None, columns: Iterable[str] = (),
-              ts: str | None = None) -> dict[str, Any]:
+              ts: str | None = None, safe_text: str | None = None,
+              safe_trace: str | None = None) -> dict[str, Any]:
         """One ErrorRecord. `detail` is what the fingerprint groups by besides the reason
-        (a check name, column names, or `exception_detail(...)`); `ts` defaults to now."""
+        (a check name, column names, or `exception_detail(...)`); `ts` defaults to now.
+
+        `safe_text` and `safe_trace` are what `message` holds instead of `text` and `trace`
+        when the PII policy covers the failure (see :meth:`covers`): text built from parts
+        that hold no record data. None stores none (the error class, marked withheld)."""
         columns = list(columns)
+        ctx = dict(context) if context else {}
+        secrets: list[str] = []
         if self._plain:
             payload = None if record is None else to_json(record)
-            extra: dict[str, str] = {} if not isinstance(record, str) else \
-                {RECORD_FORMAT: "raw"}
+            if isinstance(record, str):
+                ctx[RECORD_FORMAT] = "raw"
         else:
-            if self.touches_pii(columns) or (isinstance(record, str) and self.config.redact):
-                text = scrub(text)
-            payload, extra = self.payload(record)
-        ctx = dict(context) if context else {}
-        if extra:
+            if self.covers(columns, record):
+                text, trace = (safe_text if safe_text is not None else WITHHELD), safe_trace
+            secrets = self.secrets(record)
+            text = sweep(text, secrets)
+            trace = sweep(trace, secrets) if trace else trace
+            payload, extra = self.payload(record, secrets)
             ctx.update(extra)
         ctx[REASON] = reason
         ctx[ERROR_CLASS] = error_class
@@ -323,6 +339,8 @@ class RecordBuilder:
         if self.config.redact:
             self._protect_context(ctx)
             ctx[REDACTED_FIELDS] = ",".join(self.config.redact)
+        if not self._plain:
+            self._sweep_context(ctx, secrets)
         return {
             "uid": self.uid(),
             "ts": ts or now_ts(),
@@ -339,7 +357,9 @@ class RecordBuilder:
     def protect(self, row: dict[str, Any]) -> dict[str, Any]:
         """Apply the PII policy to an error record built elsewhere (by a builder with another
         configuration, say), so the stored rows follow the error table's policy. Rows the
-        policy already handled are returned as they are."""
+        policy already handled are returned as they are. A message the policy covers is
+        replaced by its error class, marked withheld (its text cannot be told apart from
+        the data it may quote)."""
         context = row.get("context") or {}
         if not self.protects or self._handled(context):
             return row
@@ -350,16 +370,20 @@ class RecordBuilder:
                 original = json.loads(payload)
             except ValueError:
                 original = payload
-        stored, extra = self.payload(original)
+        secrets = self.secrets(original)
+        stored, extra = self.payload(original, secrets)
         columns = [c for c in str(context.get(COLUMN) or "").split(",") if c]
         message = row.get("message")
-        if message and (self.touches_pii(columns) or not columns):
-            message = scrub(message)
+        if message and self.covers(columns, original):
+            name = str(context.get(ERROR_CLASS) or "")
+            message = f"{name if _CLASS_NAME.match(name) else 'Error'}: {WITHHELD}"
         context = {**context, **extra}
         self._protect_context(context)
         if self.config.redact:
             done = [f for f in str(context.get(REDACTED_FIELDS) or "").split(",") if f]
             context[REDACTED_FIELDS] = ",".join(dict.fromkeys(done + list(self.config.redact)))
+        self._sweep_context(context, secrets)
+        message = sweep(message, secrets) if message else message
         return {**row, "record": stored, "message": message, "context": context}
 
     def _handled(self, context: Mapping[str, str]) -> bool:
@@ -375,14 +399,23 @@ class RecordBuilder:
                        schema: str | None = None, context: Mapping[str, str] | None = None,
                        detail: str | None = None) -> dict[str, Any]:
         """One ErrorRecord for an exception raised while handling `record` (for write paths
-        that catch their own failures); the stack trace comes from the exception."""
+        that catch their own failures); the stack trace comes from the exception. Under a
+        PII policy the message keeps the exception's class and frames, not its text."""
         error_class = type(exc).__name__
         text = str(exc)
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)) \
             if exc.__traceback__ is not None else None
-        if self.touches_pii() or self.config.redact:
-            text = scrub(text)
-            trace = scrub(trace) if trace else trace
+        safe = safe_exception_text(exc)
+        if self.protects:  # the fingerprint groups by text that holds no record data
+            detail = detail or exception_detail(error_class, safe or "")
         return self.build(reason=reason, detail=detail or exception_detail(error_class, text),
                           error_class=error_class, text=text, record=record, schema=schema,
-                          trace=trace, context=context)
+                          trace=trace, context=context, safe_text=safe,
+                          safe_trace=frames_only(exc) if trace else None)
+
+
+# Context entries the builder writes itself (names, counts, hashes: no record data).
+_GENERATED_KEYS = frozenset({REASON, ERROR_CLASS, FINGERPRINT, COLUMN, CHECK, FAILED_CHECKS,
+                             SOURCE_LINE, SOURCE_OFFSET, PAYLOAD, REDACTED_FIELDS,
+                             RECORD_FORMAT, RECORD_KEY_FIELD, COMMIT_TIME, TASK_ATTEMPT})
+_CLASS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,200}$")

@@ -27,13 +27,15 @@ import pyarrow.parquet as pq
 
 from errortable.access import connect, readers_for
 from errortable.capture import Validator
-from errortable.reader import REPLAY_LOG_OPERATION
+from errortable.reader import REPLAY_LOG_OPERATION, CommittedInstant, ErrorTableReader
 from errortable.records import REASON, SOURCE_LINE
+from errortable.recovery import same_table
 from errortable.registry import storage_options_for
-from markerstore.errors import ConfigError, ErrorTableError
+from markerstore.errors import ConfigError, ErrorTableError, InstantNotFoundError
 from markerstore.render.html import table_html
 from markerstore.sql import sandbox
 from markerstore.table import DataFile, Table
+from markerstore.timeline import COMPLETED
 
 log = logging.getLogger(__name__)
 
@@ -105,23 +107,24 @@ def target_schema(target: Table) -> tuple[pa.Schema, list[str]]:
                           "commits has a Parquet data file")
 
 
-def _select(con: duckdb.DuckDBPyConnection, where: str, unsafe_sql: bool
-            ) -> list[tuple[Any, ...]]:
-    query = ("SELECT uid, record, source_table, replayed_instant FROM errors "
+def _select(con: duckdb.DuckDBPyConnection, where: str, unsafe_sql: bool,
+            limits: sandbox.Limits | None) -> list[tuple[Any, ...]]:
+    query = ("SELECT uid, record, source_table, replayed_instant, error_instant FROM errors "
              f"WHERE ({where}) ORDER BY created_at, uid")
     if len(con.extract_statements(query)) != 1:
         raise ConfigError(f"--where must be one SQL condition, got {where!r}")
-    if unsafe_sql:
-        return con.sql(query).fetchall()
-    return sandbox.select(con, query).fetchall()
+    with sandbox.limited(con, limits or (sandbox.UNLIMITED_TIME if unsafe_sql else None)):
+        if unsafe_sql:
+            return con.sql(query).fetchall()
+        return sandbox.select(con, query, limits).fetchall()
 
 
 def replay(path: str, where: str, storage_options: Mapping[str, Any] | None = None, *,
            dry_run: bool = False, target: str | None = None,
-           unsafe_sql: bool = False) -> ReplayResult:
+           unsafe_sql: bool = False, limits: sandbox.Limits | None = None) -> ReplayResult:
     """Re-ingest the error records selected by `where` (SQL over the `errors` view) into
     their target tables (or into `target`), once. `where` runs in the SQL sandbox (it
-    reads the `errors` view and nothing else) unless `unsafe_sql`."""
+    reads the `errors` view and nothing else, within `limits`) unless `unsafe_sql`."""
     if not where or not where.strip():
         raise ConfigError("--where needs a SQL condition over the errors view (for example "
                           "\"reason = 'cast'\")")
@@ -130,26 +133,77 @@ def replay(path: str, where: str, storage_options: Mapping[str, Any] | None = No
     result = ReplayResult(path, where, dry_run)
     by_target: dict[str, list[tuple[str, str | None]]] = {}
     skipped_logged: dict[str, int] = Counter()
-    for uid, record, source_table, replayed in _select(con, where, unsafe_sql):
+    origins: set[tuple[str, str]] = set()
+    selected = _select(con, where, unsafe_sql, limits)
+    for uid, record, source_table, replayed, error_instant in selected:
         url = target or source_table
         if not url:
             raise ErrorTableError(f"error row {uid} names no target table; pass a target")
+        origins.add((url, error_instant))
         if replayed is not None:
             skipped_logged[url] += 1
             continue
         by_target.setdefault(url, []).append((uid, record))
     error_table = readers[0][0].table
-    for url in sorted(set(by_target) | set(skipped_logged)):
+    tables = {url: Table(url, storage_options_for(url, error_table.storage.storage_options))
+              for url in set(by_target) | set(skipped_logged)}
+    if target is None:  # the target comes from the error table's files: check it first
+        check_origins(readers, tables, origins)
+    for url in sorted(tables):
         rows = by_target.get(url, [])
-        options = storage_options_for(url, error_table.storage.storage_options)
-        outcome = _replay_into(Table(url, options), rows, where, dry_run,
-                               error_table.storage.url())
+        outcome = _replay_into(tables[url], rows, where, dry_run, error_table.storage.url())
         outcome.selected += skipped_logged.get(url, 0)
         outcome.already_replayed += skipped_logged.get(url, 0)
         result.targets.append(outcome)
         if outcome.instant is not None:
             _log_replay(error_table, outcome)
     return result
+
+
+def check_origins(readers: list[tuple[ErrorTableReader, Any]], tables: Mapping[str, Table],
+                  origins: set[tuple[str, str]]) -> None:
+    """Refuse (ErrorTableError, one line, before anything is written) unless each target
+    table is the one its error instant came from: the table id the instant records is the
+    target's, and the target's commit of the instant's main instant names this error
+    instant of this error table. The `source_table` URL in an error instant is the
+    error table's content, which whoever can write that folder can edit; neither check
+    can be met by editing the error table alone."""
+    known: dict[str, list[tuple[Table, CommittedInstant]]] = {}
+    for reader, _ in readers:
+        for committed in reader.instants():
+            known.setdefault(committed.instant, []).append((reader.table, committed))
+    for url, error_instant in sorted(origins):
+        problems = [_origin_problem(tables[url], error_table, committed)
+                    for error_table, committed in known.get(error_instant, [])]
+        if not problems or all(problems):
+            why = next((p for p in problems if p), "it is not a committed error instant")
+            raise ErrorTableError(
+                f"refusing to replay error instant {error_instant} into {url}: {why} (its "
+                "source_table may have been edited; pass --target to choose the table)")
+
+
+def _origin_problem(target: Table, error_table: Table, committed: CommittedInstant
+                    ) -> str | None:
+    """Why `target` is not the table that error instant `committed` came from (None: it
+    is)."""
+    target_id = target.table_id()
+    if committed.source_table_id and committed.source_table_id != target_id:
+        return (f"the error instant records table id {committed.source_table_id}, and "
+                f"{target.storage.url()} has {target_id or 'none'}")
+    source_instant = committed.source_instant
+    try:
+        if not source_instant or target.state(source_instant) != COMPLETED:
+            return f"main instant {source_instant} is not completed on {target.storage.url()}"
+        meta = target.commit_metadata(source_instant)
+    except InstantNotFoundError:
+        return f"main instant {source_instant} is not on the timeline of {target.storage.url()}"
+    named_id, own_id = meta.get("error_table_id"), error_table.table_id()
+    same = named_id == own_id if named_id and own_id else \
+        same_table(meta.get("error_table"), error_table.storage.url())
+    if meta.get("error_instant") != committed.instant or not same:
+        return (f"main instant {source_instant} of {target.storage.url()} did not write "
+                "this error instant")
+    return None
 
 
 def _replay_into(table: Table, rows: list[tuple[str, str | None]], where: str,

@@ -94,6 +94,17 @@ def optional_int_min(minimum: int) -> Parser:
     return parse_optional
 
 
+_SIZE = re.compile(r"^\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B)$", re.IGNORECASE)
+
+
+def memory_size(value: Any) -> str:
+    """A memory size as DuckDB takes it: a number and a unit (B, KB, MB, GB, TB, KiB...)."""
+    text = str(value).strip()
+    if not _SIZE.match(text):
+        raise ValueError(f"expected a size such as 512MB or 4GiB, got {text!r}")
+    return text
+
+
 def optional_str(value: Any) -> str | None:
     if value is None:
         return None
@@ -182,6 +193,10 @@ ERROR_STACKTRACE_MAX_CHARS = "markerstore.write.error.table.stacktrace.max_chars
 ERROR_PAYLOAD_DROP = "markerstore.write.error.table.payload.drop"
 ERROR_PAYLOAD_REDACT = "markerstore.write.error.table.payload.redact"
 INGEST_TASK_BYTES = "markerstore.ingest.task_bytes"
+SQL_TIME_LIMIT_MS = "markerstore.sql.sandbox.time_limit_ms"
+SQL_MEMORY_LIMIT = "markerstore.sql.sandbox.memory_limit"
+SERVER_HEADER_TIMEOUT_MS = "markerstore.markers.server.header_timeout_ms"
+HEARTBEAT_MAX_CLOCK_SKEW_MS = "markerstore.heartbeat.max_clock_skew_ms"
 
 # Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
 ERROR_TABLE_SUFFIX_DEFAULT = "_errors"
@@ -211,6 +226,10 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(HEARTBEAT_TOLERABLE_MISSES, 2, int_min(0),
            "Missed heartbeats after which an inflight instant counts as failed.",
            ("hoodie.client.heartbeat.tolerable.misses",)),
+    Option(HEARTBEAT_MAX_CLOCK_SKEW_MS, 5 * 60 * 1000, int_min(0),
+           "A heartbeat dated further than this in the future is suspect (a wrong clock, or "
+           "a forged file): it counts as expired, with a warning naming it.",
+           ()),
     Option(FAILED_WRITES_POLICY, "eager", choice("eager", "lazy", "never"),
            "Rollback of failed writes: eager (next write rolls back every failed inflight "
            "instant, one writer), lazy (only instants whose heartbeat expired), never.",
@@ -257,6 +276,11 @@ _DEFINITIONS: tuple[Option, ...] = (
            "it (refuses markers of instants no longer inflight; feeds early conflict "
            "detection). 0 checks only when a marker folder is first loaded.",
            ()),
+    Option(SERVER_HEADER_TIMEOUT_MS, 15000, int_min(100),
+           "Marker server: time a client has to send a request's headers (counted from the "
+           "connection's opening or its last answer; also how long an idle connection is "
+           "kept) and its body; slower connections are closed.",
+           ()),
     Option(CLIENT_TIMEOUT_MS, 30000, int_min(1),
            "Marker client: timeout of one request to the marker server.",
            ()),
@@ -295,6 +319,12 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(INGEST_TASK_BYTES, 256 * 1024 * 1024, int_min(1),
            "Ingest: source bytes a Spark task reads at most. Source splits are packed into "
            "as few tasks as this allows, one wave per core at least (balanced by bytes).",
+           ()),
+    Option(SQL_TIME_LIMIT_MS, 5 * 60 * 1000, int_min(0),
+           "SQL sandbox: a query running longer than this is interrupted (0: no limit).",
+           ()),
+    Option(SQL_MEMORY_LIMIT, "2GB", memory_size,
+           "SQL sandbox: DuckDB's memory_limit for the query (a size such as 512MB or 4GiB).",
            ()),
     Option(PARTITION_SORT, "python", choice("python", "jvm"),
            "How a DataFrame write with partition columns groups rows: python (each Arrow "
@@ -337,11 +367,10 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(ERROR_STACKTRACE_MAX_CHARS, ERROR_STACKTRACE_MAX_CHARS_DEFAULT, int_min(0),
            "Characters of stack trace kept in `message` (the innermost frames); 0 keeps none."),
     Option(ERROR_PAYLOAD_DROP, False, parse_bool,
-           "PII: store no record payload (`record` is null) and strip quoted values from "
-           "messages."),
+           "PII: store no record payload (`record` is null); messages keep no record data."),
     Option(ERROR_PAYLOAD_REDACT, (), field_paths,
            "PII: field paths (comma-separated, nested with dots) whose values are replaced "
-           "by [REDACTED] in the stored record."),
+           "by [REDACTED] in the stored record (and anywhere else in the error record)."),
 )
 
 

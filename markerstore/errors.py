@@ -5,6 +5,8 @@
     │   └── SchemaError                      a schema (DDL, Avro) cannot be read or mapped
     ├── TableNotFoundError (LookupError)     no markerstore table at the path given
     ├── SqlRefusedError (ValueError)         the SQL sandbox refused a query
+    ├── SqlLimitError                        a sandboxed query passed its time or memory limit
+    ├── SqlInterruptedError                  a query was interrupted (Ctrl-C)
     ├── StorageError (OSError)               a storage request failed after its retries
     ├── InvalidMarkerError (ValueError)      a marker name, partition, file or IO type is bad
     ├── MarkerTypeError                      MARKERS.type is missing, empty or unexpected
@@ -57,6 +59,14 @@ class TableNotFoundError(MarkerStoreError, LookupError):
 class SqlRefusedError(MarkerStoreError, ValueError):
     """The SQL sandbox refused a query: not one read-only statement (COPY, ATTACH, EXPORT,
     INSTALL, LOAD, PRAGMA, SET, CREATE, ...), or empty."""
+
+
+class SqlLimitError(MarkerStoreError):
+    """A query in the SQL sandbox ran past its time limit or its memory limit."""
+
+
+class SqlInterruptedError(MarkerStoreError):
+    """A query was interrupted (Ctrl-C)."""
 
 
 class StorageError(MarkerStoreError, OSError):

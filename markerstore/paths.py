@@ -14,7 +14,6 @@ into the table's own ``.markerstore`` folder (data never lives there).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -23,7 +22,29 @@ from markerstore.errors import CorruptTableError
 
 META_SEGMENT = ".markerstore"
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# What no name in a table may hold: Unicode's control characters (category Cc: C0, DEL and
+# C1), the line and paragraph separators (Zl, Zp), and the bidirectional formatting
+# characters (of category Cf: marks, embeddings, overrides, isolates), which make a name
+# display unlike what it is. Other Cf characters (a soft hyphen, the zero-width joiner of
+# an emoji) change no line and no order, and are allowed.
+CONTROL_RANGES = ((0x00, 0x1F), (0x7F, 0x9F), (0x061C, 0x061C), (0x200E, 0x200F),
+                  (0x2028, 0x202E), (0x2066, 0x2069))
+
+
+def control_class(syntax: str = "python") -> str:
+    """The inside of a regular-expression character class matching CONTROL_RANGES, for
+    Python's `re` or for RE2 (Arrow's and DuckDB's regular expressions)."""
+    def char(code: int) -> str:
+        if code < 0x100:
+            return f"\\x{code:02x}"
+        return f"\\u{code:04x}" if syntax == "python" else f"\\x{{{code:04x}}}"
+
+    return "".join(char(a) if a == b else f"{char(a)}-{char(b)}" for a, b in CONTROL_RANGES)
+
+
+CONTROL = re.compile(f"[{control_class()}]")
+CONTROL_PROBLEM = ("contains a backslash or a control character (a Unicode control, a line "
+                   "or paragraph separator, or a bidirectional control)")
 
 
 def path_problem(path: Any, *, allow_empty: bool = False) -> str | None:
@@ -39,8 +60,8 @@ def path_problem(path: Any, *, allow_empty: bool = False) -> str | None:
         return "is not valid UTF-8 (it holds a lone surrogate)"
     if path.startswith("/") or _SCHEME.match(path):
         return "is absolute; it must be relative to the table path"
-    if "\\" in path or _CONTROL.search(path):
-        return "contains a backslash or a control character"
+    if "\\" in path or CONTROL.search(path):
+        return CONTROL_PROBLEM
     segments = path.split("/")
     if any(segment in ("", ".", "..") for segment in segments):
         return "has an empty, '.' or '..' segment"
@@ -65,23 +86,3 @@ def checked_paths(paths: Iterable[Any], source: str, *, what: str = "path"
             raise CorruptTableError(source, f"{what} {path!r} {problem}")
         result.append(path)
     return result
-
-
-def check_contained(root: str, paths: Iterable[str], source: str) -> None:
-    """On local disk: CorruptTableError if any of `paths` (absolute, under `root`) resolves,
-    through a symbolic link in its folders or as a link itself, outside `root`. A delete
-    must not follow a link out of the table; the link itself may be deleted, which the
-    check allows when only the last component is a link."""
-    base = os.path.realpath(root)
-    prefix = base.rstrip(os.sep) + os.sep
-    seen: set[str] = set()
-    for path in paths:
-        parent = os.path.dirname(path)
-        if parent in seen:
-            continue
-        seen.add(parent)
-        folder = os.path.realpath(parent)
-        if folder != base and not folder.startswith(prefix):
-            raise CorruptTableError(
-                source, f"{path!r} resolves outside the table (its folder is {folder}: "
-                        "a symbolic link or '..' leads out)")

@@ -17,13 +17,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from markerstore.paths import META_SEGMENT, path_problem
+from markerstore.paths import META_SEGMENT, control_class, path_problem
 
 # One pattern for every rule that a regular expression can see (RE2 syntax).
 _BAD = "|".join([
     r"^/",  # absolute
     r"^[A-Za-z][A-Za-z0-9+.\-]*://",  # scheme://
-    r"[\\\x00-\x1f\x7f]",  # a backslash or a control character
+    r"[\\" + control_class("re2") + "]",  # a backslash or a control character
     r"(^|/)\.{0,2}(/|$)",  # an empty, '.' or '..' segment (and the empty path)
     "^" + META_SEGMENT.replace(".", r"\.") + "(/|$)",  # the table's own folder
 ])

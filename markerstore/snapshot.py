@@ -80,8 +80,16 @@ class Snapshot:
 
     @property
     def urls(self) -> list[str]:
-        """The files' full URLs (local paths for a local table)."""
-        return [self.storage.url(self.storage.path(f.path)) for f in self.files]
+        """The files' full URLs (local paths for a local table), each checked to be in the
+        table (a reader is never handed a link out of it)."""
+        return [self.storage.url(p) for p in self._checked_paths()]
+
+    def _checked_paths(self, suffix: str = "") -> list[str]:
+        """The files' storage paths (those ending in `suffix`); CorruptTableError if one
+        resolves outside the table (see Storage.check_contained)."""
+        paths = [self.storage.path(f.path) for f in self.files if f.path.endswith(suffix)]
+        self.storage.check_contained(paths, follow=True)
+        return paths
 
     @property
     def rows(self) -> int | None:
@@ -93,7 +101,7 @@ class Snapshot:
         names (hive style)."""
         import pyarrow.dataset as ds
 
-        paths = [self.storage.path(f.path) for f in self.files if f.path.endswith(".parquet")]
+        paths = self._checked_paths(".parquet")
         return ds.dataset(paths, filesystem=self.storage.fs, format="parquet",
                           partitioning="hive", partition_base_dir=self.storage.root)
 

@@ -35,6 +35,7 @@ from markerstore.markers import (
     ReconcileResult,
     RollbackResult,
     WriteMarkers,
+    clean_markers_of,
     read_marker_rows,
     reconcile,
     rollback_from_markers,
@@ -89,7 +90,8 @@ class Table:
         self._timeline = Timeline(self.storage)
         self.heartbeats = Heartbeats(self.storage,
                                      self.settings[config.HEARTBEAT_INTERVAL_MS],
-                                     self.settings[config.HEARTBEAT_TOLERABLE_MISSES])
+                                     self.settings[config.HEARTBEAT_TOLERABLE_MISSES],
+                                     self.settings[config.HEARTBEAT_MAX_CLOCK_SKEW_MS])
         self._beating: dict[str, HeartbeatThread] = {}
         self._table_id: str | None = None
 
@@ -333,15 +335,21 @@ class Table:
             # A writer creates its instant, then beats: a young instant without a beat yet
             # is starting, not dead.
             return self._young(instant)
-        if self.heartbeats.expired(beat):
+        if self.heartbeats.expired(beat, instant):
             return False
         if beat.get("host") == socket.gethostname() and isinstance(beat.get("pid"), int):
             return _pid_alive(beat["pid"])
         return True
 
     def _young(self, instant: str) -> bool:
-        """Whether the instant was created less than a heartbeat expiry ago."""
-        age_ms = (datetime.now(timezone.utc) - parse_instant(instant)).total_seconds() * 1000
+        """Whether the instant was created less than a heartbeat expiry ago (one dated
+        further in the future than the allowed clock skew is not: it is suspect)."""
+        created = parse_instant(instant)
+        age_ms = (datetime.now(timezone.utc) - created).total_seconds() * 1000
+        if -age_ms > self.heartbeats.max_clock_skew_ms:
+            self.heartbeats.say_future(instant, int(created.timestamp() * 1000), -age_ms,
+                                       "the instant id")
+            return False
         return age_ms < self.heartbeats.expiry_ms
 
     def can_roll_back(self, instant: str, *, force: bool = False) -> bool:
@@ -414,7 +422,7 @@ class Table:
                 continue
             if policy == "lazy":
                 beat = self.heartbeats.read(info.instant)
-                if (self.heartbeats.expired(beat) if beat is not None
+                if (self.heartbeats.expired(beat, info.instant) if beat is not None
                         else not self._young(info.instant)):
                     result.append(info.instant)
             elif policy == "eager":
@@ -439,7 +447,9 @@ class Table:
 
     def clean_markers(self) -> list[str]:
         """Delete marker folders of instants that are no longer inflight (a writer that
-        died after completing leaves them). Never touches an inflight instant's markers."""
+        died after completing leaves them), each after the files its markers name that
+        no commit references (see :meth:`clean_markers_of`). Never touches an inflight
+        instant's markers."""
         folder = self.storage.path(MARKERS_DIR)
         names = [n for n in self.storage.ls(folder) if is_instant(n)]
         if not names:
@@ -447,8 +457,17 @@ class Table:
         states = {i.instant: i.state for i in self._timeline.instants()}
         done = [n for n in names if states.get(n) in (COMPLETED, ROLLEDBACK)]
         for name in done:
-            self.storage.delete_dir(self.storage.path(MARKERS_DIR, name), self.parallelism)
+            self.clean_markers_of(name)
         return done
+
+    def clean_markers_of(self, instant: str) -> list[str]:
+        """Delete the marker folder a terminal instant left, after the files its markers
+        name that no completed commit references (a task that outlived the instant may
+        have added a marker and its file): the deletes of its rollback, run again.
+        Returns the files deleted."""
+        deleted = clean_markers_of(self.storage, self._timeline, instant,
+                                   parallelism=self.parallelism)
+        return list(deleted.to_pylist())
 
     # --- queries ---------------------------------------------------------------------------
     def snapshot(self, as_of: str | None = None) -> Snapshot:

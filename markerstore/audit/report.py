@@ -202,11 +202,14 @@ def _recovery(table: Table, con: duckdb.DuckDBPyConnection,
 def _verify(table: Table, findings: list[dict[str, Any]]) -> dict[str, Any]:
     from markerstore.audit.verify import verify_all
 
+    from markerstore.commit.verify import NOTICES
+
     reports = verify_all(table)
     found = [f.to_dict() for r in reports for f in r.findings]
     findings += [{"kind": f["kind"], "instant": f["instant"], "what": f["path"]}
-                 for f in found]
-    return {"tables": [r.table for r in reports], "consistent": not found,
+                 for f in found if f["kind"] not in NOTICES]
+    return {"tables": [r.table for r in reports],
+            "consistent": all(r.consistent for r in reports),
             "findings": found, "files_listed": sum(r.files_listed for r in reports)}
 
 

@@ -12,6 +12,8 @@ from markerstore.cli.main import (
     json_flag,
     open_table,
     output,
+    sandbox_limit_flags,
+    sql_limits,
     storage_option_flag,
     unsafe_sql_flag,
 )
@@ -105,20 +107,25 @@ def _rollback_text(results: list[dict[str, Any]]) -> None:
 @click.argument("table")
 @click.argument("query")
 @unsafe_sql_flag
+@sandbox_limit_flags
 @storage_option_flag
 @json_flag
-def sql(table: str, query: str, unsafe_sql: bool, storage_options: tuple[str, ...],
-        as_json: bool) -> None:
+def sql(table: str, query: str, unsafe_sql: bool, time_limit: float | None,
+        memory_limit: str | None, storage_options: tuple[str, ...], as_json: bool) -> None:
     """Run QUERY with DuckDB over the views of TABLE: commits, files (of completed
     commits), markers, and errors when an error table is attached. QUERY is one read-only
     statement that can read these views and nothing else, unless --unsafe-sql."""
     from errortable import table_connect
     from markerstore.sql import sandbox
 
+    limits = sql_limits(unsafe_sql, time_limit, memory_limit)
     t = open_table(table, storage_options)
     if not unsafe_sql:
         sandbox.check(query)  # refused before the views are built
-    emit_relation(sandbox.run(table_connect(t), query, unsafe=unsafe_sql), as_json)
+    con = table_connect(t)
+    relation = sandbox.run(con, query, unsafe=unsafe_sql, limits=limits)
+    with sandbox.limited(con, limits):
+        emit_relation(relation, as_json)
 
 
 @click.command()

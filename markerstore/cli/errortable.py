@@ -31,6 +31,8 @@ from markerstore.cli.main import (
     open_table,
     output,
     parse_storage_options,
+    sandbox_limit_flags,
+    sql_limits,
     storage_option_flag,
     unsafe_sql_flag,
 )
@@ -94,17 +96,21 @@ def cli() -> None:
 @click.argument("sql")
 @_strict_flag
 @unsafe_sql_flag
+@sandbox_limit_flags
 @storage_option_flag
 @json_flag
 @_command
-def query(path: str, sql: str, strict: bool, unsafe_sql: bool,
-          storage_options: tuple[str, ...], as_json: bool) -> None:
+def query(path: str, sql: str, strict: bool, unsafe_sql: bool, time_limit: float | None,
+          memory_limit: str | None, storage_options: tuple[str, ...], as_json: bool) -> None:
     """Run SQL over the view `errors` (committed rows) of PATH: one read-only statement
     that reads the view and nothing else, unless --unsafe-sql."""
+    limits = sql_limits(unsafe_sql, time_limit, memory_limit)
     if not unsafe_sql:
         sandbox.check(sql)  # refused before the view is built
     con = access.connect(path, parse_storage_options(storage_options), strict=strict)
-    emit_relation(sandbox.run(con, sql, unsafe=unsafe_sql), as_json)
+    relation = sandbox.run(con, sql, unsafe=unsafe_sql, limits=limits)
+    with sandbox.limited(con, limits):
+        emit_relation(relation, as_json)
 
 
 @cli.command()
@@ -201,10 +207,12 @@ def _expire_text(data: dict[str, Any]) -> None:
               "record's own target table.")
 @click.option("--dry-run", is_flag=True, help="Only report what would be replayed.")
 @unsafe_sql_flag
+@sandbox_limit_flags
 @storage_option_flag
 @json_flag
 @_command
 def replay(path: str, where: str, target: str | None, dry_run: bool, unsafe_sql: bool,
+           time_limit: float | None, memory_limit: str | None,
            storage_options: tuple[str, ...], as_json: bool) -> None:
     """Re-ingest selected (fixed) error records into their target table as a new commit,
     once: replayed records are recorded and never replayed again. The --where condition
@@ -212,7 +220,8 @@ def replay(path: str, where: str, target: str | None, dry_run: bool, unsafe_sql:
     if target is not None:
         open_table(target, storage_options)
     result = replay_errors(path, where, parse_storage_options(storage_options),
-                           dry_run=dry_run, target=target, unsafe_sql=unsafe_sql)
+                           dry_run=dry_run, target=target, unsafe_sql=unsafe_sql,
+                           limits=sql_limits(unsafe_sql, time_limit, memory_limit))
     output(result, as_json, _replay_text)
 
 

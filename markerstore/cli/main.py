@@ -22,6 +22,7 @@ from markerstore.errors import (
     ConfigError,
     InstantNotFoundError,
     MarkerStoreError,
+    SqlInterruptedError,
     SqlRefusedError,
     TableNotFoundError,
 )
@@ -72,10 +73,20 @@ def _debug() -> bool:
     return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
+class _Interrupted(Exception):
+    """Ctrl-C in a command (click would print a blank line before its own "Aborted")."""
+
+
 class OneLineGroup(click.Group):
     """A group whose errors are one line on stderr: exit 2 for bad input, 1 otherwise.
     An unexpected exception is one line too, with a hint: set MARKERSTORE_DEBUG=1 for its
     traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
 
     def main(self, args: Sequence[str] | None = None,  # type: ignore[override]
              prog_name: str | None = None, **extra: Any) -> Any:
@@ -84,8 +95,9 @@ class OneLineGroup(click.Group):
             return super().main(args=args, prog_name=prog, standalone_mode=False, **extra)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
-        except click.exceptions.Abort:
-            click.echo(f"{prog}: aborted", err=True)
+        except (click.exceptions.Abort, _Interrupted) as exc:
+            word = "interrupted" if isinstance(exc, _Interrupted) else "aborted"
+            click.echo(f"{prog}: {word}", err=True)
             sys.exit(130)
         except Exception as exc:  # every failure is one line; see describe_error
             if _debug():
@@ -100,6 +112,8 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
     table that cannot be read, 1 with a hint for anything unexpected."""
     import duckdb
 
+    if isinstance(exc, SqlInterruptedError):
+        return 130, str(exc)
     if isinstance(exc, _table_content_errors()):
         return 1, str(exc)
     if isinstance(exc, (*USAGE_ERRORS, *_duckdb_usage_errors())):
@@ -200,6 +214,31 @@ def unsafe_sql_flag(fn: Callable[..., Any]) -> Callable[..., Any]:
         help="Run the SQL with DuckDB's full engine (any file, COPY, ATTACH, INSTALL, SET, "
              "...). Off by default: one read-only query that reads only the table's views "
              "(see docs/SECURITY.md).")(fn)
+
+
+def sandbox_limit_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--time-limit and --memory-limit of the SQL sandbox (defaults from config.py)."""
+    from markerstore import config
+
+    time_ms = config.OPTIONS[config.SQL_TIME_LIMIT_MS].default
+    memory = config.OPTIONS[config.SQL_MEMORY_LIMIT].default
+    fn = click.option(
+        "--memory-limit", "memory_limit", default=None, metavar="SIZE",
+        help=f"SQL sandbox: DuckDB's memory limit for the query [default: {memory}] "
+             f"({config.SQL_MEMORY_LIMIT}).")(fn)
+    return click.option(
+        "--time-limit", "time_limit", type=float, default=None, metavar="SECONDS",
+        help=f"SQL sandbox: interrupt the query after this long, 0 for no limit [default: "
+             f"{time_ms / 1000:g}] ({config.SQL_TIME_LIMIT_MS}).")(fn)
+
+
+def sql_limits(unsafe_sql: bool, time_limit: float | None, memory_limit: str | None
+               ) -> Any:
+    """The sandbox's limits for a command's flags (with --unsafe-sql: no time limit; the
+    memory limit is not set on the full engine)."""
+    from markerstore.sql.sandbox import UNLIMITED_TIME, Limits
+
+    return UNLIMITED_TIME if unsafe_sql else Limits.of(time_limit, memory_limit)
 
 
 def as_data(result: Any) -> Any:

@@ -32,23 +32,28 @@ def verify(table: str, repair: bool, grace: str, storage_options: tuple[str, ...
     """Compare what is on storage with what the timeline says, for TABLE and its error
     tables: orphan files, committed files missing or of the wrong size, open uploads of
     finished writes, marker folders, plans, staging areas and heartbeats left by finished
-    instants. Exit 0 when consistent, 1 with the findings."""
+    instants, an unreadable table id. A folder with its own .markerstore/ is another
+    table: it is skipped and listed (kind nested_table), and nothing of it is deleted.
+    Exit 0 when consistent, 1 with the findings."""
     period = parse_grace(grace)
     reports = verify_all(open_table(table, storage_options), repair=repair, grace=period)
     findings = [f.to_dict() for r in reports for f in r.findings]
     output(findings, as_json, functools.partial(_verify_text, reports))
-    if findings:
+    if not all(r.consistent for r in reports):
         sys.exit(1)  # not click's Exit: the group runs without standalone mode
 
 
 def _verify_text(reports: list[VerifyReport], findings: list[dict[str, Any]]) -> None:
-    """The findings as a table, or one line per consistent table checked."""
-    if findings:
+    """The findings as a table, or one line per consistent table checked (and one per
+    nested table it skipped)."""
+    if not all(r.consistent for r in reports):
         emit(findings, False, COLUMNS)
         return
     for report in reports:
         click.echo(f"{visible(report.table)}: consistent ({report.files_listed} files on storage, "
                    f"{report.committed_files} committed)")
+    if findings:  # notices only: the nested tables skipped
+        emit(findings, False, COLUMNS)
 
 
 def register(group: click.Group) -> None:

@@ -23,8 +23,12 @@ from markerstore.timeline import is_instant
 PARQUET = ".parquet"
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _UUID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
-# Characters Spark/Hive escape in partition values (ExternalCatalogUtils.escapePathName).
-_ESCAPE = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
+# Characters Spark/Hive escape in partition values (ExternalCatalogUtils.escapePathName),
+# and the C1 controls, which no folder name may hold (markerstore.paths.CONTROL_RANGES):
+# escaped as %XX, which Spark's unescapePathName reads back. A value holding a line
+# separator or a bidirectional control is refused where its folder is named.
+_ESCAPE = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)} | \
+    {chr(c) for c in range(0x80, 0xA0)}
 
 
 def check_write_uuid(write_uuid: str) -> str:

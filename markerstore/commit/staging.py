@@ -135,8 +135,8 @@ class Staging(ABC):
         """Task abort: delete what the attempt wrote (idempotent)."""
         for target in targets:
             try:
-                if self.writes_os_paths:
-                    os.unlink(target)
+                if self.writes_os_paths and not self.storage.is_local:
+                    os.unlink(target)  # S3: the local file that was to be uploaded
                 else:
                     self.storage.delete(target)
             except FileNotFoundError:
@@ -205,7 +205,8 @@ class RenameStaging(Staging):
     def _move(self, stats: FileStats) -> None:
         staged, final = self._staged(stats.path), self.storage.path(stats.path)
         if self.storage.is_local:
-            os.makedirs(os.path.dirname(final), exist_ok=True)
+            self.storage.writable_folder(final)
+            self.storage.check_in_table(staged)
             try:
                 os.rename(staged, final)
             except FileNotFoundError:

@@ -279,9 +279,11 @@ class TaskWriter:
         path = relative_path(partition, name)
         target = self.staging.target(self.attempt.task_attempt_id, path)
         self._targets.append(target)
-        if self.staging.writes_os_paths:
+        if self.storage.is_local:  # pyarrow writes it: storage checks it and its folder
+            sink: Any = pa.OSFile(self.storage.writable_folder(target), "wb")
+        elif self.staging.writes_os_paths:  # S3: a local file to upload, outside the table
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            sink: Any = pa.OSFile(target, "wb")
+            sink = pa.OSFile(target, "wb")
         else:
             sink = self.storage.open_write(target)
         writer = pq.ParquetWriter(sink, schema, compression=self.compression)

@@ -12,6 +12,13 @@ Findings (each a :class:`Finding`: kind, path, size, instant, action):
                        is terminal (or not on the timeline and older than the grace period)
 ``leftover_markers`` / ``leftover_plan`` / ``leftover_staging`` / ``leftover_heartbeat``
                        what a terminal instant (completed or rolled back) left behind
+``corrupt_table_file`` ``.markerstore/table.json`` (the table's id) cannot be read
+
+And one notice, which leaves the table consistent:
+
+``nested_table``       a folder under the table that holds its own ``.markerstore/``: another
+                       table, skipped (none of its files is an orphan, none is deleted;
+                       verify it on its own)
 
 The listing streams (S3: ListObjectsV2 pages of 1,000 keys; local disk: ``os.scandir``;
 elsewhere fsspec ``find``) in Arrow chunks of 10,000 rows, each written as a Parquet file
@@ -29,7 +36,8 @@ that was inflight is never deleted, with or without markers.
 
 ``repair`` deletes orphans older than the grace period whose name is a markerstore file
 name (``..._<instant>.<ext>``), aborts orphaned uploads, deletes the leftovers (finishing
-a completed instant's plan as recovery does). Without it nothing is changed.
+a completed instant's plan as recovery does; leftover markers after the files they name
+that no commit references, as a rollback would). Without it nothing is changed.
 """
 
 from __future__ import annotations
@@ -55,9 +63,9 @@ from markerstore.commit.listing import CHUNK, LISTING, Spool, listing
 from markerstore.commit.names import parse_path
 from markerstore.commit.plan import PLANS_DIR, delete_plan, read_plan
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area
-from markerstore.errors import ConfigError
+from markerstore.errors import ConfigError, CorruptTableError
 from markerstore.markers import MARKERS_DIR, read_markers
-from markerstore.table import Table
+from markerstore.table import TABLE_FILE, Table, parse_table_file
 from markerstore.timeline import COMPLETED, INFLIGHT, META_DIR, REQUESTED, ROLLEDBACK, Timeline
 from markerstore.timeline.heartbeat import HEARTBEAT_DIR
 
@@ -71,6 +79,9 @@ GONE = pa.schema([("path", pa.string()), ("instant", pa.string())])
 _OURS = re.compile(r"_(\d{17})\.[A-Za-z0-9]+$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 1}
+
+NESTED = "nested_table"
+NOTICES = frozenset({NESTED})  # reported, but the table is consistent
 
 # Paths a completed commit's metadata says are gone (besides `replaced_files`): the error
 # table passes its expire commits' files here, so verify stays free of error tables.
@@ -116,7 +127,7 @@ class VerifyReport:
 
     @property
     def consistent(self) -> bool:
-        return not self.findings
+        return all(f.kind in NOTICES for f in self.findings)
 
     def counts(self) -> dict[str, int]:
         result: dict[str, int] = {}
@@ -199,6 +210,18 @@ def _connect(folder: str) -> duckdb.DuckDBPyConnection:
 
 
 # --- the checks ------------------------------------------------------------------------------
+# Folders holding a `.markerstore/` of their own: other tables (the outermost of each).
+_NESTED = f"""
+CREATE TABLE nested AS
+WITH found AS (
+  SELECT regexp_extract(path, '^(.*?)/{META_DIR}/', 1) AS prefix, count(*) AS files
+  FROM listing WHERE contains(path, '/{META_DIR}/') AND NOT starts_with(path, '{META_DIR}/')
+  GROUP BY ALL)
+SELECT prefix, files FROM found f
+WHERE NOT EXISTS (SELECT 1 FROM found o WHERE starts_with(f.prefix, o.prefix || '/'))
+ORDER BY prefix"""
+_NOT_NESTED = "NOT EXISTS (SELECT 1 FROM nested n WHERE starts_with(l.path, n.prefix || '/'))"
+
 _ORPHANS = f"""
 SELECT l.path, l.size, l.mtime, regexp_extract(l.path, '{_OURS.pattern}', 1) AS named,
        s.state
@@ -207,10 +230,12 @@ LEFT JOIN states s ON s.instant = regexp_extract(l.path, '{_OURS.pattern}', 1)
 WHERE NOT starts_with(l.path, '{META_DIR}/')
   AND NOT EXISTS (SELECT 1 FROM committed c WHERE c.path = l.path)
   AND NOT EXISTS (SELECT 1 FROM live m WHERE m.path = l.path)
+  AND {_NOT_NESTED}
 ORDER BY l.path"""
 
-_REMOVED = """
+_REMOVED = f"""
 SELECT l.path, l.size, min(g.instant) FROM listing l JOIN gone g USING (path)
+WHERE {_NOT_NESTED}
 GROUP BY l.path, l.size ORDER BY l.path"""
 
 _MISSING = """
@@ -250,6 +275,7 @@ class Verifier:
         self.now = time.time() if now is None else now
         self.report = VerifyReport(self.storage.url(), repair)
         self.states: dict[str, str] = {}
+        self.nested: list[str] = []  # prefixes of nested tables ("archive/")
 
     def _old(self, mtime: float | None) -> bool:
         return mtime is not None and self.now - mtime >= self.grace
@@ -266,7 +292,9 @@ class Verifier:
         try:
             con = _connect(folder)
             try:
+                self._table_file()
                 self._load(con, folder)
+                self._nested(con)
                 self._orphans(con)
                 self._removed(con)
                 self._missing(con)
@@ -300,6 +328,28 @@ class Verifier:
         for spool in spools.values():
             spool.view(con)
         _live_markers(self.table, [i.instant for i in infos if i.state in LIVE], con)
+
+    def _table_file(self) -> None:
+        """The table's id file: absent is fine (tables older than ids), unreadable is a
+        finding (error tables know their owner's rows by that id)."""
+        path = self.storage.path(TABLE_FILE)
+        try:
+            parse_table_file(self.storage.get(path), self.storage.url(path))
+        except FileNotFoundError:
+            return
+        except CorruptTableError as exc:
+            self._add("corrupt_table_file", TABLE_FILE, None, None,
+                      f"none: {exc.entry} (restore it: error tables know their owner's rows "
+                      "by the id in it)")
+
+    def _nested(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Report each nested table: verify skips it, and repair touches none of it."""
+        con.execute(_NESTED)
+        for prefix, files in con.execute("SELECT prefix, files FROM nested").fetchall():
+            self.nested.append(prefix + "/")
+            self._add(NESTED, prefix, None, None,
+                      f"skipped: another table (its own {META_DIR}/, {files} file(s) there); "
+                      "none of its files is checked or deleted here: verify it on its own")
 
     def _delete(self, paths: list[str]) -> None:
         if paths:
@@ -365,7 +415,7 @@ class Verifier:
     def _clean(self, kind: str, instant: str, state: str | None) -> None:
         storage = self.storage
         if kind == "leftover_markers":
-            storage.delete_dir(storage.path(MARKERS_DIR, instant), self.table.parallelism)
+            self.table.clean_markers_of(instant)
         elif kind == "leftover_staging":
             remove_staging_area(storage, instant)
         elif kind == "leftover_heartbeat":
@@ -393,6 +443,8 @@ class Verifier:
                     continue  # another write's upload under this prefix
             _, prefix = s3.table_prefix(self.storage)
             path = upload.key[len(prefix):]
+            if any(path.startswith(n) for n in self.nested):
+                continue  # a nested table's upload: that table's to clean up
             initiated = _timestamp(upload.initiated)
             if state is None and not self._old(initiated):
                 action = "kept: instant not on the timeline, younger than the grace period"

@@ -17,6 +17,7 @@ from markerstore.markers.direct import DirectWriteMarkers
 from markerstore.markers.reconcile import (
     ReconcileResult,
     RollbackResult,
+    clean_markers_of,
     read_marker_rows,
     read_markers,
     reconcile,
@@ -27,7 +28,8 @@ from markerstore.markers.reconcile import (
 __all__ = [
     "BATCHED", "DIRECT", "MARKER_COLUMNS", "MARKER_TYPE_FILE", "MARKERS_DIR",
     "DirectWriteMarkers", "IOType", "MarkerName", "ReconcileResult", "RollbackResult",
-    "WriteMarkers", "ensure_marker_type", "marker_folder", "read_marker_type",
+    "WriteMarkers", "clean_markers_of", "ensure_marker_type", "marker_folder",
+    "read_marker_type",
     "read_marker_rows", "read_markers", "reconcile", "register_reader",
     "rollback_from_markers",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import enum
 import json
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from markerstore.errors import CorruptTableError, InvalidMarkerError, MarkerTypeError
-from markerstore.paths import path_problem
+from markerstore.paths import CONTROL, path_problem
 from markerstore.storage import Storage
 from markerstore.timeline.timeline import META_DIR, is_instant
 
@@ -56,7 +55,6 @@ class IOType(str, enum.Enum):
             f"unknown IO type {value!r}; expected one of {', '.join(t.value for t in cls)}")
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def validate_partition(partition: str) -> str:
@@ -80,7 +78,7 @@ def validate_file_name(file_name: str) -> str:
     if "/" in file_name or "\\" in file_name:
         raise InvalidMarkerError(f"file name {file_name!r} contains a path separator; pass the "
                                  "folder as the partition")
-    if file_name in (".", "..") or _CONTROL.search(file_name):
+    if file_name in (".", "..") or CONTROL.search(file_name):
         raise InvalidMarkerError(f"file name {file_name!r} is '.', '..' or has a control "
                                  "character")
     problem = path_problem(file_name)
@@ -293,12 +291,14 @@ def parse_marker_type(raw: bytes, where: str) -> str:
     return mechanism
 
 
-def read_marker_type(storage: Storage, instant: str, files: list[str] | None = None
-                     ) -> str | None:
+def read_marker_type(storage: Storage, instant: str, files: list[str] | None = None, *,
+                     untyped: str | None = None) -> str | None:
     """The mechanism of an instant's markers; None when the instant has no marker folder.
 
     A folder that holds markers but no MARKERS.type, or an empty one, is an error (never a
-    guess: guessing is how rollbacks became silent no-ops elsewhere).
+    guess: guessing is how rollbacks became silent no-ops elsewhere), unless the caller
+    knows what such a folder holds (`untyped`: a terminal instant's leftover folder can
+    only have got direct markers since its MARKERS.type went).
     """
     folder = marker_folder(storage, instant)
     path = f"{folder}/{MARKER_TYPE_FILE}"
@@ -309,6 +309,8 @@ def read_marker_type(storage: Storage, instant: str, files: list[str] | None = N
             files = storage.find(folder)
         if not files:
             return None
+        if untyped is not None:
+            return untyped
         raise MarkerTypeError(
             f"{storage.url(path)} is missing but the folder holds {len(files)} file(s); "
             "the marker mechanism is unknown, so the markers cannot be read safely") from None

@@ -3,6 +3,14 @@
 The object is empty unless details are given (the S3 staging path records the pending
 multipart upload in it). Creation is create-if-absent, so a retried task that asks for a
 marker again gets False, not an error.
+
+A marker goes into the instant's marker folder, which the driver creates (with
+MARKERS.type) when the write starts and which a commit or rollback deletes. On local disk
+and memory a marker is refused once that folder is gone (CommitConflictError): a task that
+outlived its instant's rollback cannot leave a marker, nor then a file, behind. That costs
+nothing (the folder is where the marker is written); on S3, which has no folders, it would
+cost a request per marker, so there the cleanup of a terminal instant's markers deletes
+what they name first (see :func:`markerstore.markers.reconcile.clean_markers_of`).
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from markerstore.errors import CorruptTableError, InvalidMarkerError
+from markerstore.errors import CommitConflictError, CorruptTableError, InvalidMarkerError
 from markerstore.markers.base import (
     DIRECT,
     MARKER_TYPE_FILE,
@@ -53,7 +61,17 @@ class DirectWriteMarkers(WriteMarkers):
                **details: Any) -> bool:
         marker = MarkerName.build(partition, file_name, io_type)
         body = json.dumps(details, sort_keys=True, default=str).encode() if details else b""
-        return self.storage.create_if_absent(self._path(marker), body)
+        try:
+            return self.storage.create_if_absent(self._path(marker), body, within=self.folder)
+        except FileNotFoundError:
+            raise self._gone() from None
+
+    def _gone(self) -> CommitConflictError:
+        """The instant's marker folder is gone: a rollback (or its commit) removed it, and
+        a marker now would name a file no one cleans up."""
+        return CommitConflictError(
+            f"instant {self.instant} has no marker folder any more: it was rolled back or "
+            "completed, so no marker (and no file) may be created for it")
 
     def create_many(self, markers: Iterable[Mapping[str, Any] | Sequence[Any]]
                     ) -> list[bool]:
@@ -89,8 +107,12 @@ class DirectWriteMarkers(WriteMarkers):
                **details: Any) -> None:
         """Record details (size, checksum, pending upload) in an existing marker."""
         marker = MarkerName.build(partition, file_name, io_type)
-        self.storage.put(self._path(marker), json.dumps(details, sort_keys=True,
-                                                        default=str).encode())
+        try:
+            self.storage.put(self._path(marker), json.dumps(details, sort_keys=True,
+                                                            default=str).encode(),
+                             within=self.folder)
+        except FileNotFoundError:
+            raise self._gone() from None
 
     def _files(self) -> list[str]:
         return self.storage.find(self.folder)
@@ -124,11 +146,13 @@ class DirectWriteMarkers(WriteMarkers):
     def delete_all(self) -> bool:
         return self.storage.delete_dir(self.folder) > 0
 
-    def to_arrow(self, with_details: bool = False) -> pa.Table:
+    def to_arrow(self, with_details: bool = False, *, untyped: str | None = None
+                 ) -> pa.Table:
         """All markers as rows; `with_details` also reads each non-empty marker's content
-        (one GET each: used by rollback to find pending uploads)."""
+        (one GET each: used by rollback to find pending uploads). `untyped`: see
+        :func:`~markerstore.markers.base.read_marker_type`."""
         files = self._files()
-        read_marker_type(self.storage, self.instant, files)
+        read_marker_type(self.storage, self.instant, files, untyped=untyped)
         pairs = self._markers(files)
         details: list[dict[str, Any]] = [{} for _ in pairs]
         if with_details:

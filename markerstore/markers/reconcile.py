@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from markerstore.duck import cursor
 from markerstore.errors import CorruptTableError, ReconcileError
-from markerstore.markers.base import marker_folder
+from markerstore.markers.base import DIRECT, marker_folder
 from markerstore.markers.rows import check_marker_rows, check_row_table
 from markerstore.markers.scan import (
     MarkerScan,
@@ -49,9 +49,9 @@ from markerstore.timeline import Timeline
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ReconcileResult", "RollbackResult", "check_marker_rows", "empty_markers",
-    "read_marker_rows", "read_markers", "reconcile", "referenced_files", "register_reader",
-    "rollback_from_markers",
+    "ReconcileResult", "RollbackResult", "check_marker_rows", "clean_markers_of",
+    "empty_markers", "read_marker_rows", "read_markers", "reconcile", "referenced_files",
+    "register_reader", "rollback_from_markers",
 ]
 
 DELETE_CHUNK = 10_000  # paths turned into Python strings at a time, to be deleted
@@ -169,6 +169,8 @@ def reconcile(storage: Storage, timeline: Timeline, instant: str,
     if len(invalid):
         try:
             delete_paths(storage, invalid, parallelism)
+        except CorruptTableError:
+            raise  # refused before the first delete: the table's state is at fault
         except Exception as exc:
             raise ReconcileError(f"could not delete the invalid files of instant {instant}; "
                                  f"the commit must not complete: {exc}") from exc
@@ -254,20 +256,50 @@ def read_marker_rows(storage: Storage, instant: str, *, pending_only: bool = Fal
                        ).to_arrow_table()
 
 
+def _delete_marked(storage: Storage, timeline: Timeline, instant: str, parallelism: int,
+                   *, untyped: str | None = None) -> tuple[pa.Array, pa.Array]:
+    """Delete every file the instant's markers name that no completed commit references
+    (APPEND files a commit references are kept); returns (deleted, kept). Every row is
+    checked before the first delete."""
+    con = cursor()
+    with scanned(storage, instant, untyped=untyped) as scan:
+        if scan is None:
+            return _no_paths(), _no_paths()
+        deleted, kept = _rollback_sets(scan, con, timeline)
+        _check_paths(deleted, storage.url(marker_folder(storage, instant)))
+        delete_paths(storage, deleted, parallelism)
+    return deleted, kept
+
+
 def rollback_from_markers(storage: Storage, timeline: Timeline, instant: str, *,
                           parallelism: int = 100, cleanup: Mapping[str, Any] | None = None
                           ) -> RollbackResult:
     """Steps 2-5 of a rollback, after the instant was fenced with claim_rollback.
     `cleanup`: what the caller's recovery did before (kept in the rollback record)."""
-    con = cursor()
     result = RollbackResult(instant)
-    with scanned(storage, instant) as scan:
-        if scan is not None:
-            deleted, kept = _rollback_sets(scan, con, timeline)
-            _check_paths(deleted, storage.url(marker_folder(storage, instant)))
-            delete_paths(storage, deleted, parallelism)
-            result.deleted, result.kept = deleted, kept
+    result.deleted, result.kept = _delete_marked(storage, timeline, instant, parallelism)
     result.hooks.update({name: value for name, value in (cleanup or {}).items() if value})
     storage.delete_dir(marker_folder(storage, instant), parallelism)
     timeline.finish_rollback(instant, result.record())
     return result
+
+
+def clean_markers_of(storage: Storage, timeline: Timeline, instant: str, *,
+                     parallelism: int = 100) -> pa.Array:
+    """Delete the marker folder a terminal (completed or rolled-back) instant left, after
+    the files its markers name that no completed commit references: the deletes of a
+    rollback, run again. A task that outlived its instant (a zombie writer) may have added
+    a marker and its file after the commit or rollback; deleting the folder alone would
+    leave that file behind, named by nothing. Returns the files deleted."""
+    folder = marker_folder(storage, instant)
+    if storage.is_link(folder):  # planted: the link goes, what it leads to is not read
+        storage.delete_dir(folder, parallelism)
+        return _no_paths()
+    # Its MARKERS.type may be gone with the rollback: then a zombie's markers are direct.
+    deleted, _ = _delete_marked(storage, timeline, instant, parallelism, untyped=DIRECT)
+    if len(deleted):
+        log.warning("instant %s is terminal, but its leftover markers named %d file(s) that "
+                    "no commit references (a task outlived the instant); deleted them",
+                    instant, len(deleted))
+    storage.delete_dir(folder, parallelism)
+    return deleted

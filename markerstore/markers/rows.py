@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from markerstore.errors import CorruptTableError
-from markerstore.paths import path_problem
+from markerstore.paths import control_class, path_problem
 from markerstore.paths_arrow import bad_paths
 
 IO_TYPES = ("CREATE", "MERGE", "APPEND")
@@ -28,7 +28,7 @@ PATH_SQL = "CASE WHEN partition = '' THEN file ELSE partition || '/' || file END
 BAD_ROW_SQL = (
     "partition IS NULL OR file IS NULL OR io_type IS NULL "
     "OR io_type NOT IN ('CREATE', 'MERGE', 'APPEND') "
-    "OR file IN ('', '.', '..') OR regexp_matches(file, '[/\\\\\\x00-\\x1f\\x7f]')")
+    f"OR file IN ('', '.', '..') OR regexp_matches(file, '[/\\\\{control_class('re2')}]')")
 _BAD_ROWS_SQL = f"SELECT partition, file, io_type FROM m WHERE {BAD_ROW_SQL} LIMIT 1"
 
 Locate = Callable[[str | None, str | None], str | None]
@@ -71,7 +71,7 @@ def check_row_table(rows: pa.Table, where: str, locate: Locate | None = None) ->
         pc.or_kleene(pc.is_null(rows.column("partition")), pc.is_null(file_names)),
         pc.invert(pc.fill_null(pc.is_in(io_types, pa.array(IO_TYPES)), False)))
     bad = pc.or_kleene(bad, pc.fill_null(pc.match_substring_regex(
-        file_names, r"^\.{0,2}$|[/\\\x00-\x1f\x7f]"), True))
+        file_names, r"^\.{0,2}$|[/\\" + control_class("re2") + "]"), True))
     bad = pc.or_kleene(bad, bad_paths(rows.column("path")))
     bad = pc.fill_null(bad, True)
     if pc.any(bad).as_py():

@@ -179,14 +179,17 @@ class MarkerScan:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def scan_markers(storage: Storage, instant: str) -> MarkerScan | None:
-    """A snapshot of the instant's markers, or None if it has no marker folder."""
-    mechanism = read_marker_type(storage, instant)
+def scan_markers(storage: Storage, instant: str, *, untyped: str | None = None
+                 ) -> MarkerScan | None:
+    """A snapshot of the instant's markers, or None if it has no marker folder.
+    `untyped`: the mechanism of a folder without MARKERS.type (see read_marker_type)."""
+    mechanism = read_marker_type(storage, instant, untyped=untyped)
     if mechanism is None:
         return None
     scan = MarkerScan(storage, instant, mechanism)
     if mechanism == DIRECT:
-        scan.arrow = DirectWriteMarkers(storage, instant, initialize=False).to_arrow()
+        scan.arrow = DirectWriteMarkers(storage, instant, initialize=False).to_arrow(
+            untyped=untyped)
     elif mechanism == BATCHED:
         _snapshot_segments(scan)
     elif mechanism in _READERS:
@@ -244,9 +247,10 @@ def _check_parquet(storage: Storage, segment: SegmentFile, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def scanned(storage: Storage, instant: str) -> Iterator[MarkerScan | None]:
+def scanned(storage: Storage, instant: str, *, untyped: str | None = None
+            ) -> Iterator[MarkerScan | None]:
     """scan_markers as a context: the snapshot's files are removed on leaving."""
-    scan = scan_markers(storage, instant)
+    scan = scan_markers(storage, instant, untyped=untyped)
     try:
         yield scan
     finally:

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +96,14 @@ class _Routes:
 
     async def _create(self, request: web.Request, update: bool) -> web.Response:
         instant = request.match_info["instant"]
-        raw, batch = validate.markers_of(validate.loads(await request.read()))
+        try:
+            body = await asyncio.wait_for(request.read(), self.server.header_timeout)
+        except asyncio.TimeoutError:
+            late = _error(408, "request_timeout", "the request body did not arrive within "
+                          f"{self.server.header_timeout:g} s")
+            late.force_close()  # what is left of the body is never read
+            return late
+        raw, batch = validate.markers_of(validate.loads(body))
         items = []
         for index, obj in enumerate(raw):
             try:
@@ -185,6 +193,54 @@ class _Routes:
             {"deleted": await self.service.delete_all(request.match_info["instant"])})
 
 
+class ConnectionLog:
+    """The logger aiohttp gets for what happens below the routes (a malformed request, a
+    connection that broke): one line per event, at most `burst` lines per `period`
+    seconds (then one line saying how many were left out), and never an exception's text
+    or traceback: aiohttp's message for a malformed request quotes the raw header line,
+    a bearer token with it, and any client can send one."""
+
+    def __init__(self, target: logging.Logger, burst: int = 10, period: float = 10.0) -> None:
+        self.target = target
+        self.burst = burst
+        self.period = period
+        self._window_start = 0.0
+        self._in_window = 0
+        self._left_out = 0
+
+    def _line(self, level: int, exc_info: Any) -> None:
+        exc = exc_info if isinstance(exc_info, BaseException) else None
+        now = time.monotonic()
+        if now - self._window_start >= self.period:
+            if self._left_out:
+                self.target.warning("marker server: %d more bad request(s) or broken "
+                                    "connection(s) not logged", self._left_out)
+            self._window_start, self._in_window, self._left_out = now, 0, 0
+        if self._in_window >= self.burst:
+            self._left_out += 1
+            return
+        self._in_window += 1
+        status = getattr(exc, "code", None) or getattr(exc, "status", None)
+        what = f"{type(exc).__name__}" + (f", {status}" if isinstance(status, int) else "") \
+            if exc is not None else "no details"
+        self.target.log(level, "marker server: bad request or broken connection (%s)", what)
+
+    def exception(self, msg: object, *args: Any, exc_info: Any = True, **_: Any) -> None:
+        self._line(logging.WARNING, exc_info)
+
+    def error(self, msg: object, *args: Any, exc_info: Any = None, **_: Any) -> None:
+        self._line(logging.WARNING, exc_info)
+
+    def warning(self, msg: object, *args: Any, exc_info: Any = None, **_: Any) -> None:
+        self._line(logging.WARNING, exc_info)
+
+    def debug(self, msg: object, *args: Any, exc_info: Any = None, **_: Any) -> None:
+        if self.target.isEnabledFor(logging.DEBUG):
+            self._line(logging.DEBUG, exc_info)
+
+    info = debug
+
+
 def _endpoint(request: web.Request) -> str:
     route = request.match_info.route
     resource = route.resource
@@ -222,6 +278,7 @@ class MarkerServer:
                 f"token= / --token, or set ${TOKEN_ENV}")
         self.token = token
         self.max_body = int(self.settings[config.SERVER_MAX_BODY_BYTES])
+        self.header_timeout = self.settings[config.SERVER_HEADER_TIMEOUT_MS] / 1000
         self.registry = metrics.Registry()
         self._request_counters: dict[tuple[str, str, int], metrics.Counter] = {}
         self.service = MarkerService(table.storage, self.settings, self.registry)
@@ -307,7 +364,11 @@ class MarkerServer:
     async def start_async(self) -> str:
         """Start serving on the running event loop; returns the URL."""
         await self.service.start()
-        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=30)
+        # keepalive_timeout bounds the headers too: aiohttp closes a connection still
+        # waiting for a whole request that long after it opened or last answered.
+        runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=30,
+                               keepalive_timeout=self.header_timeout,
+                               logger=ConnectionLog(log))
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, backlog=1024)
         try:

@@ -218,7 +218,11 @@ class MarkerClient(WriteMarkers):
                 raise MarkerServerError(f"{reason}; the fallback to direct markers is on but "
                                         "the client has no table (pass table=)") from reason
             try:
-                self._direct = DirectWriteMarkers(table.storage, self.instant)
+                # Through the table: an instant that is no longer inflight (rolled back
+                # while its driver was unreachable) gets no marker folder again.
+                markers = table.markers(self.instant)
+                assert isinstance(markers, DirectWriteMarkers)
+                self._direct = markers
             except MarkerTypeError as exc:
                 raise MarkerServerError(
                     f"{reason}; instant {self.instant} already has batched markers, so it "

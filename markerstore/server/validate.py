@@ -14,13 +14,13 @@ Partition and file names go through the same functions as direct markers'
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from markerstore.errors import InvalidMarkerError
 from markerstore.markers.base import MarkerName
 from markerstore.markers.segments import marker_row, now_ms
+from markerstore.paths import CONTROL
 from markerstore.server.writer import ServiceError
 
 MAX_MARKERS_PER_REQUEST = 10_000
@@ -33,7 +33,6 @@ INT64_MAX = 2**63 - 1
 FIELDS = frozenset({"partition", "file", "io_type", "task_attempt", "size", "checksum",
                     "pending_upload"})
 UPLOAD_FIELDS = ("bucket", "key", "upload_id", "parts", "size")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _show(value: Any, limit: int = 40) -> str:
@@ -75,7 +74,7 @@ def text(value: Any, field: str, limit: int, *, control: bool = False) -> str:
     except UnicodeEncodeError as exc:
         raise InvalidMarkerError(f"{field} is not valid UTF-8 text ({exc.reason} at "
                                  f"character {exc.start})") from None
-    if not control and _CONTROL.search(value):
+    if not control and CONTROL.search(value):
         raise InvalidMarkerError(f"{field} {_show(value)} contains a control character")
     return value
 

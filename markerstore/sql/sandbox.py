@@ -22,12 +22,18 @@ engine (``--unsafe-sql``).
 from __future__ import annotations
 
 import re
+import signal
+import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
-from markerstore.errors import SqlRefusedError
+from markerstore import config
+from markerstore.errors import SqlInterruptedError, SqlLimitError, SqlRefusedError
 
 # What the sandbox runs: read-only statements. EXPLAIN is let through only when what it
 # explains is one of these and it does not ANALYZE (which executes the statement).
@@ -37,12 +43,36 @@ _ANALYZE = re.compile(r"^ANALY[SZ]E\b", re.IGNORECASE)
 _FIRST_WORD = re.compile(r"^\s*([A-Za-z_]+)")
 
 LOCKDOWN = (
+    "SET enable_progress_bar = false",  # DuckDB's bar would go to the command's stdout
     "SET autoinstall_known_extensions = false",
     "SET autoload_known_extensions = false",
     "SET python_enable_replacements = false",
     "SET enable_external_access = false",
     "SET lock_configuration = true",
 )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a sandboxed query may spend: wall-clock time (0: no limit) and DuckDB's
+    memory_limit. Defaults: the options `markerstore.sql.sandbox.*` (config.py)."""
+
+    time_limit_ms: int = config.OPTIONS[config.SQL_TIME_LIMIT_MS].default
+    memory_limit: str = config.OPTIONS[config.SQL_MEMORY_LIMIT].default
+
+    @classmethod
+    def of(cls, time_limit_s: float | None = None, memory_limit: str | None = None) -> Limits:
+        """Limits from a command's flags (None: the default); bad values are ConfigError."""
+        options: dict[str, Any] = {}
+        if time_limit_s is not None:
+            options[config.SQL_TIME_LIMIT_MS] = round(time_limit_s * 1000)
+        if memory_limit is not None:
+            options[config.SQL_MEMORY_LIMIT] = memory_limit
+        settings = config.resolve(options)
+        return cls(settings[config.SQL_TIME_LIMIT_MS], settings[config.SQL_MEMORY_LIMIT])
+
+
+UNLIMITED_TIME = Limits(time_limit_ms=0)
 
 
 # Files each connection's views read lazily, set as DuckDB's allowed_paths when it is
@@ -64,12 +94,15 @@ def is_locked(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(rows and rows[0][0])
 
 
-def lock(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Close `con` to everything but its views (and the paths they read); idempotent."""
+def lock(con: duckdb.DuckDBPyConnection, limits: Limits | None = None
+         ) -> duckdb.DuckDBPyConnection:
+    """Close `con` to everything but its views (and the paths they read), under the
+    memory limit of `limits` (default: the option's); idempotent."""
     if not is_locked(con):
         allowed = sorted(_ALLOWED.pop(con, set()))
         if allowed:
             con.execute("SET allowed_paths = $paths", {"paths": allowed})
+        con.execute("SET memory_limit = $limit", {"limit": (limits or Limits()).memory_limit})
         for statement in LOCKDOWN:
             con.execute(statement)
     return con
@@ -112,20 +145,66 @@ def check(query: str, con: duckdb.DuckDBPyConnection | None = None) -> None:
                               "for the full engine")
 
 
-def run(con: duckdb.DuckDBPyConnection, query: str, *, unsafe: bool = False
-        ) -> duckdb.DuckDBPyRelation | None:
-    """Run `query` on `con`: checked and locked (the sandbox) unless `unsafe`. Returns the
-    relation (None for a statement without a result, only possible when `unsafe`)."""
+def run(con: duckdb.DuckDBPyConnection, query: str, *, unsafe: bool = False,
+        limits: Limits | None = None) -> duckdb.DuckDBPyRelation | None:
+    """Run `query` on `con`: checked and locked (the sandbox, with the memory limit of
+    `limits`) unless `unsafe`. Returns the relation (None for a statement without a result,
+    only possible when `unsafe`); fetch it inside :func:`limited` for the time limit."""
     if not isinstance(query, str) or not query.strip().strip(";").strip():
         raise SqlRefusedError("empty query: give one SELECT statement")
     if not unsafe:
         check(query, con)
-        lock(con)
+        lock(con, limits)
+    elif not is_locked(con):
+        con.execute("SET enable_progress_bar = false")
     return con.sql(query)
 
 
-def select(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyRelation:
+def select(con: duckdb.DuckDBPyConnection, query: str, limits: Limits | None = None
+           ) -> duckdb.DuckDBPyRelation:
     """Run `query` in the sandbox (checked, `con` locked) and return its relation."""
-    relation = run(con, query)
+    relation = run(con, query, limits=limits)
     assert relation is not None  # check() lets only statements with a result through
     return relation
+
+
+@contextmanager
+def limited(con: duckdb.DuckDBPyConnection, limits: Limits | None = None) -> Iterator[None]:
+    """While a query of `con` runs (fetch its rows inside): interrupt it past the time
+    limit (SqlLimitError), or on Ctrl-C (SqlInterruptedError: one line, not a traceback);
+    past the memory limit it fails with SqlLimitError. Ctrl-C is caught only on the main
+    thread (the only one that receives signals)."""
+    limits = limits or Limits()
+    stopped: list[str] = []
+
+    def stop(why: str) -> None:
+        stopped.append(why)
+        con.interrupt()
+
+    timer = threading.Timer(limits.time_limit_ms / 1000, stop, ("time",)) \
+        if limits.time_limit_ms > 0 else None
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop("ctrl-c")) if main else None
+    if timer is not None:
+        timer.start()
+    try:
+        yield
+    except (duckdb.InterruptException, RuntimeError) as exc:
+        if "time" in stopped:
+            raise SqlLimitError(
+                f"the query ran longer than the sandbox's time limit of "
+                f"{limits.time_limit_ms / 1000:g} s ({config.SQL_TIME_LIMIT_MS}, or "
+                "--time-limit)") from None
+        if stopped or "interrupt" in str(exc).lower():
+            raise SqlInterruptedError("the query was interrupted (Ctrl-C)") from None
+        raise
+    except duckdb.OutOfMemoryException:
+        raise SqlLimitError(f"the query needs more memory than the sandbox's limit of "
+                            f"{limits.memory_limit} ({config.SQL_MEMORY_LIMIT}, or "
+                            "--memory-limit)") from None
+    finally:
+        if timer is not None:  # ended before the process may end (daemon threads that
+            timer.cancel()      # outlive it abort the process in DuckDB's code)
+            timer.join()
+        if main:
+            signal.signal(signal.SIGINT, previous)

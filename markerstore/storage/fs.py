@@ -3,7 +3,9 @@
 One :class:`Storage` per table base URL. Every request markerstore makes goes through it,
 so it can be retried on throttling and timeouts, and counted by kind (PUT, GET, LIST,
 DELETE, HEAD). On S3 the count is of real HTTP requests, read from botocore's event
-hooks; on other filesystems it is one per operation.
+hooks; on other filesystems it is one per operation. And every path it reads, writes or
+deletes is checked first to be in the table (:mod:`markerstore.storage.contain`): nothing
+goes through a symbolic link out of the table, whichever caller asks.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import os
 import random
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,8 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from markerstore.errors import StorageError
-from markerstore.paths import check_contained
+from markerstore.storage.contain import Containment
+from markerstore.storage.local import local_atomic_replace, local_create_exclusive
 
 T = TypeVar("T")
 
@@ -102,6 +104,7 @@ class Storage:
         self.retry_base_delay = retry_base_delay
         self._counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
+        self._containment = Containment(self.root, local=self.is_local, source=self.url())
         if self.is_s3:
             self._hook_s3_counter()
 
@@ -135,6 +138,33 @@ class Storage:
     def _strip(self, path: str) -> str:
         stripped: str = self.fs._strip_protocol(path)
         return stripped
+
+    def check_in_table(self, path: str) -> None:
+        """CorruptTableError unless `path` is in the table (see :mod:`.contain`): every
+        read and write checks it before its request."""
+        self._containment.check(self._strip(path) if "://" in path else path)
+
+    def check_contained(self, paths: Iterable[str], *, follow: bool = False) -> None:
+        """CorruptTableError if deleting any of `paths` would reach outside the table: on
+        local disk, through a folder on the way that is a symbolic link leading out (each
+        folder checked once; a path may be a link itself, which a delete removes without
+        following); elsewhere, a path not under the table's prefix. With `follow` (the
+        paths are to be read by someone else: pyarrow, Spark) no path may be a link
+        leading out either."""
+        self._containment.check_all((self._strip(p) if "://" in p else p for p in paths),
+                                    follow=follow)
+
+    def is_link(self, path: str) -> bool:
+        """Whether `path` is a symbolic link (only local disk has them)."""
+        return self.is_local and os.path.islink(path.rstrip("/"))
+
+    def writable_folder(self, path: str) -> str:
+        """For a caller that writes the file at `path` itself (pyarrow writes data files
+        on local disk): check that `path` is in the table, create its folder, return it."""
+        self.check_in_table(path)
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
 
     # --- counting ----------------------------------------------------------------------
     def count_request(self, kind: str, n: int = 1) -> None:
@@ -199,20 +229,25 @@ class Storage:
         """The content of a file; FileNotFoundError if it does not exist."""
         # One GetObject on S3 (s3fs would HEAD first to split large reads).
         kwargs = {"max_concurrency": 1} if self.is_s3 else {}
+        self.check_in_table(path)
         data: bytes = self.retry(f"GET {self.url(path)}", "GET",
                                   lambda: self.fs.cat_file(path, **kwargs))
         return data
 
     def exists(self, path: str) -> bool:
+        self.check_in_table(path)
         return bool(self.retry(f"HEAD {self.url(path)}", "HEAD", lambda: self.fs.exists(path)))
 
     def info(self, path: str) -> dict[str, Any]:
+        self.check_in_table(path)
         info: dict[str, Any] = self.retry(f"HEAD {self.url(path)}", "HEAD",
                                            lambda: self.fs.info(path))
         return info
 
     def ls(self, path: str) -> list[str]:
         """Names (not paths) directly under `path`; empty if it does not exist."""
+        self.check_in_table(path)
+
         def run() -> list[str]:
             try:
                 entries = self.fs.ls(path, detail=False)
@@ -225,7 +260,10 @@ class Storage:
         return self.retry(f"LIST {self.url(path)}", "LIST", run)
 
     def find(self, path: str) -> list[str]:
-        """Paths of every file under `path`, recursively; empty if it does not exist."""
+        """Paths of every file under `path`, recursively; empty if it does not exist (a
+        symbolic link is listed as a file: it is never followed)."""
+        self.check_in_table(path)
+
         def run() -> list[str]:
             try:
                 return sorted(self.fs.find(path))
@@ -235,19 +273,28 @@ class Storage:
         return self.retry(f"LIST {self.url(path)}", "LIST", run)
 
     def open_read(self, path: str) -> IO[bytes]:
+        self.check_in_table(path)
         self.count_request("GET")
         handle: IO[bytes] = self.fs.open(path, "rb")
         return handle
 
     # --- writes ------------------------------------------------------------------------
-    def put(self, path: str, data: bytes) -> None:
-        """Write a whole file, replacing any old one; readers never see a partial file."""
+    def put(self, path: str, data: bytes, *, within: str | None = None) -> None:
+        """Write a whole file, replacing any old one; readers never see a partial file.
+        `within`: see :meth:`create_if_absent`."""
+        self.check_in_table(path)
         if self.is_local:
-            self.retry(f"PUT {path}", "PUT", lambda: _local_atomic_replace(path, data))
+            self.retry(f"PUT {path}", "PUT",
+                       lambda: local_atomic_replace(path, data, within))
         else:
-            self.retry(f"PUT {self.url(path)}", "PUT", lambda: self.fs.pipe_file(path, data))
+            def run() -> None:
+                self._check_within(within)
+                self.fs.pipe_file(path, data)
 
-    def create_if_absent(self, path: str, data: bytes = b"") -> bool:
+            self.retry(f"PUT {self.url(path)}", "PUT", run)
+
+    def create_if_absent(self, path: str, data: bytes = b"", *,
+                         within: str | None = None) -> bool:
         """Create a file only if none exists; True if this call created it.
 
         S3: PutObject with If-None-Match: *. Local: link(2) of a complete temporary file,
@@ -255,13 +302,19 @@ class Storage:
         empty, its content is compared with `data`: a request whose answer was lost and
         that a retry then found applied is ours (callers put unique content in files whose
         creator matters, such as completed instants).
+
+        `within`: a folder above `path` that must exist already (the folders between it and
+        the file are created): FileNotFoundError if it does not. On local disk and memory
+        this costs nothing more (the folder is where the file goes); object stores have
+        no folders, so there it is not checked.
         """
 
         def attempt() -> bool:
             try:
                 if self.is_local:
-                    _local_create_exclusive(path, data)
+                    local_create_exclusive(path, data, within)
                 elif self.is_memory:
+                    self._check_within(within)
                     if self.fs.exists(path):  # under _MEMORY_LOCK (see retry)
                         raise FileExistsError(path)
                     self.fs.pipe_file(path, data)
@@ -276,24 +329,21 @@ class Storage:
                         return False
                 return False
 
+        self.check_in_table(path)
         return self.retry(f"create {self.url(path)}", "PUT", attempt)
+
+    def _check_within(self, within: str | None) -> None:
+        if within is not None and self.is_memory and not self.fs.isdir(within):
+            raise FileNotFoundError(within)
 
     def open_write(self, path: str) -> IO[bytes]:
         """A file handle for a large write (data files); the caller closes it."""
+        self.writable_folder(path)
         self.count_request("PUT")
-        if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
         handle: IO[bytes] = self.fs.open(path, "wb")
         return handle
 
     # --- deletes -----------------------------------------------------------------------
-    def check_contained(self, paths: Iterable[str]) -> None:
-        """On local disk: CorruptTableError if deleting any of `paths` would follow a
-        symbolic link out of the table (a folder on the way that is a link leading
-        elsewhere). Elsewhere there are no links to follow."""
-        if self.is_local and os.path.isdir(self.root):
-            check_contained(self.root, paths, self.url())
-
     def delete(self, path: str) -> None:
         """Delete one file; a missing file is not an error. On local disk, refuses (before
         deleting) a file reached through a symbolic link out of the table."""
@@ -347,16 +397,20 @@ class Storage:
         self.retry(f"DELETE {self.url(path)}", "DELETE", run)
 
     def delete_dir(self, path: str, parallelism: int = 100) -> int:
-        """Delete a folder and everything under it; returns the number of files deleted."""
-        if self.is_local and os.path.islink(path.rstrip("/")):
-            os.unlink(path.rstrip("/"))  # the link itself, never what it leads to
+        """Delete a folder and everything under it; returns the number of files deleted.
+        A folder that is a symbolic link is unlinked, never followed; a folder reached
+        through one that leads out of the table is refused before anything is deleted."""
+        path = path.rstrip("/") or path
+        self.check_contained([path])
+        if self.is_link(path):
+            os.unlink(path)  # the link itself, never what it leads to
             return 1
         files = self.find(path)
         count = self.delete_many(files, parallelism)
         if self.is_local and os.path.isdir(path):
             import shutil
 
-            shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(path, ignore_errors=True)  # never follows a link inside
         elif self.is_memory:
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm(path, recursive=True)
@@ -380,51 +434,6 @@ class Storage:
 def _failed(failures: list[str]) -> str:
     more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
     return f"{len(failures)} deletes failed: " + "; ".join(failures[:5]) + more
-
-
-def fsync_dir(path: str) -> None:
-    """Make a local folder's entries durable (best effort where a folder cannot be
-    opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_temp(path: str, data: bytes) -> str:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return tmp
-
-
-def _local_atomic_replace(path: str, data: bytes) -> None:
-    tmp = _write_temp(path, data)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    fsync_dir(os.path.dirname(path))
-
-
-def _local_create_exclusive(path: str, data: bytes) -> None:
-    tmp = _write_temp(path, data)
-    try:
-        os.link(tmp, path)  # fails with FileExistsError if the name is taken
-    finally:
-        os.unlink(tmp)
-    fsync_dir(os.path.dirname(path))
 
 
 def _storage(url: str, storage_options: Mapping[str, Any], retries: int,

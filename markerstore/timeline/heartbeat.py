@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 from markerstore.storage import Storage
@@ -27,11 +28,14 @@ log = logging.getLogger(__name__)
 class Heartbeats:
     """Heartbeat files of one table."""
 
-    def __init__(self, storage: Storage, interval_ms: int = 60000, tolerable_misses: int = 2):
+    def __init__(self, storage: Storage, interval_ms: int = 60000, tolerable_misses: int = 2,
+                 max_clock_skew_ms: int = 5 * 60 * 1000):
         self.storage = storage
         self.folder = storage.path(HEARTBEAT_DIR)
         self.interval_ms = interval_ms
         self.tolerable_misses = tolerable_misses
+        self.max_clock_skew_ms = max_clock_skew_ms
+        self._said: set[str] = set()
 
     def _file(self, instant: str) -> str:
         return f"{self.folder}/{instant}"
@@ -58,12 +62,32 @@ class Heartbeats:
     def expiry_ms(self) -> int:
         return self.interval_ms * (self.tolerable_misses + 1)
 
-    def expired(self, beat: dict[str, Any]) -> bool:
-        return time.time() * 1000 - int(beat["ts_ms"]) > self.expiry_ms
+    def expired(self, beat: dict[str, Any], instant: str | None = None) -> bool:
+        """Whether a beat is older than the expiry, or suspect: dated further in the
+        future than the allowed clock skew (a wrong clock or a forged file would otherwise
+        keep its instant alive for ever); a suspect beat is said once, as a warning."""
+        now_ms = time.time() * 1000
+        ahead_ms = int(beat["ts_ms"]) - now_ms
+        if ahead_ms > self.max_clock_skew_ms:
+            self.say_future(instant or str(beat.get("instant") or "?"), int(beat["ts_ms"]),
+                            ahead_ms, "heartbeat")
+            return True
+        return now_ms - int(beat["ts_ms"]) > self.expiry_ms
+
+    def say_future(self, instant: str, at_ms: int, ahead_ms: float, what: str) -> None:
+        """Warn (once per instant) that `what` of `instant` is dated `ahead_ms` ahead."""
+        if instant in self._said:
+            return
+        self._said.add(instant)
+        when = datetime.fromtimestamp(at_ms / 1000, timezone.utc).isoformat(timespec="seconds")
+        log.warning("%s of instant %s is dated %s, %s ahead of this clock (more than "
+                    "markerstore.heartbeat.max_clock_skew_ms=%d): a wrong clock or a forged "
+                    "file; treating it as expired", what, instant, when,
+                    _duration(ahead_ms), self.max_clock_skew_ms)
 
     def is_expired(self, instant: str) -> bool:
         beat = self.read(instant)
-        return beat is None or self.expired(beat)
+        return beat is None or self.expired(beat, instant)
 
     def delete(self, instant: str) -> None:
         self.storage.delete(self._file(instant))
@@ -72,6 +96,15 @@ class Heartbeats:
         thread = HeartbeatThread(self, instant)
         thread.start()
         return thread
+
+
+def _duration(ms: float) -> str:
+    """A duration as a person reads it: '3 days', '10.0 years', '42 s'."""
+    seconds = ms / 1000
+    for size, unit in ((365.25 * 86400, "years"), (86400, "days"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 class HeartbeatThread(threading.Thread):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ import errortable
 from errortable import table_sql as sql_views
 from markerstore import CorruptTableError, Table
 from markerstore.storage import Storage
-from markerstore.testing.s3 import MotoS3
 from tests.support.errortable_writes import batch, full_write
 
 COUNT = "SELECT count(*) FROM errors"
@@ -33,15 +31,6 @@ def write_with_errors(url: str, options: dict[str, Any]) -> int:
     count = error_count(url, options)
     assert count == 8
     return count
-
-
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
-def room(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any]]:
-    if request.param == "local":
-        return str(tmp_path), {}
-    moto: MotoS3 = request.getfixturevalue("moto_s3")
-    bucket = moto.create_bucket(f"ids-{uuid.uuid4().hex[:12]}")
-    return f"s3://{bucket}", moto.storage_options()
 
 
 def copy(room: tuple[str, dict[str, Any]], src: str, dst: str, *, move: bool = False) -> None:

@@ -1,0 +1,179 @@
+"""What a PII policy keeps out of an error record, and how.
+
+Under ``payload.drop`` or ``payload.redact`` no part of a protected value may reach the
+stored record: not `record`, not `message` (its text or its stack trace), not `context`.
+Two lines of defence, neither a pattern that a value could slip past:
+
+1. **Messages are built from parts that hold no record data.** An exception's text may
+   quote the record, whatever characters it holds, so under a policy it is never stored:
+   the message is the failure's own description (column, target type, check name, error
+   class) or, for the few exceptions whose parts are known (:func:`safe_exception_text`),
+   text rebuilt from those parts; a stack trace keeps its frames and drops every
+   exception's text (:func:`frames_only`).
+2. **Every protected value is swept out of the rest** (:func:`sweep`): each occurrence of
+   each protected value, as it is and in its escaped spellings, is replaced by
+   ``[REDACTED]`` in the message, the record and the context values that copy data, for
+   a value copied into another field (values of fewer than `SWEEP_MIN_CHARS` characters
+   excepted, which would wipe unrelated text).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import traceback
+from collections.abc import Iterable
+from typing import Any
+
+REDACTED = "[REDACTED]"
+WITHHELD = "message withheld (the record is protected by the PII policy)"
+SWEEP_MIN_CHARS = 4
+
+
+def redact(record: Any, paths: Iterable[str]) -> Any:
+    """A copy of `record` with the values at each dotted path replaced by [REDACTED].
+
+    A path walks dicts by key; a list on the way applies the rest of the path to each
+    element; ``*`` matches every key. Null values stay null. The input is not modified.
+    """
+    result = record
+    for path in paths:
+        result = _redact_path(result, path.split("."))
+    return result
+
+
+def _redact_path(value: Any, parts: list[str]) -> Any:
+    if isinstance(value, list):
+        return [_redact_path(item, parts) for item in value]
+    if not isinstance(value, dict) or not parts:
+        return value
+    head, rest = parts[0], parts[1:]
+    keys = list(value) if head == "*" else [head] if head in value else []
+    if not keys:
+        return value
+    copy = dict(value)
+    for key in keys:
+        if rest:
+            copy[key] = _redact_path(copy[key], rest)
+        elif copy[key] is not None:
+            copy[key] = REDACTED
+    return copy
+
+
+class ShapeError(ValueError):
+    """A record of the wrong shape (not an object, the wrong number of fields): its text
+    names counts and types, never a value, so it is kept under a PII policy."""
+
+
+def safe_exception_text(exc: BaseException) -> str | None:
+    """An exception's text built only from parts that hold no record data (positions,
+    codec names, fixed phrases), for the exceptions whose parts are known: JSON decoding,
+    Unicode decoding and encoding, CSV. None for any other exception: its text may quote
+    the record, and under a PII policy it is withheld."""
+    if isinstance(exc, ShapeError):
+        return str(exc)
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg}: line {exc.lineno} column {exc.colno} (char {exc.pos})"
+    if isinstance(exc, (UnicodeDecodeError, UnicodeEncodeError)):
+        verb = "decode" if isinstance(exc, UnicodeDecodeError) else "encode"
+        return (f"{exc.encoding!r} codec can't {verb} position {exc.start}-{exc.end - 1}: "
+                f"{exc.reason}")
+    if isinstance(exc, csv.Error):  # fixed phrases naming the dialect's characters only
+        return " ".join(str(exc).split())
+    return None
+
+
+def frames_only(exc: BaseException) -> str:
+    """A stack trace of `exc` (and the exceptions it was raised from) without any
+    exception's text: file, line, function and source line of each frame, then the class.
+    The source lines come from the program's files, never from the record."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__
+                                        else current.__context__)
+    parts: list[str] = []
+    for item in reversed(chain):
+        frames = traceback.extract_tb(item.__traceback__) if item.__traceback__ else []
+        if parts:
+            parts.append("\nwhile handling it, another exception was raised:\n\n")
+        if frames:
+            parts.append("Traceback (most recent call last):\n")
+            parts.extend(traceback.format_list(frames))
+        parts.append(f"{type(item).__name__}: [text withheld]\n")
+    return "".join(parts)
+
+
+def secrets_of(record: Any, paths: Iterable[str] | None) -> list[str]:
+    """The protected values of a record, as text: every scalar at the redacted `paths`,
+    or with `paths` None (the payload is dropped) every scalar of the record."""
+    found: list[str] = []
+    if record is None:
+        return found
+    if paths is None or isinstance(record, str):
+        _leaves(record, found)
+    else:
+        for path in paths:
+            _at_path(record, path.split("."), found)
+    return sorted({v for v in found if len(v) >= SWEEP_MIN_CHARS}, key=len, reverse=True)
+
+
+def _leaves(value: Any, found: list[str]) -> None:
+    if isinstance(value, dict):
+        for item in value.values():
+            _leaves(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _leaves(item, found)
+    elif value is not None and not isinstance(value, bool):
+        found.append(value if isinstance(value, str) else str(value))
+
+
+def _at_path(value: Any, parts: list[str], found: list[str]) -> None:
+    if isinstance(value, list):
+        for item in value:
+            _at_path(item, parts, found)
+        return
+    if not isinstance(value, dict) or not parts:
+        if not parts:
+            _leaves(value, found)
+        return
+    head, rest = parts[0], parts[1:]
+    for key in (list(value) if head == "*" else [head] if head in value else []):
+        _at_path(value[key], rest, found)
+
+
+def _forms(secret: str) -> list[str]:
+    """The ways a value may be spelled in a message: as it is, JSON-, Python- and
+    SQL-escaped, with its whitespace collapsed, and line by line."""
+    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
+             repr(secret)[1:-1], secret.replace("'", "''"), " ".join(secret.split()),
+             secret.encode("unicode_escape").decode("ascii")}
+    forms.update(line for line in re.split(r"[\r\n\u2028\u2029]+", secret))
+    return sorted((f for f in forms if len(f.strip()) >= SWEEP_MIN_CHARS), key=len,
+                  reverse=True)
+
+
+def sweep(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every occurrence of every protected value, in each of its spellings,
+    replaced by [REDACTED]: the second line of defence, for a protected value copied into
+    another field (the first is that no message quotes a protected column)."""
+    for secret in secrets:
+        for form in _forms(secret):
+            if form in text:
+                text = text.replace(form, REDACTED)
+    return text
+
+
+def sweep_value(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return sweep(value, secrets) if value != REDACTED else value
+    if isinstance(value, dict):
+        return {k: sweep_value(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [sweep_value(v, secrets) for v in value]
+    return value

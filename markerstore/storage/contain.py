@@ -1,0 +1,107 @@
+"""Containment: every path :class:`~markerstore.storage.Storage` reads, writes or deletes
+is in the table.
+
+One rule, checked by Storage itself before each request, so no caller can forget it:
+
+* **Local disk**: a path is in the table when its folder, with every symbolic link on the
+  way resolved, is the table's real root or under it; and, for a read or a write, when the
+  path itself is no link leading out. A delete may remove a link itself (that never
+  touches what it leads to), but never goes through a folder that leads out.
+* **Object stores and memory** have no links: a path is in the table when it is under the
+  root's prefix and has no ``.`` or ``..`` segment (some S3-compatible stores resolve
+  them).
+
+A path out of the table is a :class:`~markerstore.errors.CorruptTableError` naming the
+table and the path, raised before the request is made.
+
+Nothing is remembered between requests, so a folder that becomes a link while a process
+holds the table is caught at its next request. Cost: on local disk one ``lstat`` per
+path component below the table's root (what is above the root is not the table's: the
+root's real path is resolved once), a few microseconds a request; elsewhere a string
+comparison. Never a storage request.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from markerstore.errors import CorruptTableError
+
+
+class Containment:
+    """The containment rule for one table root."""
+
+    def __init__(self, root: str, *, local: bool, source: str) -> None:
+        self.root = root
+        self.local = local
+        self.source = source  # names the table in errors
+        self._prefix = root.rstrip("/") + "/"
+        self._real_root: str | None = None
+
+    def check(self, path: str, *, follow: bool = True) -> None:
+        """CorruptTableError unless `path` is in the table. `follow`: the path itself may
+        not be a link leading out (reads, writes; a delete removes a link itself)."""
+        path = path.rstrip("/") or path
+        if path == self.root:
+            return
+        if not self.local:
+            self._check_prefix(path)
+            return
+        real = self._resolve(path, follow)
+        if real is not None:
+            raise CorruptTableError(self.source, f"{path!r} resolves outside the table (to "
+                                                 f"{real}: a symbolic link or '..' leads out)")
+
+    def check_all(self, paths: Iterable[str], *, follow: bool = False) -> None:
+        """`check` for many paths, each folder resolved once. Without `follow` (deletes) a
+        path may be a link itself: the delete removes the link, not what it leads to."""
+        seen: set[str] = set()
+        for path in paths:
+            folder = os.path.dirname(path.rstrip("/")) if self.local else path
+            if folder not in seen:
+                seen.add(folder)
+                self.check(path, follow=follow)
+            elif follow and os.path.islink(path):
+                self.check(path)
+
+    def _real_base(self) -> str:
+        if self._real_root is not None:
+            return self._real_root
+        real = os.path.realpath(self.root)
+        if os.path.isdir(self.root):
+            self._real_root = real  # the root exists: it resolves the same from now on
+        return real
+
+    def _inside(self, real: str) -> bool:
+        base = self._real_base()
+        return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+    def _resolve(self, path: str, follow: bool) -> str | None:
+        """Where `path` leads if that is outside the table, else None. Below the root each
+        component is looked at (one lstat each) and a link among them resolved: what is
+        above the root is not the table's, and resolves once."""
+        if not path.startswith(self._prefix):
+            real = os.path.realpath(path if follow else os.path.dirname(path))
+            return None if self._inside(real) else real
+        parts = path[len(self._prefix):].split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            real = os.path.realpath(path if follow else os.path.dirname(path))
+            return None if self._inside(real) else real
+        current = self._real_base()
+        for part in parts if follow else parts[:-1]:
+            current = os.path.join(current, part)
+            if os.path.islink(current):
+                current = os.path.realpath(current)
+                if not self._inside(current):
+                    return current
+        return None
+
+    def _check_prefix(self, path: str) -> None:
+        if not path.startswith(self._prefix):
+            raise CorruptTableError(self.source, f"{path!r} is not under the table's prefix "
+                                                 f"{self._prefix!r}")
+        rest = path[len(self._prefix):]
+        if "/." in "/" + rest and any(s in (".", "..") for s in rest.split("/")):
+            raise CorruptTableError(self.source, f"{path!r} has a '.' or '..' segment: it "
+                                                 "may resolve outside the table")

@@ -1,0 +1,67 @@
+"""Local-disk writes: whole files that appear atomically, in folders made on the way."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+
+
+def fsync_dir(path: str) -> None:
+    """Make a local folder's entries durable (best effort where a folder cannot be
+    opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _make_folder(folder: str, within: str | None) -> None:
+    """Create `folder` (and its parents); with `within`, only the folders below `within`,
+    which must exist (FileNotFoundError otherwise)."""
+    if within is None:
+        os.makedirs(folder, exist_ok=True)
+        return
+    within = within.rstrip("/")
+    current = within
+    for part in folder[len(within):].strip("/").split("/"):
+        if part:
+            current = f"{current}/{part}"
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(current)
+
+
+def _write_temp(path: str, data: bytes, within: str | None = None) -> str:
+    folder = os.path.dirname(path)
+    _make_folder(folder, within)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return tmp
+
+
+def local_atomic_replace(path: str, data: bytes, within: str | None = None) -> None:
+    tmp = _write_temp(path, data, within)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    fsync_dir(os.path.dirname(path))
+
+
+def local_create_exclusive(path: str, data: bytes, within: str | None = None) -> None:
+    tmp = _write_temp(path, data, within)
+    try:
+        os.link(tmp, path)  # fails with FileExistsError if the name is taken
+    finally:
+        os.unlink(tmp)
+    fsync_dir(os.path.dirname(path))
