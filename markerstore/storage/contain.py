@@ -24,6 +24,7 @@ comparison. Never a storage request.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 
 from markerstore.errors import CorruptTableError
@@ -88,10 +89,14 @@ class Containment:
         if any(part in ("", ".", "..") for part in parts):
             real = os.path.realpath(path if follow else os.path.dirname(path))
             return None if self._inside(real) else real
-        current = self._real_base()
+        current = self._real_base().rstrip(os.sep)
         for part in parts if follow else parts[:-1]:
-            current = os.path.join(current, part)
-            if os.path.islink(current):
+            current = f"{current}{os.sep}{part}"
+            try:
+                mode = os.lstat(current).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                return None  # nothing deeper exists: no link to follow
+            if stat.S_ISLNK(mode):
                 current = os.path.realpath(current)
                 if not self._inside(current):
                     return current
