@@ -201,7 +201,6 @@ def _recovery(table: Table, con: duckdb.DuckDBPyConnection,
 
 def _verify(table: Table, findings: list[dict[str, Any]]) -> dict[str, Any]:
     from markerstore.audit.verify import verify_all
-
     from markerstore.commit.verify import NOTICES
 
     reports = verify_all(table)
