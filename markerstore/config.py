@@ -162,6 +162,8 @@ SERVER_MAX_BODY_BYTES = "markerstore.markers.server.max_body_bytes"
 SERVER_INSTANT_CHECK_MS = "markerstore.markers.server.instant_check_ms"
 CLIENT_TIMEOUT_MS = "markerstore.markers.client.timeout_ms"
 CLIENT_RETRIES = "markerstore.markers.client.retries"
+CLIENT_CONNECT_TIMEOUT_MS = "markerstore.markers.client.connect_timeout_ms"
+SERVER_HOST = "markerstore.markers.server.host"
 UUID_REQUIRED = "markerstore.write.uuid.required"
 STAGING_MODE = "markerstore.write.staging.mode"
 STAGING_DIR = "markerstore.write.staging.dir"
@@ -262,6 +264,16 @@ _DEFINITIONS: tuple[Option, ...] = (
            ()),
     Option(CLIENT_RETRIES, 3, int_min(0),
            "Marker client: retries of a request that could not reach the server or got 503.",
+           ()),
+    Option(CLIENT_CONNECT_TIMEOUT_MS, 10000, int_min(1),
+           "Marker client: how long a task keeps trying to connect to the marker server, "
+           "all tries together, before it fails naming the address (the write then fails "
+           "and is rolled back once Spark gives up the task).",
+           ()),
+    Option(SERVER_HOST, None, optional_str,
+           "Batched markers in a Spark write: the host executors reach the driver's marker "
+           "server at (default: spark.driver.host). The server binds "
+           "spark.driver.bindAddress, or else spark.driver.host, as Spark's driver does.",
            ()),
     Option(UUID_REQUIRED, False, parse_bool,
            "Refuse a write that is not given a write UUID (markerstore.write.uuid).",

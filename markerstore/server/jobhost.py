@@ -69,15 +69,17 @@ class JobHost:
 
     @classmethod
     def launch(cls, table: Table, *, serve_markers: bool, bind_host: str = "127.0.0.1",
-               token: str | None = None, query_dir: str | None = None
-               ) -> subprocess.Popen[str]:
+               token: str | None = None, query_dir: str | None = None,
+               advertise: str | None = None) -> subprocess.Popen[str]:
         """Start the host process and send it its request; :meth:`ready` waits for its
         answer (the process starts while the caller does other work). With `query_dir`,
-        a query host (it logs to ``host.log`` there)."""
+        a query host (it logs to ``host.log`` there). Its marker server binds `bind_host`
+        and its URL names `advertise` (default: the bound address)."""
         request = {"table": table.storage.url(), "storage_options":
                    dict(table.storage.storage_options),
                    "options": table.settings.explicit(), "serve_markers": serve_markers,
-                   "bind_host": bind_host, "token": token, "watch_pid": os.getppid(),
+                   "bind_host": bind_host, "advertise": advertise, "token": token,
+                   "watch_pid": os.getppid(),
                    "query_dir": query_dir, "idle_seconds": QUERY_IDLE_SECONDS}
         stderr = None if query_dir is None else open(  # noqa: SIM115 (the child keeps it)
             os.path.join(query_dir, "host.log"), "a")
@@ -178,7 +180,8 @@ def query_dir(query_id: str) -> str:
 
 
 def attach_query_host(table: Table, query_id: str, *, serve_markers: bool,
-                      bind_host: str = "127.0.0.1", token: str | None = None) -> JobHost:
+                      bind_host: str = "127.0.0.1", token: str | None = None,
+                      advertise: str | None = None) -> JobHost:
     """The live job host of the query, or a new one if there is none (no host file, a
     dead or unanswering host, or one of another driver or with other settings)."""
     folder = query_dir(query_id)
@@ -191,12 +194,12 @@ def attach_query_host(table: Table, query_id: str, *, serve_markers: bool,
     with open(os.path.join(folder, "lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         want = {"table": table.storage.url(), "serve_markers": serve_markers,
-                "bind_host": bind_host, "watch_pid": os.getppid()}
+                "bind_host": bind_host, "advertise": advertise, "watch_pid": os.getppid()}
         host = live_query_host(folder, want)
         if host is not None:
             return host
         proc = JobHost.launch(table, serve_markers=serve_markers, bind_host=bind_host,
-                              token=token, query_dir=folder)
+                              token=token, query_dir=folder, advertise=advertise)
         try:
             host = JobHost.ready(proc)
         except BaseException:
@@ -292,7 +295,8 @@ class _Host:
             from markerstore.server import MarkerServer
 
             self.server = MarkerServer(self.table, self.request["bind_host"], 0,
-                                       self.table.settings, token=self.request["token"])
+                                       self.table.settings, token=self.request["token"],
+                                       advertise=self.request.get("advertise"))
             answer["url"] = str(self.server.start())
             answer["token"] = self.request["token"]
         return answer
@@ -379,7 +383,8 @@ class _QueryHost(_Host):
                          name="markerstore-jobhost-control").start()
         answer["control"] = self.control
         record = {**answer, **{k: self.request[k] for k in
-                               ("table", "serve_markers", "bind_host", "watch_pid")}}
+                               ("table", "serve_markers", "bind_host", "advertise",
+                                "watch_pid")}}
         path = os.path.join(self.folder, HOST_FILE)
         with open(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
                   "w") as out:
