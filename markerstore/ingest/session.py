@@ -15,6 +15,10 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from markerstore.spark.writer import is_connect
+
+__all__ = ["default_parallelism", "is_connect", "progress_bar", "spark_session"]
+
 DRIVER_HOST = "spark.driver.host"
 # Settings ingest adds where neither the user nor Spark's defaults set them.
 INGEST_DEFAULTS = {"spark.ui.showConsoleProgress": "false",
@@ -22,11 +26,6 @@ INGEST_DEFAULTS = {"spark.ui.showConsoleProgress": "false",
 # What decides the driver's address besides spark.driver.host (see Spark's
 # Utils.localHostName): with one of them set, Spark's own detection is the user's choice.
 ADDRESS_ENV = ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")
-
-
-def is_connect(session: Any) -> bool:
-    """Whether `session` is a Spark Connect client session (no SparkContext, no JVM)."""
-    return type(session).__module__.startswith("pyspark.sql.connect")
 
 
 def spark_session(master: str = "local[*]", log_level: str | None = None, *,

@@ -165,6 +165,11 @@ def _start_marker_server(df: DataFrame | Shape, table: Table, settings: config.S
     return server, str(url), token
 
 
+def is_connect(session: Any) -> bool:
+    """Whether `session` is a Spark Connect client session (no SparkContext, no JVM)."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
 def _application_id(df: DataFrame | Shape) -> str | None:
     try:  # a Spark Connect session has no SparkContext
         return str(df.sparkSession.sparkContext.applicationId)
@@ -213,10 +218,19 @@ def write(df: DataFrame | Shape, path: str, *, partition_by: str | Sequence[str]
     Raises WriteAbortedError (the cause chained) when the Spark job fails, and
     WriteConflictError when the conflict mode refuses the write; in both cases the write
     is rolled back first.
+
+    Over Spark Connect the write runs on Spark's driver, through the ``markerstore`` data
+    source (:mod:`markerstore.spark.connect`); `validator` and `error_sink` (your own
+    code in this process) are for a classic session.
     """
     started = time.perf_counter()
     if isinstance(df, Shape) and _frame is None:
         raise TypeError("write() needs a DataFrame (a Shape only with _frame)")
+    if not isinstance(df, Shape) and is_connect(df.sparkSession):
+        return _write_over_connect(df, path, partition_by=partition_by, mode=mode,
+                                   options=options, storage_options=storage_options, key=key,
+                                   checks=checks, validator=validator, error_sink=error_sink,
+                                   task_hook=_task_hook)
     settings = _settings(options, mode)
     columns = _partition_columns(df, partition_by)
     table = Table(path, storage_options, settings)
@@ -251,6 +265,18 @@ def write(df: DataFrame | Shape, path: str, *, partition_by: str | Sequence[str]
     result.timings["job"] = job_seconds
     result.duration = time.perf_counter() - started
     return result
+
+
+def _write_over_connect(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None,
+                        validator: BatchValidator | None, error_sink: ErrorSinkFactory | None,
+                        **arguments: Any) -> CommitResult:
+    if validator is not None or error_sink is not None:
+        raise ConfigError("validator= and error_sink= run in this process; over Spark "
+                          "Connect use key= and checks= (the error table)")
+    from markerstore.spark.connect import save_through_source
+
+    return save_through_source(df, path, partition_by=_partition_columns(df, partition_by),
+                               **arguments)
 
 
 def start_job(table: Table, schema: StructType, *, partition_by: Sequence[str] = (),

@@ -61,9 +61,15 @@ def test_format_writer_with_an_error_table_over_connect(connect: Any, tmp_path: 
 
 
 def test_function_writer_and_read_over_connect(connect: Any, tmp_path: Path) -> None:
+    """markerstore.spark.write over Connect runs through the data source on Spark's driver
+    (the client may be a host executors cannot reach); read hands Spark the snapshot."""
     url = str(tmp_path / "t")
     result = ms.write(_frame(connect), url, partition_by="day", options=BATCHED)
     assert result.rows_written == 300 and _committed_rows(url) == 300
+    # Its driver side ran on Spark's driver: the marker server at the driver's address.
+    meta = Table(url).commit_metadata(result.instant)
+    assert meta["interface"] == "format" and meta["marker_server"].startswith(
+        "http://127.0.0.1:")
     back = ms.read(connect, url)
     assert back.count() == 300
     assert sorted(r[0] for r in back.select("day").distinct().collect()) == ["d0", "d1", "d2"]
