@@ -167,6 +167,7 @@ SERVER_HOST = "markerstore.markers.server.host"
 UUID_REQUIRED = "markerstore.write.uuid.required"
 STAGING_MODE = "markerstore.write.staging.mode"
 STAGING_DIR = "markerstore.write.staging.dir"
+STAGING_SWEEP_GRACE_MS = "markerstore.write.staging.sweep_grace_ms"
 TARGET_FILE_SIZE = "markerstore.write.target_file_size"
 ROW_GROUP_BYTES = "markerstore.write.parquet.row_group_bytes"
 PARQUET_COMPRESSION = "markerstore.write.parquet.compression"
@@ -286,7 +287,13 @@ _DEFINITIONS: tuple[Option, ...] = (
            ()),
     Option(STAGING_DIR, None, optional_str,
            "S3 staging: local folder where tasks write files before uploading them "
-           "(default: the system temporary folder).",
+           "(default: Spark's local dir of the executor, $SPARK_LOCAL_DIRS, removed when "
+           "the application ends; else the system temporary folder).",
+           ()),
+    Option(STAGING_SWEEP_GRACE_MS, 3600000, int_min(0),
+           "S3 staging: a task attempt's local folder left by a killed process (no live "
+           "process holds its lock) is removed by the next task on that worker once "
+           "nothing in it changed for this long.",
            ()),
     Option(TARGET_FILE_SIZE, 128 * 1024 * 1024, int_min(1),
            "A task starts a new data file once the current one reaches this many bytes.",
