@@ -51,6 +51,8 @@ from markerstore import config
 from markerstore.errors import MarkerStoreError
 from markerstore.table import Table
 from markerstore.timeline import INFLIGHT, REQUESTED
+from markerstore.timeline.identity import pid_alive as process_alive
+from markerstore.timeline.identity import writer_identity
 
 log = logging.getLogger(__name__)
 STATE_CHECK_SECONDS = 5.0
@@ -194,7 +196,8 @@ def attach_query_host(table: Table, query_id: str, *, serve_markers: bool,
     with open(os.path.join(folder, "lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         want = {"table": table.storage.url(), "serve_markers": serve_markers,
-                "bind_host": bind_host, "advertise": advertise, "watch_pid": os.getppid()}
+                "bind_host": bind_host, "advertise": advertise, "watch_pid": os.getppid(),
+                "namespace": _namespace()}
         host = live_query_host(folder, want)
         if host is not None:
             return host
@@ -231,6 +234,13 @@ def live_query_host(folder: str, want: dict[str, Any] | None = None) -> JobHost 
     return JobHost(pid, record.get("url"), record.get("token"), control)
 
 
+def _namespace() -> list[Any]:
+    """This boot and PID namespace: a host file written in another (a /tmp shared between
+    containers) names a PID that means nothing here."""
+    identity = writer_identity()
+    return [identity.get("boot_id"), identity.get("pid_ns")]
+
+
 def _call(control: str, message: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
     """One request to a query host over its Unix socket, and its answer."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -240,21 +250,6 @@ def _call(control: str, message: dict[str, Any], timeout: float = 30.0) -> dict[
         with sock.makefile("r") as reader:
             line = reader.readline()
     return _answer(line, f"at {control} closed")
-
-
-def process_alive(pid: int) -> bool:
-    """Whether `pid` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
 
 
 # --- the host process ------------------------------------------------------------------------
@@ -384,7 +379,7 @@ class _QueryHost(_Host):
         answer["control"] = self.control
         record = {**answer, **{k: self.request[k] for k in
                                ("table", "serve_markers", "bind_host", "advertise",
-                                "watch_pid")}}
+                                "watch_pid")}, "namespace": _namespace()}
         path = os.path.join(self.folder, HOST_FILE)
         with open(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
                   "w") as out:
