@@ -67,6 +67,12 @@ def test_a_successful_s3_write_leaves_no_local_folder(moto_s3: MotoS3, tmp_path:
     assert_exactly_committed(table, 900)
     assert_clean(table)
     assert list(spark_dir.iterdir()) == []
+    # Nor where the option says: no folder of the write (empty or not) stays.
+    chosen = tmp_path / "chosen"
+    table = _s3_table(moto_s3, **{"markerstore.write.staging.dir": str(chosen)})
+    commit_all(table, split(600, 2))
+    assert_exactly_committed(table, 600)
+    assert not chosen.exists() or list(chosen.rglob("*")) == []
 
 
 def test_a_killed_attempts_folder_is_swept_at_the_next_task_start_never_a_live_one(
