@@ -33,7 +33,7 @@ class ConnectServer:
         self.folder = folder
         self.master = master
         self.conf = {"spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1",
-                     "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+                     "spark.sql.shuffle.partitions": "2",
                      "spark.sql.session.timeZone": "UTC", **(conf or {})}
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
