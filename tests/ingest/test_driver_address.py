@@ -60,6 +60,7 @@ def test_spark_defaults_and_conf_decide_the_session(tmp_path: Path) -> None:
         "spark.driver.host 127.0.0.3\n"
         "spark.sql.session.timeZone America/New_York\n"
         "spark.sql.shuffle.partitions 5\n"
+        "spark.driver.extraJavaOptions -XX:TieredStopAtLevel=1\n"
         "spark.ui.enabled false\n")
     sample.generate(str(tmp_path / "src"), rows=500, files=1)
     url = str(tmp_path / "t")
