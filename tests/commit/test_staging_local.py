@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,16 @@ def _stagers(root: Path) -> tuple[subprocess.Popen[str], dict[int, tuple[int, st
         pid, path = proc.stdout.readline().split()
         staged[int(path.split("_")[-1].split(os.sep)[0])] = (int(pid), path)
     return proc, staged
+
+
+@pytest.fixture(autouse=True)
+def private_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A system temp dir of the test's own: every staging root is swept, that one too,
+    and a test sweeping with no grace period must not touch another process's folders."""
+    folder = tmp_path / "system-tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.delenv(localdirs.SPARK_LOCAL_DIRS, raising=False)
 
 
 def _s3_table(moto_s3: MotoS3, **options: Any) -> Table:
