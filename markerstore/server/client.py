@@ -11,6 +11,12 @@ retry of a create whose answer was lost finds the marker there; the client sends
 ``X-Request-Id`` on each try, so the server still answers "created" to the try that made
 it (until the server restarts; after that the answer is "already existed").
 
+Connecting is bounded as a whole: a request that cannot connect is tried again (up to
+``markerstore.markers.client.retries`` times) only while
+``markerstore.markers.client.connect_timeout_ms`` is not spent, then fails with one line
+naming the address and the settings that decide it: a task on a host that cannot reach
+the driver fails in bounded time instead of hanging.
+
 An unreachable server fails loudly (:class:`MarkerServerError`). Only when
 ``markerstore.markers.batched.fallback.direct`` is on does the client write direct
 markers instead, and it logs one warning (per process, server and instant) when it does.
@@ -38,6 +44,7 @@ from markerstore.errors import (
     InvalidMarkerError,
     MarkerConflictError,
     MarkerServerError,
+    MarkerServerUnreachableError,
     MarkerTypeError,
 )
 from markerstore.markers.base import BATCHED, IOType, MarkerName, WriteMarkers, marker_items
@@ -56,10 +63,6 @@ _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
 
-class _Unreachable(MarkerServerError):
-    """No answer from the server (refused, reset, timed out) after the retries."""
-
-
 def _warn_fallback(url: str, instant: str, reason: BaseException) -> None:
     with _warned_lock:
         if (url, instant) in _warned:
@@ -70,12 +73,20 @@ def _warn_fallback(url: str, instant: str, reason: BaseException) -> None:
                 instant)
 
 
+def _reason(exc: BaseException) -> str:
+    """The end of a connection error's text ("[Errno 111] Connection refused",
+    "Connection to host timed out. (connect timeout=1.0)"), without the object reprs."""
+    text = str(exc).strip().rstrip(")").strip("'\"")
+    return text.rsplit(": ", 1)[-1].rsplit(", '", 1)[-1][:120] or type(exc).__name__
+
+
 class MarkerClient(WriteMarkers):
     """Markers of one instant, kept by a marker server.
 
     ``MarkerClient(url, instant)``, or with keywords: `table` (gives the settings and the
     storage for the configured fallback), `token` (default ``$MARKERSTORE_SERVER_TOKEN``),
-    `timeout` in seconds, `retries`, `fallback` (overrides the table's option),
+    `timeout` in seconds (of a request), `connect_timeout` in seconds (of connecting, all
+    tries of a request together), `retries`, `fallback` (overrides the table's option),
     `initialize` (open the folder now, as the driver does; executors pass False).
     """
 
@@ -85,7 +96,7 @@ class MarkerClient(WriteMarkers):
                  table: Table | None = None, token: str | None = None,
                  timeout: float | None = None, retries: int | None = None,
                  fallback: bool | None = None, initialize: bool = True,
-                 pool_size: int = 64) -> None:
+                 pool_size: int = 64, connect_timeout: float | None = None) -> None:
         if instant is None:
             raise TypeError("MarkerClient needs the instant")
         super().__init__(instant)
@@ -98,6 +109,9 @@ class MarkerClient(WriteMarkers):
         self.timeout = float(timeout if timeout is not None
                              else settings[config.CLIENT_TIMEOUT_MS] / 1000)
         self.retries = int(retries if retries is not None else settings[config.CLIENT_RETRIES])
+        self.connect_timeout = float(
+            connect_timeout if connect_timeout is not None
+            else settings[config.CLIENT_CONNECT_TIMEOUT_MS] / 1000)
         self.fallback = bool(fallback if fallback is not None
                              else settings[config.BATCHED_FALLBACK_DIRECT])
         self.pool_size = pool_size
@@ -164,15 +178,32 @@ class MarkerClient(WriteMarkers):
             data = json.dumps(body).encode("utf-8")
             headers["Content-Type"] = "application/json"
         attempt = 0
+        connecting = 0.0  # seconds spent on tries that could not connect, and their pauses
         while True:
+            left = self.connect_timeout - connecting
+            started = time.monotonic()
             try:
-                response = self._http().request(method, url, body=data, fields=fields,
-                                                 headers=headers)
+                response = self._http().request(
+                    method, url, body=data, fields=fields, headers=headers,
+                    timeout=urllib3.Timeout(connect=max(0.001, left), read=self.timeout))
+            except urllib3.exceptions.ConnectTimeoutError as exc:  # refused ones too
+                connecting += time.monotonic() - started
+                if attempt >= self.retries or connecting >= self.connect_timeout:
+                    raise MarkerServerUnreachableError(
+                        f"marker server {self.url} cannot be reached ({attempt + 1} tries in "
+                        f"{connecting:.1f} s: {_reason(exc)}); executors must reach it there: "
+                        f"set spark.driver.host (or {config.SERVER_HOST}) to an address they "
+                        f"reach, or raise {config.CLIENT_CONNECT_TIMEOUT_MS}") from exc
+                pause = min(2.0, 0.05 * 2 ** attempt * (0.5 + random.random()), left)
+                time.sleep(max(0.0, pause))
+                connecting += max(0.0, pause)
+                attempt += 1
+                continue
             except urllib3.exceptions.HTTPError as exc:
                 if attempt >= self.retries:
-                    raise _Unreachable(f"marker server {self.url} cannot be reached "
-                                       f"({method} {path or '/'}, {attempt + 1} tries): "
-                                       f"{type(exc).__name__}: {exc}") from exc
+                    raise MarkerServerUnreachableError(
+                        f"marker server {self.url} cannot be reached ({method} {path or '/'}, "
+                        f"{attempt + 1} tries): {type(exc).__name__}: {exc}") from exc
             else:
                 if response.status != 503 or attempt >= self.retries:
                     return self._answer(response, method, path)
@@ -203,13 +234,13 @@ class MarkerClient(WriteMarkers):
             return None
         try:
             return self._request(method, path, **kwargs)
-        except _Unreachable as exc:
+        except MarkerServerUnreachableError as exc:
             if not self.fallback:
                 raise
             self._switch_to_direct(exc)
             return None
 
-    def _switch_to_direct(self, reason: _Unreachable) -> None:
+    def _switch_to_direct(self, reason: MarkerServerUnreachableError) -> None:
         with self._lock:
             if self._direct is not None:
                 return
