@@ -47,8 +47,8 @@ def test_replay_refuses_a_target_edited_into_the_error_commit(local_where: Locat
     with pytest.raises(ErrorTableError, match="records table id .* has"):
         errortable.replay(errors.storage.url(), "reason = 'check'")
     out = subprocess.run([sys.executable, "-m", "markerstore.cli.errortable", "replay",
-                          errors.storage.url(), "--where", "reason = 'check'"], capture_output=True, text=True,
-                         timeout=120)
+                          errors.storage.url(), "--where", "reason = 'check'"],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 1, (out.stdout, out.stderr)
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     assert "refusing to replay" in out.stderr and victim.storage.url() in out.stderr
