@@ -89,8 +89,9 @@ def _summary_text(summary: dict[str, Any]) -> None:
 @click.option("--mode", type=click.Choice(["append", "overwrite", "error"]), default="append",
               show_default=True, help="Save mode: overwrite replaces the partitions (or the "
                                       "table) that receive data; error fails if data exists.")
-@click.option("--master", default="local[*]", show_default=True,
-              help="Spark master (local[N], spark://host:7077, yarn, k8s://...).")
+@click.option("--master", default=None,
+              help="Spark master (local[N], spark://host:7077, yarn, k8s://...). Default: "
+                   "spark.master from --conf or spark-defaults.conf, else local[*].")
 @click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
               help="A Spark setting (repeatable), over spark-defaults.conf; e.g. "
                    "spark.driver.host=10.0.0.5.")
@@ -113,7 +114,7 @@ def _summary_text(summary: dict[str, Any]) -> None:
 @json_flag
 def ingest(source: str, table: str, fmt: str | None, schema: str | None,
            checks: tuple[str, ...], key: str | None, partition_by: tuple[str, ...],
-           markers: str, mode: str, master: str, spark_conf: tuple[str, ...],
+           markers: str, mode: str, master: str | None, spark_conf: tuple[str, ...],
            remote: str | None, no_error_table: bool,
            max_error_fraction: float | None, max_errors: int | None,
            options: tuple[str, ...], progress: bool | None,

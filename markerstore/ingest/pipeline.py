@@ -68,7 +68,7 @@ class IngestResult:
 def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
            fmt: str | None = None, checks: Mapping[str, str] | None = None,
            key: str | None = None, partition_by: str | Sequence[str] | None = None,
-           markers: str = "batched", mode: str = "append", master: str = "local[*]",
+           markers: str = "batched", mode: str = "append", master: str | None = None,
            conf: Mapping[str, str] | None = None, remote: str | None = None,
            spark: Any = None, storage_options: Mapping[str, Any] | None = None,
            source_storage_options: Mapping[str, Any] | None = None,
@@ -78,7 +78,8 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
 
     Everything that can be checked before Spark starts is: the source exists and holds
     data files, the schema parses, the key, partition columns and checks are valid.
-    Without `spark`, a session on `master` with the Spark settings `conf`, or, with
+    Without `spark`, a session on `master` (default: ``spark.master`` from `conf` or
+    ``spark-defaults.conf``, else ``local[*]``) with the Spark settings `conf`, or, with
     `remote` (``sc://host:port``), a Spark Connect session; over Spark Connect the write
     runs on Spark's driver through the data source (:mod:`markerstore.ingest.remote`)."""
     import errortable

@@ -15,11 +15,10 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from markerstore.spark.writer import is_connect
+from markerstore.spark.writer import DRIVER_HOST, is_connect
 
 __all__ = ["default_parallelism", "is_connect", "progress_bar", "spark_session"]
 
-DRIVER_HOST = "spark.driver.host"
 # Settings ingest adds where neither the user nor Spark's defaults set them.
 INGEST_DEFAULTS = {"spark.sql.session.timeZone": "UTC"}
 # Ingest draws its own progress bar; Spark's console bar would garble it (and pyspark
@@ -28,12 +27,15 @@ CONSOLE_PROGRESS = "spark.ui.showConsoleProgress"
 # What decides the driver's address besides spark.driver.host (see Spark's
 # Utils.localHostName): with one of them set, Spark's own detection is the user's choice.
 ADDRESS_ENV = ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")
+MASTER = "spark.master"
+LOCAL_MASTER = "local[*]"  # where neither --master nor Spark's configuration names one
 
 
-def spark_session(master: str = "local[*]", log_level: str | None = None, *,
+def spark_session(master: str | None = None, log_level: str | None = None, *,
                   conf: Mapping[str, str] | None = None, remote: str | None = None) -> Any:
     """The Spark session ingest uses when none is given: `conf` (``--conf``) over
-    ``spark-defaults.conf``; UTC where nothing else sets a time zone, no console
+    ``spark-defaults.conf``; the master is `master`, else ``spark.master`` from those,
+    else ``local[*]``; UTC where nothing else sets a time zone, no console
     progress bar unless `conf` asks for one; Spark's
     log at ERROR unless MARKERSTORE_SPARK_LOG_LEVEL says otherwise. With `remote`
     (``sc://host:port``), a Spark Connect session: the server's configuration decides,
@@ -45,7 +47,7 @@ def spark_session(master: str = "local[*]", log_level: str | None = None, *,
         for key, value in (conf or {}).items():
             builder = builder.config(key, value)
         return builder.getOrCreate()
-    settings = _classic_settings(master, dict(conf or {}))
+    master, settings = _classic_settings(master, dict(conf or {}))
     builder = SparkSession.builder.master(master).appName("markerstore-ingest")
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -55,8 +57,10 @@ def spark_session(master: str = "local[*]", log_level: str | None = None, *,
     return session
 
 
-def _classic_settings(master: str, conf: dict[str, str]) -> dict[str, str]:
-    """What the builder sets: the user's `conf`, and ingest's defaults where neither it
+def _classic_settings(master: str | None, conf: dict[str, str]
+                      ) -> tuple[str, dict[str, str]]:
+    """The master and what the builder sets: `master`, else the configured
+    ``spark.master``, else ``local[*]``; the user's `conf`, and ingest's defaults where neither it
     nor the JVM's configuration (``spark-defaults.conf``, ``PYSPARK_SUBMIT_ARGS``) sets
     them. The JVM is launched here, with `conf`, so that what must be set at launch
     (driver memory, jars) is."""
@@ -68,6 +72,7 @@ def _classic_settings(master: str, conf: dict[str, str]) -> dict[str, str]:
     SparkContext._ensure_initialized(conf=launch)
     loaded = SparkConf()  # the JVM's spark.* system properties: spark-defaults.conf too
     given = {key for key, _ in loaded.getAll()} | set(conf)
+    master = master or conf.get(MASTER) or loaded.get(MASTER, None) or LOCAL_MASTER
     python = conf.get("spark.pyspark.python") or loaded.get("spark.pyspark.python", None)
     os.environ.setdefault("PYSPARK_PYTHON", python or sys.executable)
     settings = {CONSOLE_PROGRESS: "false", **conf}
@@ -75,7 +80,7 @@ def _classic_settings(master: str, conf: dict[str, str]) -> dict[str, str]:
     if (master.startswith("local") and DRIVER_HOST not in given
             and not any(os.environ.get(name) for name in ADDRESS_ENV)):
         settings[DRIVER_HOST] = "127.0.0.1"
-    return settings
+    return master, settings
 
 
 def default_parallelism(session: Any) -> int:

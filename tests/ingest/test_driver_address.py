@@ -39,7 +39,7 @@ def run(args):
         return exc.code or 0
     return 0
 
-added = {m: _classic_settings(m, {}) for m in ("spark://127.0.0.1:7077", "local[1]")}
+added = {str(m): _classic_settings(m, {}) for m in ("spark://127.0.0.1:7077", "local[2]", None)}
 args = sys.argv[2:]
 first = run(args)
 conf = SparkSession.getActiveSession().conf
@@ -50,7 +50,8 @@ unreachable = ["markerstore.markers.server.host=127.0.0.4",
                "markerstore.markers.client.connect_timeout_ms=1500"]
 second = run([*args[:2], sys.argv[1], *args[3:],
               *[a for option in unreachable for a in ("--option", option)]])
-keys = ["spark.driver.host", "spark.sql.session.timeZone", "spark.sql.shuffle.partitions"]
+keys = ["spark.master", "spark.driver.host", "spark.sql.session.timeZone",
+        "spark.sql.shuffle.partitions"]
 print(json.dumps({"added": added, "conf": {k: conf.get(k, None) for k in keys},
                   "marker_server": meta.get("marker_server"), "exit": [first, second]}))
 """
@@ -58,9 +59,9 @@ print(json.dumps({"added": added, "conf": {k: conf.get(k, None) for k in keys},
 
 def test_spark_defaults_and_conf_decide_the_session_and_an_unreachable_server_fails_fast(
         tmp_path: Path) -> None:
-    """spark-defaults.conf (SPARK_CONF_DIR) sets the driver's address and the time zone:
-    ingest pins neither, for a cluster master or a local one; `--conf` wins where both set
-    a key; the batched marker server listens at that driver address (127.0.0.2: none of
+    """spark-defaults.conf (SPARK_CONF_DIR) sets the master, the driver's address and the
+    time zone: ingest pins none of them (no --master: spark.master decides), for a
+    cluster master or a local one; `--conf` wins where both set a key; the batched marker server listens at that driver address (127.0.0.2: none of
     ingest's own). Then executors sent where nothing listens (127.0.0.4; the server binds
     127.0.0.2): the task gives up once the connect timeout is spent (however many retries
     it had left), the ingest fails with one line naming the address and the settings, and
@@ -68,6 +69,7 @@ def test_spark_defaults_and_conf_decide_the_session_and_an_unreachable_server_fa
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(
+        "spark.master local[1]\n"
         "spark.driver.host 127.0.0.3\n"
         "spark.sql.session.timeZone America/New_York\n"
         "spark.sql.shuffle.partitions 5\n"
@@ -80,14 +82,16 @@ def test_spark_defaults_and_conf_decide_the_session_and_an_unreachable_server_fa
         env.pop(name, None)
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT, failed, "ingest", str(tmp_path / "src"), url,
-         "--master", "local[1]", "--conf", "spark.driver.host=127.0.0.2", "--no-progress",
+         "--conf", "spark.driver.host=127.0.0.2", "--no-progress",
          "--markers", "batched", "--json"],
         capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     only_progress = {"spark.ui.showConsoleProgress": "false"}
-    assert seen["added"] == {"spark://127.0.0.1:7077": only_progress, "local[1]": only_progress}
-    assert seen["conf"] == {"spark.driver.host": "127.0.0.2",
+    assert seen["added"] == {"spark://127.0.0.1:7077": ["spark://127.0.0.1:7077", only_progress],
+                             "local[2]": ["local[2]", only_progress],
+                             "None": ["local[1]", only_progress]}  # spark-defaults' master
+    assert seen["conf"] == {"spark.master": "local[1]", "spark.driver.host": "127.0.0.2",
                             "spark.sql.session.timeZone": "America/New_York",
                             "spark.sql.shuffle.partitions": "5"}
     assert seen["marker_server"].startswith("http://127.0.0.2:")

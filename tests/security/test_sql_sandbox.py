@@ -9,7 +9,6 @@ DuckDB's default of 80% of the machine's memory. Links exist on local disk only.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -123,6 +122,7 @@ def test_memory_limit_stops_a_greedy_query() -> None:
 def test_ctrl_c_interrupts_a_query_with_one_error() -> None:
     con = _connection()
     done = threading.Event()
+    handler = signal.getsignal(signal.SIGINT)  # Python's, or the one Spark's context set
 
     def press_ctrl_c() -> None:  # until the query stops: the first may come before it runs
         while not done.wait(0.2):
@@ -137,7 +137,7 @@ def test_ctrl_c_interrupts_a_query_with_one_error() -> None:
     finally:
         done.set()
         presser.join()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is handler  # given back
 
 
 def test_cli_limits_are_one_line_and_shown_in_help(tmp_path: Path) -> None:
@@ -155,15 +155,19 @@ def test_cli_limits_are_one_line_and_shown_in_help(tmp_path: Path) -> None:
     assert "[default: 300]" in help_text and "[default: 2GB]" in help_text
 
 
-def _worker_cpu(pid: int) -> float:
-    """CPU seconds of the busiest thread of `pid` other than its main thread."""
-    busiest = 0
-    with contextlib.suppress(OSError):  # the process or a thread ended
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            if task.name != str(pid):
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-                busiest = max(busiest, int(fields[11]) + int(fields[12]))  # utime + stime
-    return busiest / os.sysconf("SC_CLK_TCK")
+def _cpu(pid: int) -> float:
+    """CPU seconds `pid` has spent, all its threads together (0 once it has ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+# A `markerstore sql` of a quick query spends under 2 CPU seconds in all (Python, imports,
+# the views); past this the endless query is running (DuckDB runs it on the main thread,
+# or on its workers: which one is DuckDB's choice).
+IN_THE_QUERY_CPU_S = 3.5
 
 
 def test_cli_ctrl_c_prints_one_line(tmp_path: Path) -> None:
@@ -175,9 +179,9 @@ def test_cli_ctrl_c_prints_one_line(tmp_path: Path) -> None:
                                     table.storage.url(), ENDLESS], stdout=out, stderr=err)
     try:
         deadline = time.monotonic() + 60
-        while (_worker_cpu(process.pid) < 0.3 and process.poll() is None
+        while (_cpu(process.pid) < IN_THE_QUERY_CPU_S and process.poll() is None
                and time.monotonic() < deadline):
-            time.sleep(0.05)  # until the query runs (DuckDB's worker threads are busy)
+            time.sleep(0.05)  # until the query runs
         while process.poll() is None and time.monotonic() < deadline:
             if not stderr.stat().st_size:
                 process.send_signal(signal.SIGINT)
