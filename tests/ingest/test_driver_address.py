@@ -61,11 +61,12 @@ def test_spark_defaults_and_conf_decide_the_session_and_an_unreachable_server_fa
         tmp_path: Path) -> None:
     """spark-defaults.conf (SPARK_CONF_DIR) sets the master, the driver's address and the
     time zone: ingest pins none of them (no --master: spark.master decides), for a
-    cluster master or a local one; `--conf` wins where both set a key; the batched marker server listens at that driver address (127.0.0.2: none of
-    ingest's own). Then executors sent where nothing listens (127.0.0.4; the server binds
-    127.0.0.2): the task gives up once the connect timeout is spent (however many retries
-    it had left), the ingest fails with one line naming the address and the settings, and
-    its write is rolled back."""
+    cluster master or a local one; `--conf` wins where both set a key; the batched
+    marker server listens at that driver address (127.0.0.2: none of ingest's own).
+    Then executors sent where nothing listens (127.0.0.4; the server binds 127.0.0.2):
+    the task gives up once the connect timeout is spent (however many retries it had
+    left), the ingest fails with one line naming the address and the settings, and its
+    write is rolled back."""
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(
