@@ -46,7 +46,7 @@ def spark_session(master: str | None = None, log_level: str | None = None, *,
         builder = SparkSession.builder.remote(remote)
         for key, value in (conf or {}).items():
             builder = builder.config(key, value)
-        return builder.getOrCreate()
+        return _remote_session(builder)
     master, settings = _classic_settings(master, dict(conf or {}))
     builder = SparkSession.builder.master(master).appName("markerstore-ingest")
     for key, value in settings.items():
@@ -55,6 +55,19 @@ def spark_session(master: str | None = None, log_level: str | None = None, *,
     session.sparkContext.setLogLevel(
         log_level or os.environ.get("MARKERSTORE_SPARK_LOG_LEVEL", "ERROR"))
     return session
+
+
+def _remote_session(builder: Any) -> Any:
+    """The Connect session of `builder`: the process's own, or, where the process also
+    runs a classic session (which pyspark's getOrCreate then refuses), a new one."""
+    from pyspark.errors import PySparkRuntimeError
+
+    try:
+        return builder.getOrCreate()
+    except PySparkRuntimeError as exc:
+        if exc.getCondition() != "SESSION_ALREADY_EXIST":
+            raise
+        return builder.create()
 
 
 def _classic_settings(master: str | None, conf: dict[str, str]
