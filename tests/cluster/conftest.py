@@ -28,7 +28,24 @@ FULL = os.environ.get("MARKERSTORE_CLUSTER") == "full"
 FIGURES: dict[str, Any] = {}
 
 
+# Modules in this order: each holds the cluster's two cores with one application at a
+# time; the faults remove (and restore) a worker, last.
+ORDER = ["test_writers", "test_ingest", "test_connect", "test_faults"]
+EARLY: dict[str, Runner] = {}
+WRITES_APP = "markerstore-cluster-writes"
+
+
+def _rank(item: pytest.Item) -> int:
+    module = item.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return ORDER.index(module) if module in ORDER else len(ORDER)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cluster_items = [i for i in items if "tests/cluster/" in i.nodeid]
+    if cluster_items:
+        first = items.index(cluster_items[0])
+        rest = [i for i in items if "tests/cluster/" not in i.nodeid]
+        items[:] = rest[:first] + sorted(cluster_items, key=_rank) + rest[first:]
     if FULL:
         return
     skip = pytest.mark.skip(reason="the full cluster suite runs with `make test-cluster`")
@@ -50,11 +67,17 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     built = Cluster(folder)
     atexit.register(built.close)
     previous = signal.signal(signal.SIGTERM, _sigterm)
+    def first_driver() -> None:  # the writes' driver starts with the cluster
+        EARLY["driver"] = _driver(built)
+
     try:
-        built.start()
+        wants_driver = any("driver" in getattr(item, "fixturenames", ())
+                           for item in request.session.items)
+        built.start(alongside=first_driver if wants_driver else None)
         FIGURES["cluster_start_s"] = round(built.timings["start"], 1)
         yield built
     finally:
+        release_early_driver()
         built.close()
         signal.signal(signal.SIGTERM, previous)
         failed = request.session.testsfailed
@@ -67,15 +90,28 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             Path(report).write_text(json.dumps(FIGURES, indent=2, sort_keys=True) + "\n")
 
 
+def _driver(cluster: Cluster) -> Runner:
+    runner = Runner(cluster, "driver", "driver-runner")
+    started = time.monotonic()
+    runner.call("session", timeout=240, app_name=WRITES_APP)
+    FIGURES["driver_session_s"] = round(time.monotonic() - started, 1)
+    return runner
+
+
+def release_early_driver() -> None:
+    """Stop the driver started with the cluster, if no module took it: a module with an
+    application of its own needs the two cores it holds."""
+    runner = EARLY.pop("driver", None)
+    if runner is not None:
+        runner.close()
+
+
 @pytest.fixture(scope="module")
 def driver(cluster: Cluster) -> Iterator[Runner]:
     """A Spark driver on the driver's host, configured only by spark-defaults.conf (the
     cluster's SPARK_CONF_DIR): one application for the module's writes."""
-    runner = Runner(cluster, "driver", "driver-runner")
+    runner = EARLY.pop("driver", None) or _driver(cluster)
     try:
-        started = time.monotonic()
-        runner.call("session", timeout=240, app_name="markerstore-cluster-writes")
-        FIGURES["driver_session_s"] = round(time.monotonic() - started, 1)
         yield runner
     finally:
         runner.close()

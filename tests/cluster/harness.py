@@ -104,7 +104,9 @@ class Cluster:
     def address(self, role: str) -> str:
         return self.host(role).address
 
-    def start(self) -> Cluster:
+    def start(self, alongside: Callable[[], None] | None = None) -> Cluster:
+        """Build the hosts, start the daemons; `alongside` runs in a thread once the
+        master listens (a first driver can start while the workers do)."""
         started = time.monotonic()
         self.network.start()
         for role, index in ROLES.items():
@@ -116,13 +118,16 @@ class Cluster:
         self._start_moto()
         self.wait_for("the master's port", lambda: probe_port(
             self.host("master"), self.address("master"), MASTER_PORT))
-        with concurrent.futures.ThreadPoolExecutor(len(self.workers)) as pool:
+        with concurrent.futures.ThreadPoolExecutor(len(self.workers) + 1) as pool:
+            early = pool.submit(alongside) if alongside is not None else None
             list(pool.map(self.start_worker, self.workers))
-        self.wait_for("moto's S3 server", lambda: probe_port(
-            self.host("s3"), self.address("s3"), S3_PORT))
-        self.wait_for(f"{len(self.workers)} workers registered with the master",
-                      lambda: self.alive_workers() >= len(self.workers))
-        self.timings["start"] = time.monotonic() - started
+            self.wait_for("moto's S3 server", lambda: probe_port(
+                self.host("s3"), self.address("s3"), S3_PORT))
+            self.wait_for(f"{len(self.workers)} workers registered with the master",
+                          lambda: self.alive_workers() >= len(self.workers))
+            self.timings["start"] = time.monotonic() - started
+            if early is not None:
+                early.result()
         return self
 
     def daemon_env(self, role: str, **extra: str) -> dict[str, str]:
@@ -225,6 +230,19 @@ class Cluster:
         from markerstore.testing.s3 import storage_options
 
         return storage_options(self.s3_endpoint)
+
+    def run(self, role: str, argv: list[str], timeout: float,
+            env: dict[str, str] | None = None) -> Any:
+        """A command on a host, to its end (a CompletedProcess); past `timeout` it is
+        killed and ClusterError says so, with every log's tail and the command's output."""
+        import subprocess
+
+        try:
+            return self.host(role).run(argv, env=env, timeout=timeout, cwd=str(ROOT))
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"{' '.join(argv[:3])} on {role}: no end in {timeout:.0f} s "
+                               f"(killed)\n--- its stderr\n{str(exc.stderr)[-3000:]}\n"
+                               + self.tails()) from None
 
     # -- waiting, and what to say when it fails --------------------------------------------
 

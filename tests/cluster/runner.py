@@ -198,9 +198,9 @@ def op_stream_start(source: str, url: str, checkpoint: str, storage_options: dic
     return str(query.id)
 
 
-def op_stream_wait(timeout: float) -> dict[str, Any]:
+def op_stream_wait(seconds: float) -> dict[str, Any]:
     query = STATE["query"]
-    finished = query.awaitTermination(timeout)
+    finished = query.awaitTermination(seconds)
     progress = query.lastProgress
     return {"finished": bool(finished), "batch": progress["batchId"] if progress else None}
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.cluster import faults
 from tests.cluster.checks import assert_exact, assert_rolled_back, expected_ids, new_table
-from tests.cluster.conftest import record
+from tests.cluster.conftest import record, release_early_driver
 from tests.cluster.harness import Cluster, ClusterError, Runner
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
@@ -28,6 +28,7 @@ CONF = {"spark.network.timeout": "20s", "spark.executor.heartbeatInterval": "2s"
 @pytest.fixture(scope="module")
 def faulty(cluster: Cluster) -> Iterator[Runner]:
     """A driver whose application tolerates lost executors quickly (CONF)."""
+    release_early_driver()
     reason = faults.firewall_unavailable(cluster.host("worker1"))
     if reason:
         pytest.skip(reason)

@@ -213,9 +213,20 @@ class Host:
 
     def run(self, argv: Sequence[str], env: dict[str, str] | None = None, timeout: float = 60,
             cwd: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ip", "netns", "exec", self.namespace, *argv],
-                              env=self.env(env), cwd=cwd, capture_output=True, text=True,
-                              timeout=timeout)
+        """Run a command to its end; past `timeout` its process group (a Spark driver's
+        JVM with it) is SIGKILLed and TimeoutExpired raised."""
+        with subprocess.Popen(["ip", "netns", "exec", self.namespace, *argv],
+                              env=self.env(env), cwd=cwd, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              start_new_session=True) as popen:
+            try:
+                out, err = popen.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(popen.pid, signal.SIGKILL)
+                out, err = popen.communicate()
+                raise subprocess.TimeoutExpired(popen.args, timeout, out, err) from None
+        return subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
 
     def iptables(self, *args: str) -> None:
         proc = self.run(["iptables", "-w", *args], timeout=30)
@@ -274,15 +285,24 @@ class Network:
         return host.create()
 
     def remove(self, role: str, pull_plug: bool = False) -> None:
-        host = self.hosts.pop(role)
+        with self._lock:
+            host = self.hosts.pop(role)
         if pull_plug:
             host.pull_plug()
         else:
             host.destroy()
 
     def close(self) -> None:
-        """Stop every host's processes by PID and delete every namespace; safe to repeat."""
-        for role in list(self.hosts):
+        """Stop every host's processes by PID and delete every namespace, the hosts in
+        parallel; safe to repeat."""
+        import concurrent.futures
+
+        def remove(role: str) -> None:
             with contextlib.suppress(Exception):
                 self.remove(role)
+
+        roles = list(self.hosts)
+        if roles:
+            with concurrent.futures.ThreadPoolExecutor(len(roles)) as pool:
+                list(pool.map(remove, roles))
         _delete_namespace(self.switch, grace=1.0)
