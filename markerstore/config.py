@@ -162,9 +162,12 @@ SERVER_MAX_BODY_BYTES = "markerstore.markers.server.max_body_bytes"
 SERVER_INSTANT_CHECK_MS = "markerstore.markers.server.instant_check_ms"
 CLIENT_TIMEOUT_MS = "markerstore.markers.client.timeout_ms"
 CLIENT_RETRIES = "markerstore.markers.client.retries"
+CLIENT_CONNECT_TIMEOUT_MS = "markerstore.markers.client.connect_timeout_ms"
+SERVER_HOST = "markerstore.markers.server.host"
 UUID_REQUIRED = "markerstore.write.uuid.required"
 STAGING_MODE = "markerstore.write.staging.mode"
 STAGING_DIR = "markerstore.write.staging.dir"
+STAGING_SWEEP_GRACE_MS = "markerstore.write.staging.sweep_grace_ms"
 TARGET_FILE_SIZE = "markerstore.write.target_file_size"
 ROW_GROUP_BYTES = "markerstore.write.parquet.row_group_bytes"
 PARQUET_COMPRESSION = "markerstore.write.parquet.compression"
@@ -263,6 +266,16 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(CLIENT_RETRIES, 3, int_min(0),
            "Marker client: retries of a request that could not reach the server or got 503.",
            ()),
+    Option(CLIENT_CONNECT_TIMEOUT_MS, 10000, int_min(1),
+           "Marker client: how long a task keeps trying to connect to the marker server, "
+           "all tries together, before it fails naming the address (the write then fails "
+           "and is rolled back once Spark gives up the task).",
+           ()),
+    Option(SERVER_HOST, None, optional_str,
+           "Batched markers in a Spark write: the host executors reach the driver's marker "
+           "server at (default: spark.driver.host). The server binds "
+           "spark.driver.bindAddress, or else spark.driver.host, as Spark's driver does.",
+           ()),
     Option(UUID_REQUIRED, False, parse_bool,
            "Refuse a write that is not given a write UUID (markerstore.write.uuid).",
            ("fs.s3a.committer.require.uuid",)),
@@ -274,7 +287,13 @@ _DEFINITIONS: tuple[Option, ...] = (
            ()),
     Option(STAGING_DIR, None, optional_str,
            "S3 staging: local folder where tasks write files before uploading them "
-           "(default: the system temporary folder).",
+           "(default: Spark's local dir of the executor, $SPARK_LOCAL_DIRS, removed when "
+           "the application ends; else the system temporary folder).",
+           ()),
+    Option(STAGING_SWEEP_GRACE_MS, 3600000, int_min(0),
+           "S3 staging: a task attempt's local folder left by a killed process (no live "
+           "process holds its lock) is removed by the next task on that worker once "
+           "nothing in it changed for this long.",
            ()),
     Option(TARGET_FILE_SIZE, 128 * 1024 * 1024, int_min(1),
            "A task starts a new data file once the current one reaches this many bytes.",

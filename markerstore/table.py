@@ -51,6 +51,7 @@ from markerstore.timeline import (
     HeartbeatThread,
     InstantInfo,
     Timeline,
+    identity,
     is_instant,
     parse_instant,
 )
@@ -304,7 +305,8 @@ class Table:
     # --- rollback -------------------------------------------------------------------------
     def writer_alive(self, instant: str) -> bool:
         """Whether the writer of an inflight instant looks alive: its heartbeat is fresh
-        and, when it runs on this host, its process exists."""
+        and, when it ran in this boot and PID namespace (not merely on a host of the same
+        name), its process still exists (:mod:`markerstore.timeline.identity`)."""
         if instant in self._beating:
             return True
         beat = self.heartbeats.read(instant)
@@ -314,9 +316,7 @@ class Table:
             return self._young(instant)
         if self.heartbeats.expired(beat):
             return False
-        if beat.get("host") == socket.gethostname() and isinstance(beat.get("pid"), int):
-            return _pid_alive(beat["pid"])
-        return True
+        return identity.writer_alive(beat) is not False  # None: the beat alone decides
 
     def _young(self, instant: str) -> bool:
         """Whether the instant was created less than a heartbeat expiry ago."""
@@ -458,13 +458,3 @@ def parse_table_file(raw: bytes, where: str) -> str:
         raise CorruptTableError(where, f"'table_id' must be 8 to 64 letters, digits and "
                                        f"'-', got {table_id!r:.80}")
     return table_id
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -87,6 +87,27 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A local Spark Connect server (its own JVM, local[2]), started by the first test
+    that asks for it and shared by the rest of the session."""
+    from tests.support.connect import ConnectServer
+
+    server = ConnectServer(tmp_path_factory.mktemp("connect")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def connect(connect_server: Any) -> Iterator[Any]:
+    """A Spark Connect client session of `connect_server` (no JVM in this process)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.remote(connect_server.url).create()
+    yield session
+    session.stop()
+
+
 @pytest.fixture
 def secret(tmp_path: Path) -> Path:
     """A file outside every table that the SQL sandboxes must never read."""

@@ -89,7 +89,14 @@ def _summary_text(summary: dict[str, Any]) -> None:
 @click.option("--mode", type=click.Choice(["append", "overwrite", "error"]), default="append",
               show_default=True, help="Save mode: overwrite replaces the partitions (or the "
                                       "table) that receive data; error fails if data exists.")
-@click.option("--master", default="local[*]", show_default=True, help="Spark master.")
+@click.option("--master", default="local[*]", show_default=True,
+              help="Spark master (local[N], spark://host:7077, yarn, k8s://...).")
+@click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting (repeatable), over spark-defaults.conf; e.g. "
+                   "spark.driver.host=10.0.0.5.")
+@click.option("--remote", metavar="sc://HOST:PORT",
+              help="Run through a Spark Connect server instead of starting Spark here "
+                   "(--master is then the server's; --conf sets session options).")
 @click.option("--no-error-table", is_flag=True,
               help="Do not store failed records (they are still counted).")
 @click.option("--max-error-fraction", type=click.FloatRange(0.0, 1.0), default=None,
@@ -106,7 +113,8 @@ def _summary_text(summary: dict[str, Any]) -> None:
 @json_flag
 def ingest(source: str, table: str, fmt: str | None, schema: str | None,
            checks: tuple[str, ...], key: str | None, partition_by: tuple[str, ...],
-           markers: str, mode: str, master: str, no_error_table: bool,
+           markers: str, mode: str, master: str, spark_conf: tuple[str, ...],
+           remote: str | None, no_error_table: bool,
            max_error_fraction: float | None, max_errors: int | None,
            options: tuple[str, ...], progress: bool | None,
            storage_options: tuple[str, ...], as_json: bool) -> None:
@@ -119,6 +127,10 @@ def ingest(source: str, table: str, fmt: str | None, schema: str | None,
     # Everything that needs no source or schema is checked before the pipeline (and
     # Spark) is even imported.
     parsed_checks, parsed_options = parse_checks(checks), parse_options(options)
+    conf = parse_key_values(spark_conf, "--conf")
+    if remote is not None and not remote.startswith("sc://"):
+        raise click.UsageError(f"--remote expects a Spark Connect URL sc://HOST:PORT, got "
+                               f"{remote!r}")
     if max_error_fraction is not None:
         parsed_options[config.ERROR_MAX_FRACTION] = max_error_fraction
     if max_errors is not None:
@@ -128,8 +140,8 @@ def ingest(source: str, table: str, fmt: str | None, schema: str | None,
 
     result = run(source, table, fmt=fmt, schema=schema, checks=parsed_checks,
                  key=key, partition_by=list(partition_by) or None, markers=markers,
-                 mode=mode, master=master, error_table=not no_error_table,
-                 options=parsed_options,
+                 mode=mode, master=master, conf=conf, remote=remote,
+                 error_table=not no_error_table, options=parsed_options,
                  storage_options=parse_storage_options(storage_options), progress=progress)
     print_summary(result.summary(), as_json)
 

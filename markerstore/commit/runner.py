@@ -85,7 +85,8 @@ def markers_for(spec: TaskSpec, storage: Storage) -> WriteMarkers:
             spec.marker_url, spec.instant, table=table, fallback=fallback, initialize=False,
             token=spec.marker_token,
             timeout=settings[config.CLIENT_TIMEOUT_MS] / 1000,
-            retries=settings[config.CLIENT_RETRIES])
+            retries=settings[config.CLIENT_RETRIES],
+            connect_timeout=settings[config.CLIENT_CONNECT_TIMEOUT_MS] / 1000)
         return client
     return DirectWriteMarkers(storage, spec.instant, initialize=False)
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 import threading
 import zlib
 from abc import ABC, abstractmethod
@@ -29,7 +27,7 @@ from dataclasses import replace
 from typing import IO
 
 from markerstore import config
-from markerstore.commit import s3
+from markerstore.commit import localdirs, s3
 from markerstore.commit.names import belongs_to
 from markerstore.commit.stats import FileStats
 from markerstore.errors import ConfigError, StorageError
@@ -249,18 +247,25 @@ class MultipartStaging(Staging):
                  settings: config.Settings) -> None:
         super().__init__(storage, instant, write_uuid, settings)
         self.started: list[tuple[str, str, str]] = []  # this task's uploads, to abort
+        self._dirs: dict[int, localdirs.AttemptDir] = {}
 
     @property
     def writes_os_paths(self) -> bool:
         return True
 
-    def _task_dir(self, task_attempt_id: int) -> str:
-        base = self.settings[config.STAGING_DIR] or os.path.join(tempfile.gettempdir(),
-                                                                 "markerstore-staging")
-        return os.path.join(base, f"{self.write_uuid}_{self.instant}", str(task_attempt_id))
+    def _task_dir(self, task_attempt_id: int) -> localdirs.AttemptDir:
+        """The attempt's own staging folder on this worker (:mod:`localdirs`); the first
+        one a process opens sweeps what killed attempts left."""
+        folder = self._dirs.get(task_attempt_id)
+        if folder is None:
+            roots = localdirs.staging_roots(self.settings[config.STAGING_DIR])
+            localdirs.sweep_once(roots, self.settings[config.STAGING_SWEEP_GRACE_MS] / 1000)
+            folder = self._dirs[task_attempt_id] = localdirs.AttemptDir(os.path.join(
+                roots[0], f"{self.write_uuid}_{self.instant}_{task_attempt_id}"))
+        return folder
 
     def target(self, task_attempt_id: int, relative: str) -> str:
-        return os.path.join(self._task_dir(task_attempt_id), *relative.split("/"))
+        return os.path.join(self._task_dir(task_attempt_id).open(), *relative.split("/"))
 
     def finish_file(self, stats: FileStats, target: str) -> FileStats:
         return stats  # the checksum is computed while uploading
@@ -281,13 +286,17 @@ class MultipartStaging(Staging):
             record(done)
             os.unlink(target)
             result.append(done)
-        if files:
-            shutil.rmtree(self._task_dir(files[0][0].task_attempt_id), ignore_errors=True)
+        for folder in self._dirs.values():
+            folder.remove()
         return result
 
     def abort_task(self, task_attempt_id: int) -> None:
-        s3.abort_many(self.storage, self.started, 4)
-        shutil.rmtree(self._task_dir(task_attempt_id), ignore_errors=True)
+        try:
+            s3.abort_many(self.storage, self.started, 4)
+        finally:
+            folder = self._dirs.pop(task_attempt_id, None)
+            if folder is not None:
+                folder.remove()
 
     def publish(self, files: list[FileStats], progress: Progress | None = None) -> None:
         threads = int(self.settings[config.COMMIT_THREADS])

@@ -21,8 +21,9 @@ import pyarrow as pa
 from markerstore import config
 from markerstore.commit.result import CommitResult
 from markerstore.ingest.infer import csv_header, infer_schema
+from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
-from markerstore.ingest.session import progress_bar, spark_session
+from markerstore.ingest.session import is_connect, progress_bar, spark_session
 from markerstore.ingest.sources import SourceTask, list_tasks, pack
 from markerstore.notebook import fields_html
 
@@ -68,6 +69,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
            fmt: str | None = None, checks: Mapping[str, str] | None = None,
            key: str | None = None, partition_by: str | Sequence[str] | None = None,
            markers: str = "batched", mode: str = "append", master: str = "local[*]",
+           conf: Mapping[str, str] | None = None, remote: str | None = None,
            spark: Any = None, storage_options: Mapping[str, Any] | None = None,
            source_storage_options: Mapping[str, Any] | None = None,
            options: Mapping[str, Any] | None = None, error_table: bool = True,
@@ -75,7 +77,10 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     """Read `source`, validate, and commit it to `table` with markers and an error table.
 
     Everything that can be checked before Spark starts is: the source exists and holds
-    data files, the schema parses, the key, partition columns and checks are valid."""
+    data files, the schema parses, the key, partition columns and checks are valid.
+    Without `spark`, a session on `master` with the Spark settings `conf`, or, with
+    `remote` (``sc://host:port``), a Spark Connect session; over Spark Connect the write
+    runs on Spark's driver through the data source (:mod:`markerstore.ingest.remote`)."""
     import errortable
     from markerstore.config import ERROR_TABLE_ENABLED as ENABLED
     from markerstore.spark.writer import Shape, stats_type, write
@@ -94,29 +99,29 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     probe = errortable.Validator(target, key, columns, dict(checks or {}))
     del probe
 
-    session = spark or spark_session(master)
-    splits = _task_splits(session, tasks, src_options, settings)
-
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from markerstore.ingest.task import IngestTask
+    session = spark or spark_session(master, conf=conf, remote=remote)
+    plan = IngestPlan(target, key, columns, dict(checks or {}), src_options,
+                      _task_splits(session, tasks, src_options, settings))
+    splits = plan.splits
 
     def frame(job: Any) -> Any:
-        """The source tasks' stats rows, built once the write's instant exists: the tasks
-        carry its spec and capture context (commit time, error table) to the executors."""
-        spec = job.error_commit.task_spec() if job.error_commit is not None else None
-        validator = (spec.validator(target, key, columns, dict(checks or {}))
-                     if spec is not None else errortable.Validator(target, key, columns,
-                                                                   dict(checks or {})))
-        run = IngestTask(job.spec, validator, spec or _NoSpec(), src_options, splits)
-        # One row per Spark task (its number): the task reads the splits it is given.
-        return session.range(0, len(splits), 1, len(splits)).mapInArrow(run, stats_type())
+        """The source tasks' stats rows: one row per Spark task (its number)."""
+        return session.range(0, len(splits), 1, len(splits)).mapInArrow(plan.task(job),
+                                                                        stats_type())
 
-    shape = Shape(session, from_arrow_schema(target))  # the schema; no DataFrame is needed
     with progress_bar(session, progress):
-        result = write(shape, table, partition_by=columns or None, mode=mode,
-                       options=settings, storage_options=storage_options,
-                       _task_hook=_task_hook, _frame=frame)
+        if is_connect(session):
+            from markerstore.ingest.remote import write_remote
+
+            result = write_remote(session, plan, table, mode=mode, options=settings,
+                                  storage_options=storage_options, task_hook=_task_hook)
+        else:
+            from pyspark.sql.pandas.types import from_arrow_schema
+
+            shape = Shape(session, from_arrow_schema(target))  # no DataFrame is needed
+            result = write(shape, table, partition_by=columns or None, mode=mode,
+                           options=settings, storage_options=storage_options,
+                           _task_hook=_task_hook, _frame=frame)
     return IngestResult(result, source, len(tasks), target,
                         seconds=time.perf_counter() - started, spark_tasks=len(splits))
 
@@ -131,19 +136,12 @@ def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
 
 
 def _task_splits(session: Any, tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
-                 settings: Mapping[str, Any]) -> list[list[tuple[SourceTask, str | None]]]:
+                 settings: Mapping[str, Any]) -> Splits:
     """The source splits of each Spark task (packed by bytes, one wave per core at least),
     with the CSV header line of each split's file."""
+    from markerstore.ingest.session import default_parallelism
+
     task_bytes = config.resolve(settings)[config.INGEST_TASK_BYTES]
-    packed = pack(tasks, session.sparkContext.defaultParallelism, task_bytes)
+    packed = pack(tasks, default_parallelism(session), task_bytes)
     headers = {t.url: csv_header(t, src_options) for t in tasks if t.format == "csv"}
     return [[(tasks[i], headers.get(tasks[i].url)) for i in split] for split in packed]
-
-
-class _NoSpec:
-    """Capture context without an error table (errors are then counted, not stored)."""
-
-    def context(self, task_attempt: str | None = None, **more: Any) -> Any:
-        from errortable import CaptureContext
-
-        return CaptureContext(task_attempt=task_attempt, **more)

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from markerstore.commit import TaskAttempt, TaskSpec
+from markerstore.commit import TaskAttempt, TaskResult, TaskSpec
 from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, read_blocks
@@ -79,6 +79,10 @@ class IngestTask:
         self.query = json_query(self.schema, self.extra_ok)
 
     def __call__(self, descriptors: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield self.run(descriptors).to_arrow()
+
+    def run(self, descriptors: Iterator[pa.RecordBatch]) -> TaskResult:
+        """This task attempt: read its splits, write, commit the task; its result."""
         attempt = _attempt()
         writer = task_writer(self.spec, attempt)
         try:
@@ -92,7 +96,7 @@ class IngestTask:
         except BaseException:
             writer.abort()
             raise
-        yield result.to_arrow()
+        return result
 
     # --- reading ------------------------------------------------------------------------
     def _context(self, url: str, attempt: TaskAttempt, start: int) -> Any:

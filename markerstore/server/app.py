@@ -201,15 +201,19 @@ class MarkerServer:
 
     `options` override the table's (batch interval, threads, format, ...). Binding to an
     address that is not loopback requires a `token` (or ``$MARKERSTORE_SERVER_TOKEN``);
-    clients send it as ``Authorization: Bearer <token>``.
+    clients send it as ``Authorization: Bearer <token>``. `advertise` is the host clients
+    reach it at, in its URL (default: the address it binds), as Spark's
+    ``spark.driver.host`` is to ``spark.driver.bindAddress``.
     """
 
     def __init__(self, table: Table, host: str = "127.0.0.1", port: int = 0,
-                 options: Mapping[str, Any] | None = None, token: str | None = None) -> None:
+                 options: Mapping[str, Any] | None = None, token: str | None = None,
+                 advertise: str | None = None) -> None:
         self.table = table
         self.settings = table.settings.with_options(options)
         self.host = host
         self.port = port
+        self.advertise = advertise.strip() if advertise and advertise.strip() else None
         token = token if token is not None else os.environ.get(TOKEN_ENV) or None
         if token is not None and not token.strip():
             raise ConfigError("the marker server token is empty")
@@ -319,7 +323,8 @@ class MarkerServer:
                                     f"{self.host}:{self.port}: {exc}") from exc
         self._runner = runner
         host, port = runner.addresses[0][:2]
-        host = f"[{host}]" if ":" in host else host
+        host = self.advertise or host
+        host = f"[{host}]" if ":" in host and not host.startswith("[") else host
         self.url = f"http://{host}:{port}"
         log.info("marker server for %s at %s", self.table_url, self.url)
         return self.url

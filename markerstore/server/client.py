@@ -11,6 +11,12 @@ retry of a create whose answer was lost finds the marker there; the client sends
 ``X-Request-Id`` on each try, so the server still answers "created" to the try that made
 it (until the server restarts; after that the answer is "already existed").
 
+Connecting is bounded as a whole: a request that cannot connect is tried again (up to
+``markerstore.markers.client.retries`` times) only while
+``markerstore.markers.client.connect_timeout_ms`` is not spent, then fails with one line
+naming the address and the settings that decide it: a task on a host that cannot reach
+the driver fails in bounded time instead of hanging.
+
 An unreachable server fails loudly (:class:`MarkerServerError`). Only when
 ``markerstore.markers.batched.fallback.direct`` is on does the client write direct
 markers instead, and it logs one warning (per process, server and instant) when it does.
@@ -70,12 +76,20 @@ def _warn_fallback(url: str, instant: str, reason: BaseException) -> None:
                 instant)
 
 
+def _reason(exc: BaseException) -> str:
+    """The end of a connection error's text ("[Errno 111] Connection refused",
+    "Connection to host timed out. (connect timeout=1.0)"), without the object reprs."""
+    text = str(exc).strip().rstrip(")").strip("'\"")
+    return text.rsplit(": ", 1)[-1].rsplit(", '", 1)[-1][:120] or type(exc).__name__
+
+
 class MarkerClient(WriteMarkers):
     """Markers of one instant, kept by a marker server.
 
     ``MarkerClient(url, instant)``, or with keywords: `table` (gives the settings and the
     storage for the configured fallback), `token` (default ``$MARKERSTORE_SERVER_TOKEN``),
-    `timeout` in seconds, `retries`, `fallback` (overrides the table's option),
+    `timeout` in seconds (of a request), `connect_timeout` in seconds (of connecting, all
+    tries of a request together), `retries`, `fallback` (overrides the table's option),
     `initialize` (open the folder now, as the driver does; executors pass False).
     """
 
@@ -85,7 +99,7 @@ class MarkerClient(WriteMarkers):
                  table: Table | None = None, token: str | None = None,
                  timeout: float | None = None, retries: int | None = None,
                  fallback: bool | None = None, initialize: bool = True,
-                 pool_size: int = 64) -> None:
+                 pool_size: int = 64, connect_timeout: float | None = None) -> None:
         if instant is None:
             raise TypeError("MarkerClient needs the instant")
         super().__init__(instant)
@@ -98,6 +112,9 @@ class MarkerClient(WriteMarkers):
         self.timeout = float(timeout if timeout is not None
                              else settings[config.CLIENT_TIMEOUT_MS] / 1000)
         self.retries = int(retries if retries is not None else settings[config.CLIENT_RETRIES])
+        self.connect_timeout = float(
+            connect_timeout if connect_timeout is not None
+            else settings[config.CLIENT_CONNECT_TIMEOUT_MS] / 1000)
         self.fallback = bool(fallback if fallback is not None
                              else settings[config.BATCHED_FALLBACK_DIRECT])
         self.pool_size = pool_size
@@ -164,10 +181,21 @@ class MarkerClient(WriteMarkers):
             data = json.dumps(body).encode("utf-8")
             headers["Content-Type"] = "application/json"
         attempt = 0
+        started = time.monotonic()
         while True:
+            left = self.connect_timeout - (time.monotonic() - started)
             try:
-                response = self._http().request(method, url, body=data, fields=fields,
-                                                 headers=headers)
+                response = self._http().request(
+                    method, url, body=data, fields=fields, headers=headers,
+                    timeout=urllib3.Timeout(connect=max(0.001, left), read=self.timeout))
+            except urllib3.exceptions.ConnectTimeoutError as exc:  # refused ones too
+                spent = time.monotonic() - started
+                if attempt >= self.retries or spent >= self.connect_timeout:
+                    raise _Unreachable(
+                        f"marker server {self.url} cannot be reached ({attempt + 1} tries in "
+                        f"{spent:.1f} s: {_reason(exc)}); executors must reach it there: set "
+                        f"spark.driver.host (or {config.SERVER_HOST}) to an address they "
+                        f"reach, or raise {config.CLIENT_CONNECT_TIMEOUT_MS}") from exc
             except urllib3.exceptions.HTTPError as exc:
                 if attempt >= self.retries:
                     raise _Unreachable(f"marker server {self.url} cannot be reached "

@@ -51,6 +51,8 @@ from markerstore import config
 from markerstore.errors import MarkerStoreError
 from markerstore.table import Table
 from markerstore.timeline import INFLIGHT, REQUESTED
+from markerstore.timeline.identity import pid_alive as process_alive
+from markerstore.timeline.identity import writer_identity
 
 log = logging.getLogger(__name__)
 STATE_CHECK_SECONDS = 5.0
@@ -69,15 +71,17 @@ class JobHost:
 
     @classmethod
     def launch(cls, table: Table, *, serve_markers: bool, bind_host: str = "127.0.0.1",
-               token: str | None = None, query_dir: str | None = None
-               ) -> subprocess.Popen[str]:
+               token: str | None = None, query_dir: str | None = None,
+               advertise: str | None = None) -> subprocess.Popen[str]:
         """Start the host process and send it its request; :meth:`ready` waits for its
         answer (the process starts while the caller does other work). With `query_dir`,
-        a query host (it logs to ``host.log`` there)."""
+        a query host (it logs to ``host.log`` there). Its marker server binds `bind_host`
+        and its URL names `advertise` (default: the bound address)."""
         request = {"table": table.storage.url(), "storage_options":
                    dict(table.storage.storage_options),
                    "options": table.settings.explicit(), "serve_markers": serve_markers,
-                   "bind_host": bind_host, "token": token, "watch_pid": os.getppid(),
+                   "bind_host": bind_host, "advertise": advertise, "token": token,
+                   "watch_pid": os.getppid(),
                    "query_dir": query_dir, "idle_seconds": QUERY_IDLE_SECONDS}
         stderr = None if query_dir is None else open(  # noqa: SIM115 (the child keeps it)
             os.path.join(query_dir, "host.log"), "a")
@@ -178,7 +182,8 @@ def query_dir(query_id: str) -> str:
 
 
 def attach_query_host(table: Table, query_id: str, *, serve_markers: bool,
-                      bind_host: str = "127.0.0.1", token: str | None = None) -> JobHost:
+                      bind_host: str = "127.0.0.1", token: str | None = None,
+                      advertise: str | None = None) -> JobHost:
     """The live job host of the query, or a new one if there is none (no host file, a
     dead or unanswering host, or one of another driver or with other settings)."""
     folder = query_dir(query_id)
@@ -191,12 +196,13 @@ def attach_query_host(table: Table, query_id: str, *, serve_markers: bool,
     with open(os.path.join(folder, "lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         want = {"table": table.storage.url(), "serve_markers": serve_markers,
-                "bind_host": bind_host, "watch_pid": os.getppid()}
+                "bind_host": bind_host, "advertise": advertise, "watch_pid": os.getppid(),
+                "namespace": _namespace()}
         host = live_query_host(folder, want)
         if host is not None:
             return host
         proc = JobHost.launch(table, serve_markers=serve_markers, bind_host=bind_host,
-                              token=token, query_dir=folder)
+                              token=token, query_dir=folder, advertise=advertise)
         try:
             host = JobHost.ready(proc)
         except BaseException:
@@ -228,6 +234,13 @@ def live_query_host(folder: str, want: dict[str, Any] | None = None) -> JobHost 
     return JobHost(pid, record.get("url"), record.get("token"), control)
 
 
+def _namespace() -> list[Any]:
+    """This boot and PID namespace: a host file written in another (a /tmp shared between
+    containers) names a PID that means nothing here."""
+    identity = writer_identity()
+    return [identity.get("boot_id"), identity.get("pid_ns")]
+
+
 def _call(control: str, message: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
     """One request to a query host over its Unix socket, and its answer."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -237,21 +250,6 @@ def _call(control: str, message: dict[str, Any], timeout: float = 30.0) -> dict[
         with sock.makefile("r") as reader:
             line = reader.readline()
     return _answer(line, f"at {control} closed")
-
-
-def process_alive(pid: int) -> bool:
-    """Whether `pid` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
 
 
 # --- the host process ------------------------------------------------------------------------
@@ -292,7 +290,8 @@ class _Host:
             from markerstore.server import MarkerServer
 
             self.server = MarkerServer(self.table, self.request["bind_host"], 0,
-                                       self.table.settings, token=self.request["token"])
+                                       self.table.settings, token=self.request["token"],
+                                       advertise=self.request.get("advertise"))
             answer["url"] = str(self.server.start())
             answer["token"] = self.request["token"]
         return answer
@@ -379,7 +378,8 @@ class _QueryHost(_Host):
                          name="markerstore-jobhost-control").start()
         answer["control"] = self.control
         record = {**answer, **{k: self.request[k] for k in
-                               ("table", "serve_markers", "bind_host", "watch_pid")}}
+                               ("table", "serve_markers", "bind_host", "advertise",
+                                "watch_pid")}, "namespace": _namespace()}
         path = os.path.join(self.folder, HOST_FILE)
         with open(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
                   "w") as out:

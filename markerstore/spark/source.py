@@ -19,7 +19,6 @@ it (a dead one is replaced), each batch releases its instants' heartbeats when d
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import logging
 import os
 import pickle
@@ -46,6 +45,7 @@ from markerstore.commit.runner import TaskHook
 from markerstore.errors import ConfigError
 from markerstore.server.jobhost import JobHost, attach_query_host
 from markerstore.spark.writer import (
+    DriverAddress,
     _settings,
     abort_job,
     commit_job,
@@ -189,18 +189,14 @@ def committed_batch(table: Table, query_id: str | None, batch_id: int) -> str | 
     return None
 
 
-def _loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def start_source_job(request: SourceRequest, schema: StructType, overwrite: bool, *,
-                     driver_host: str, task_hook: TaskHook | None = None,
-                     streaming: bool = False) -> SourceJob:
+                     driver_host: str, bind_host: str | None = None,
+                     task_hook: TaskHook | None = None, streaming: bool = False) -> SourceJob:
     """On the driver: start the job host, then the job (shared :func:`start_job`), then
-    hand the instants' heartbeats to the host."""
+    hand the instants' heartbeats to the host. Its marker server binds `bind_host` (Spark's
+    spark.driver.bindAddress, default `driver_host`) and executors reach it at
+    `driver_host` (spark.driver.host) unless ``markerstore.markers.server.host`` says
+    otherwise; always with a token."""
     settings = _settings(request.options, "overwrite" if overwrite else "append")
     columns = _partition_columns(schema, request.partition_by)
     if streaming and request.query_id is None:
@@ -208,20 +204,23 @@ def start_source_job(request: SourceRequest, schema: StructType, overwrite: bool
                           f"{config.STREAM_QUERY_ID})")
     table = Table(request.path, request.storage_options, settings)
     batched = settings[config.MARKERS_TYPE] == "batched"
-    token = None if _loopback(driver_host) else secrets.token_urlsafe(32)
+    address = DriverAddress(bind_host or driver_host, driver_host).for_settings(settings)
+    token = secrets.token_urlsafe(32)
     proc = None
     if streaming:  # the query's host: found, or launched by the query's first batch
         assert request.query_id is not None
         host = attach_query_host(table, request.query_id, serve_markers=batched,
-                                 bind_host=driver_host, token=token)
+                                 bind_host=address.bind, advertise=address.advertise,
+                                 token=token)
     else:
-        proc = JobHost.launch(table, serve_markers=batched, bind_host=driver_host,
-                              token=token)
+        proc = JobHost.launch(table, serve_markers=batched, bind_host=address.bind,
+                              advertise=address.advertise, token=token)
         # Batched markers: the tasks need the server's URL, so wait for it. Direct
         # markers: the host takes the heartbeats in the background, while the tasks run.
         host = JobHost.ready(proc) if batched else JobHost(proc.pid)
     try:
-        metadata = {"engine": "spark", "interface": "stream" if streaming else "format"}
+        metadata = {"engine": "spark", "interface": "stream" if streaming else "format",
+                    "marker_server": host.url}
         job = start_job(table, schema, partition_by=columns, marker_url=host.url,
                         marker_token=host.token, key=request.key, checks=request.checks,
                         task_hook=task_hook, metadata=metadata)
@@ -305,11 +304,13 @@ class MarkerStoreStreamWriter(DataSourceStreamArrowWriter):
     tasks, in the query's state file on the driver)."""
 
     def __init__(self, request: SourceRequest, schema: StructType, overwrite: bool,
-                 driver_host: str, task_hook: TaskHook | None) -> None:
+                 driver_host: str, task_hook: TaskHook | None,
+                 bind_host: str | None = None) -> None:
         self.request = request
         self.schema = schema
         self.overwrite = overwrite
         self.driver_host = driver_host
+        self.bind_host = bind_host
         self.task_hook = task_hook
         self.source: SourceJob | None = None
 
@@ -317,6 +318,7 @@ class MarkerStoreStreamWriter(DataSourceStreamArrowWriter):
         if self.source is None:
             self.source = start_source_job(self.request, self.schema, self.overwrite,
                                            driver_host=self.driver_host,
+                                           bind_host=self.bind_host,
                                            task_hook=self.task_hook, streaming=True)
             _save_state(self.source)
         return dict(self.__dict__)
@@ -378,7 +380,9 @@ def _load_state(query_id: str | None) -> SourceJob | None:
 class MarkerStoreDataSource(DataSource):
     """``format("markerstore")``: batch writes and a streaming sink."""
 
-    driver_host = "127.0.0.1"  # register() sets the session's spark.driver.host
+    # register() sets the session's spark.driver.host and spark.driver.bindAddress
+    driver_host = "127.0.0.1"
+    bind_host: str | None = None
     task_hook: TaskHook | None = None  # tests inject task failures here
 
     @classmethod
@@ -389,36 +393,45 @@ class MarkerStoreDataSource(DataSource):
         request = parse_options(self.options)
         return MarkerStoreWriter(start_source_job(
             request, schema, overwrite, driver_host=self.driver_host,
-            task_hook=type(self).task_hook))
+            bind_host=self.bind_host, task_hook=type(self).task_hook))
 
     def streamWriter(self, schema: StructType, overwrite: bool  # noqa: N802 (Spark's name)
                      ) -> MarkerStoreStreamWriter:
         request = parse_options(self.options)
         return MarkerStoreStreamWriter(request, schema, overwrite, self.driver_host,
-                                       type(self).task_hook)
+                                       type(self).task_hook, self.bind_host)
 
 
-def source_class(driver_host: str | None = None) -> type[MarkerStoreDataSource]:
-    """The data source class for a session whose driver listens on `driver_host`."""
+def source_class(driver_host: str | None = None, bind_host: str | None = None,
+                 base: type[MarkerStoreDataSource] = MarkerStoreDataSource,
+                 **attributes: Any) -> type[MarkerStoreDataSource]:
+    """The data source class (`base` or a subclass) for a session whose driver listens on
+    `bind_host` and is reached at `driver_host`; `attributes` travel with the class."""
     host = driver_host or "127.0.0.1"
-    return type("SessionMarkerStoreDataSource", (MarkerStoreDataSource,),
-                {"driver_host": host, "__module__": __name__})
+    return type(f"Session{base.__name__}", (base,),
+                {"driver_host": host, "bind_host": bind_host or None,
+                 "__module__": base.__module__, **attributes})
 
 
 def register(spark: Any) -> None:
-    """Register ``format("markerstore")`` with `spark` (a SparkSession)."""
-    host = spark.conf.get("spark.driver.host", None)
-    spark.dataSource.register(source_class(host))
+    """Register ``format("markerstore")`` with `spark` (a SparkSession, classic or Spark
+    Connect): the class carries the live session's driver address."""
+    address = DriverAddress.of(spark)
+    spark.dataSource.register(source_class(address.advertise, address.bind))
 
 
-def last_commit(path: str, storage_options: Mapping[str, Any] | None = None
-                ) -> CommitResult | None:
-    """The latest completed commit of the table, as a CommitResult (from its commit
-    metadata: the data source's commit runs in a Spark worker, not in your process)."""
+def last_commit(path: str, storage_options: Mapping[str, Any] | None = None, *,
+                write_uuid: str | None = None) -> CommitResult | None:
+    """The latest completed commit of the table (with `write_uuid`: that write's), as a
+    CommitResult (from its commit metadata: the data source's commit runs in a Spark
+    worker, not in your process)."""
     from markerstore.table import DataFile
 
     table = Table(path, storage_options)
     completed = [i.instant for i in table.timeline() if i.state == COMPLETED]
+    if write_uuid is not None:
+        completed = next(([i] for i in reversed(completed)
+                          if table.commit_metadata(i).get("write_uuid") == write_uuid), [])
     if not completed:
         return None
     meta = table.commit_metadata(completed[-1])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
+DRIVER_HOST = "spark.driver.host"
+DRIVER_BIND_ADDRESS = "spark.driver.bindAddress"
 
 
 @functools.lru_cache(maxsize=1)
@@ -126,24 +129,45 @@ def run_spark_task(spec: TaskSpec, batches: Iterator[pa.RecordBatch]) -> TaskRes
     return run_task(spec, batches, attempt)
 
 
+@dataclass(frozen=True)
+class DriverAddress:
+    """Where the driver's marker server listens (`bind`) and where executors reach it
+    (`advertise`): Spark's own ``spark.driver.bindAddress`` and ``spark.driver.host`` of the
+    live session, as its driver resolved them; the option ``markerstore.markers.server.host``
+    may name another host for executors to use."""
+
+    bind: str
+    advertise: str
+
+    @classmethod
+    def of(cls, session: Any) -> DriverAddress:
+        """The live session's driver address (over Spark Connect: the server's driver)."""
+        host = session.conf.get(DRIVER_HOST, None) or "127.0.0.1"
+        return cls(session.conf.get(DRIVER_BIND_ADDRESS, None) or host, host)
+
+    def for_settings(self, settings: config.Settings) -> DriverAddress:
+        return DriverAddress(self.bind, settings[config.SERVER_HOST] or self.advertise)
+
+
 def _start_marker_server(df: DataFrame | Shape, table: Table, settings: config.Settings
-                         ) -> tuple[Any, str, str | None]:
-    """The embedded marker server, listening on the driver's address for executors. Off
-    loopback it requires a bearer token: a fresh one per write, shipped to the tasks."""
-    import ipaddress
+                         ) -> tuple[Any, str, str]:
+    """The embedded marker server, on the driver's address for executors, with a bearer
+    token: a fresh one per write, shipped to the tasks (executors may be other hosts)."""
     import secrets
 
     from markerstore.server import MarkerServer
 
-    host = df.sparkSession.conf.get("spark.driver.host", None) or "127.0.0.1"
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    token = None if loopback else secrets.token_urlsafe(32)
-    server = MarkerServer(table, host, 0, settings, token=token)
+    address = DriverAddress.of(df.sparkSession).for_settings(settings)
+    token = secrets.token_urlsafe(32)
+    server = MarkerServer(table, address.bind, 0, settings, token=token,
+                          advertise=address.advertise)
     url = server.start()
     return server, str(url), token
+
+
+def is_connect(session: Any) -> bool:
+    """Whether `session` is a Spark Connect client session (no SparkContext, no JVM)."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
 
 
 def _application_id(df: DataFrame | Shape) -> str | None:
@@ -153,12 +177,23 @@ def _application_id(df: DataFrame | Shape) -> str | None:
         return None
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
+# The last line of a Python traceback that a markerstore or errortable error ended (in a
+# Spark task, or in the data source's commit on the driver), as Spark's errors quote it.
+_OWN_ERROR = re.compile(r"^(?:markerstore|errortable)(?:\.\w+)*\.(\w+): (\S.*)$", re.M)
+
+
+def cause_line(exc: BaseException) -> str:
+    """One line for `exc`: where Spark's error quotes a task's (or commit's) markerstore
+    error, that error's type and message (they name what to fix); otherwise its type and
+    first line."""
+    text = str(exc).strip()
+    own = _OWN_ERROR.findall(text)
+    if own:
+        name, message = own[-1]
+        return f"{name}: {message.strip()}"[:400]
     for line in text.splitlines():
-        line = line.strip()
-        if line:
-            return line[:300]
+        if line.strip():
+            return f"{type(exc).__name__}: {line.strip()[:300]}"
     return type(exc).__name__
 
 
@@ -183,10 +218,19 @@ def write(df: DataFrame | Shape, path: str, *, partition_by: str | Sequence[str]
     Raises WriteAbortedError (the cause chained) when the Spark job fails, and
     WriteConflictError when the conflict mode refuses the write; in both cases the write
     is rolled back first.
+
+    Over Spark Connect the write runs on Spark's driver, through the ``markerstore`` data
+    source (:mod:`markerstore.spark.connect`); `validator` and `error_sink` (your own
+    code in this process) are for a classic session.
     """
     started = time.perf_counter()
     if isinstance(df, Shape) and _frame is None:
         raise TypeError("write() needs a DataFrame (a Shape only with _frame)")
+    if not isinstance(df, Shape) and is_connect(df.sparkSession):
+        return _write_over_connect(df, path, partition_by=partition_by, mode=mode,
+                                   options=options, storage_options=storage_options, key=key,
+                                   checks=checks, validator=validator, error_sink=error_sink,
+                                   task_hook=_task_hook)
     settings = _settings(options, mode)
     columns = _partition_columns(df, partition_by)
     table = Table(path, storage_options, settings)
@@ -199,7 +243,8 @@ def write(df: DataFrame | Shape, path: str, *, partition_by: str | Sequence[str]
         job = start_job(table, df.schema, partition_by=columns, marker_url=marker_url,
                         marker_token=marker_token, key=key, checks=checks,
                         validator=validator, error_sink=error_sink, task_hook=_task_hook,
-                        metadata={"engine": "spark", "spark_app_id": _application_id(df)})
+                        metadata={"engine": "spark", "spark_app_id": _application_id(df),
+                                  "marker_server": marker_url})
         try:
             if _frame is not None:  # ingest: its tasks read, write and return stats rows
                 stats = _frame(job)
@@ -220,6 +265,18 @@ def write(df: DataFrame | Shape, path: str, *, partition_by: str | Sequence[str]
     result.timings["job"] = job_seconds
     result.duration = time.perf_counter() - started
     return result
+
+
+def _write_over_connect(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None,
+                        validator: BatchValidator | None, error_sink: ErrorSinkFactory | None,
+                        **arguments: Any) -> CommitResult:
+    if validator is not None or error_sink is not None:
+        raise ConfigError("validator= and error_sink= run in this process; over Spark "
+                          "Connect use key= and checks= (the error table)")
+    from markerstore.spark.connect import save_through_source
+
+    return save_through_source(df, path, partition_by=_partition_columns(df, partition_by),
+                               **arguments)
 
 
 def start_job(table: Table, schema: StructType, *, partition_by: Sequence[str] = (),
@@ -261,7 +318,7 @@ def abort_job(job: WriteJob, exc: BaseException,
         return exc
     error = WriteAbortedError(
         f"write to {job.table.storage.url()} failed and was rolled back (instant "
-        f"{job.instant}): {type(exc).__name__}: {_first_line(exc)}")
+        f"{job.instant}): {cause_line(exc)}")
     error.__cause__ = exc
     return error
 

@@ -122,11 +122,14 @@ def check_rollback_record(payload: Any, where: str) -> dict[str, Any]:
 
 
 def check_heartbeat(payload: Any, where: str) -> dict[str, Any]:
-    """The content of a heartbeat: ``{ts_ms, host?, pid?}``."""
+    """The content of a heartbeat: ``{ts_ms, host?, pid?, boot_id?, pid_ns?, pid_start?}``."""
     if not isinstance(payload, dict):
         raise CorruptTableError(where, "a heartbeat must be a JSON object")
     check_count(payload.get("ts_ms"), "ts_ms", where, optional=False)
     check_str(payload.get("host"), "host", where)
+    check_str(payload.get("boot_id"), "boot_id", where)
+    check_count(payload.get("pid_ns"), "pid_ns", where)
+    check_count(payload.get("pid_start"), "pid_start", where)
     pid = payload.get("pid")
     if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)
                             or not 0 < pid < 2 ** 31):

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 import threading
 import time
 from typing import Any
 
 from markerstore.storage import Storage
 from markerstore.timeline.checks import check_heartbeat
+from markerstore.timeline.identity import writer_identity
 from markerstore.timeline.timeline import META_DIR
 
 HEARTBEAT_DIR = f"{META_DIR}/heartbeats"
@@ -38,11 +37,12 @@ class Heartbeats:
 
     def beat(self, instant: str) -> None:
         payload = {"instant": instant, "ts_ms": int(time.time() * 1000),
-                   "host": socket.gethostname(), "pid": os.getpid()}
+                   **writer_identity()}
         self.storage.put(self._file(instant), json.dumps(payload).encode())
 
     def read(self, instant: str) -> dict[str, Any] | None:
-        """The last beat (ts_ms, host, pid), or None if there is none or it is corrupt."""
+        """The last beat (ts_ms, and its writer: host, pid, boot_id, pid_ns, pid_start),
+        or None if there is none or it is corrupt."""
         try:
             raw = self.storage.get(self._file(instant))
         except FileNotFoundError:

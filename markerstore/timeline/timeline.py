@@ -18,8 +18,6 @@ reported inflight, so recovery finishes its rollback.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -40,6 +38,7 @@ from markerstore.timeline.checks import (
     check_commit,
     check_rollback_record,
 )
+from markerstore.timeline.identity import writer_identity
 
 META_DIR = META_SEGMENT
 TIMELINE_DIR = f"{META_DIR}/timeline"
@@ -235,8 +234,7 @@ class Timeline:
             if self.storage.create_if_absent(self._file(candidate, ".commit.requested"),
                                              _dumps(requested)):
                 inflight = {"instant": candidate, "write_uuid": write_uuid,
-                            "host": socket.gethostname(), "pid": os.getpid(),
-                            "started_at": _now_iso()}
+                            **writer_identity(), "started_at": _now_iso()}
                 self.storage.put(self._file(candidate, ".inflight"), _dumps(inflight))
                 return candidate
             candidate = next_instant_candidate()
@@ -261,7 +259,7 @@ class Timeline:
         """Fence the instant before a rollback deletes anything: after this, no commit of
         it can complete. InstantCompletedError if it completed first."""
         tombstone = {"instant": instant, "state": TOMBSTONE_STATE, "claimed_at": _now_iso(),
-                     "host": socket.gethostname(), "pid": os.getpid()}
+                     **writer_identity()}
         self.storage.put(self._file(instant, _FENCE), _dumps(tombstone))
         if self.storage.create_if_absent(self._file(instant, ".commit"), _dumps(tombstone)):
             self._metadata_cache[instant] = tombstone

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import pickle
+import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +70,30 @@ def test_unreachable_server_fails_loudly(mem_table: Table) -> None:
     with pytest.raises(MarkerServerError, match="cannot be reached"):
         client.all()
     assert read_marker_type(mem_table.storage, instant) is None
+
+
+def test_a_server_that_never_answers_a_connect_fails_within_the_connect_timeout(
+        mem_table: Table) -> None:
+    """A black hole (a listener whose backlog is full: SYNs are dropped, as behind a
+    firewall): the client gives up after connect_timeout, all tries together, and says
+    where it tried and what to set."""
+    instant = mem_table.start_commit(heartbeat=False)
+    with socket.socket() as hole:
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(0)
+        filler = socket.create_connection(hole.getsockname(), timeout=5)  # fills it
+        url = f"http://127.0.0.1:{hole.getsockname()[1]}"
+        client = MarkerClient(url, instant, table=mem_table, initialize=False, retries=3,
+                              timeout=30, connect_timeout=1.5)
+        started = time.monotonic()
+        with pytest.raises(MarkerServerError) as info:
+            client.create("p", "a_w.parquet")
+        filler.close()
+    assert time.monotonic() - started < 5
+    message = str(info.value)
+    assert url in message and "\n" not in message
+    assert "spark.driver.host" in message and "markerstore.markers.server.host" in message
+    assert "markerstore.markers.client.connect_timeout_ms" in message
 
 
 def test_fallback_to_direct_only_when_configured_with_one_warning(
