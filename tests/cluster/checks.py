@@ -49,3 +49,10 @@ def assert_rolled_back(facts: dict[str, Any]) -> None:
     assert_clean(facts)
     assert not facts["states"].get("completed"), facts["states"]
     assert facts["data_files"] == []
+
+
+def staging_left(cluster: Cluster) -> list[str]:
+    """Task staging folders on the workers' disks (their Spark local dirs and temp dirs;
+    the hosts' folders are their local disks)."""
+    return sorted(str(p.relative_to(cluster.folder)) for role in cluster.workers
+                  for p in cluster.host(role).folder.rglob("markerstore-staging/*"))

@@ -252,8 +252,8 @@ class Cluster:
         while time.monotonic() < deadline:
             if ready():
                 return
-            dead = [p.name for h in self.network.hosts.values() for p in h.procs
-                    if not p.alive() and p.popen.returncode not in (0, None)]
+            dead = [p.name for h in list(self.network.hosts.values()) for p in h.procs
+                    if not p.stopped and p.popen.poll() not in (0, None)]
             if dead:
                 raise ClusterError(f"waiting for {what}: {', '.join(dead)} exited\n"
                                    + self.tails())
@@ -341,7 +341,7 @@ class Runner:
         import subprocess
 
         stdin = self.proc.popen.stdin
-        if self.proc.alive() and stdin is not None:
+        if self.proc.alive() and stdin is not None and not stdin.closed:
             try:
                 stdin.write(b'{"op": "quit"}\n')
                 stdin.flush()

@@ -18,7 +18,7 @@ from tests.cluster.checks import assert_exact, assert_rolled_back, expected_ids,
 from tests.cluster.conftest import record, release_early_driver
 from tests.cluster.harness import Cluster, ClusterError, Runner
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow, pytest.mark.timeout(900)]
 ROWS = 2000
 # Executors silent for 20 s are lost (Spark's default is 120 s): a 30 s cut outlasts it.
 CONF = {"spark.network.timeout": "20s", "spark.executor.heartbeatInterval": "2s",

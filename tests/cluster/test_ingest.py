@@ -14,7 +14,7 @@ from tests.cluster.checks import assert_exact, expected_ids, new_table
 from tests.cluster.conftest import record, release_early_driver
 from tests.cluster.harness import PYTHON, Cluster, Runner
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow, pytest.mark.timeout(900)]
 FILES, ROWS = 4, 500
 INGEST_TIMEOUT = 420
 
@@ -42,20 +42,26 @@ def ingest_argv(source: str, url: str, options: dict[str, Any], *extra: str) -> 
             "--partition-by", "day", "--json", *storage_flags(options), *extra]
 
 
-def test_ingest_configured_only_by_spark_defaults(cluster: Cluster, client: Runner) -> None:
-    """No --master, no SPARK_LOCAL_IP: spark-defaults.conf names the master and the
-    driver's address. The ingest runs on the cluster's executors (the master lists its
-    application) and commits exactly."""
+def test_ingest_configured_by_spark_defaults(cluster: Cluster, client: Runner) -> None:
+    """The issue's case: `--master spark://...` and nothing else about Spark on the command
+    line, no SPARK_LOCAL_IP; spark-defaults.conf names the driver's address (ingest used
+    to pin it to loopback, and the master relaunched executors without end). The ingest
+    runs on the cluster's executors (the master lists its application) and commits
+    exactly."""
     release_early_driver()
     url, source, options = ingest_source(cluster, client, "ingest-defaults")
+    before = len(cluster.applications("markerstore-ingest"))
     started = time.monotonic()
-    proc = cluster.run("driver", ingest_argv(source, url, options), timeout=INGEST_TIMEOUT,
+    proc = cluster.run("driver", ingest_argv(source, url, options, "--master",
+                                             cluster.master_url),
+                       timeout=INGEST_TIMEOUT,
                        env={"SPARK_CONF_DIR": str(cluster.folder / "conf")})
     record("ingest_spark_defaults_s", round(time.monotonic() - started, 1))
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["rows_written"] == len(expected_ids(FILES * ROWS))
     apps = cluster.applications("markerstore-ingest")
-    assert [a["state"] for a in apps] == ["FINISHED"], apps  # it ran on the cluster
+    assert len(apps) == before + 1, apps  # it ran on the cluster
+    assert all(a["state"] == "FINISHED" for a in apps), apps
     facts = client.call("facts", url=url, storage_options=options)
     assert_exact(facts, expected_ids(FILES * ROWS), error_records=FILES * ROWS // 50)

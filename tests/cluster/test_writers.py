@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.checks import assert_exact, expected_ids, new_table
+from tests.cluster.checks import assert_exact, expected_ids, new_table, staging_left
 from tests.cluster.conftest import record
 from tests.cluster.harness import Cluster, Runner
 
-pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow, pytest.mark.timeout(900)]
 ROWS = 2000
 
 
@@ -46,6 +46,7 @@ def test_function_writer_batched_markers(cluster: Cluster, driver: Runner,
     assert outcome["committed"], outcome
     assert outcome["result"]["rows_written"] == len(expected_ids(ROWS))
     assert_exact(facts, expected_ids(ROWS), error_records=ROWS // 50)
+    assert staging_left(cluster) == []  # not even an empty folder on the workers' disks
 
 
 @pytest.mark.parametrize("writer, markers", [("function", "direct"), ("format", "batched"),
@@ -55,6 +56,7 @@ def test_writers_and_marker_types(cluster: Cluster, driver: Runner, client: Runn
     outcome, facts = _write(cluster, driver, client, writer, markers)
     assert outcome["committed"], outcome
     assert_exact(facts, expected_ids(ROWS), error_records=ROWS // 50)
+    assert staging_left(cluster) == []
 
 
 @pytest.mark.parametrize("markers", ["batched", "direct"])
@@ -82,6 +84,17 @@ def test_an_executor_is_sigkilled_mid_write(cluster: Cluster, driver: Runner,
     assert outcome["result"]["files_cleaned"] >= 1
     assert_exact(facts, expected_ids(ROWS), error_records=ROWS // 50)
     assert _executors_launched(cluster) > before  # the killed executor was replaced
+
+
+def test_nothing_staged_is_left_once_the_application_ends(cluster: Cluster,
+                                                          driver: Runner) -> None:
+    """The attempts killed above could not remove their staging folders; they were under
+    the executors' Spark local dirs, which go with the application."""
+    driver.close()
+    cluster.wait_for("the writes' application to finish", lambda: all(
+        a["state"] == "FINISHED" for a in cluster.applications("markerstore-cluster-writes")))
+    cluster.wait_for("the workers to remove the application's folders",
+                     lambda: staging_left(cluster) == [], timeout=60)
 
 
 def _executors_launched(cluster: Cluster) -> int:

@@ -148,6 +148,7 @@ class Proc:
         self.popen = popen
         self.log = log
         self._handle = handle
+        self.stopped = False  # stopped or killed on purpose: its exit is no failure
 
     @property
     def pid(self) -> int:
@@ -157,6 +158,7 @@ class Proc:
         return self.popen.poll() is None
 
     def stop(self, grace: float = 10.0) -> None:
+        self.stopped = True
         if self.alive():
             kill_pids([self.pid], grace)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -166,6 +168,7 @@ class Proc:
             self._handle = None
 
     def kill(self) -> None:
+        self.stopped = True
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         self.popen.wait(timeout=30)
