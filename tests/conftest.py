@@ -4,6 +4,7 @@ retried up to 4 times; no UI, few shuffle partitions). Helpers live in tests/sup
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -18,6 +19,7 @@ from tests.support.locations import Location
 from tests.support.sandbox import SECRET
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
@@ -98,14 +100,40 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server.stop()
 
 
+@contextlib.contextmanager
+def connect_mode() -> Iterator[None]:
+    """PySpark's Connect mode for this process while the block runs. Creating a Connect
+    session turns it on for good (SPARK_CONNECT_MODE_ENABLED), and then pyspark's
+    functions and builder act for Connect; the classic `spark` session of the other tests
+    needs it off again."""
+    before = os.environ.get(CONNECT_MODE)
+    os.environ[CONNECT_MODE] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CONNECT_MODE, None)
+        else:
+            os.environ[CONNECT_MODE] = before
+
+
 @pytest.fixture(scope="session")
-def connect(connect_server: Any) -> Iterator[Any]:
-    """A Spark Connect client session of `connect_server` (no JVM in this process)."""
+def connect_client(connect_server: Any) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
-    session = SparkSession.builder.remote(connect_server.url).create()
+    with connect_mode():
+        session = SparkSession.builder.remote(connect_server.url).create()
     yield session
-    session.stop()
+    with connect_mode():
+        session.stop()
+
+
+@pytest.fixture
+def connect(connect_client: Any) -> Iterator[Any]:
+    """A Spark Connect client session of `connect_server` (no JVM in this process), in
+    Connect mode for the test."""
+    with connect_mode():
+        yield connect_client
 
 
 @pytest.fixture

@@ -121,7 +121,11 @@ def ingest(source: str, table: str, fmt: str | None, schema: str | None,
     """Read SOURCE (JSON lines, CSV or Parquet; a file, folder or glob at any fsspec URL),
     cast it to a schema, apply checks, and commit it to TABLE with markers. Records that
     fail to parse, cast, or pass a check go to the local error table TABLE_errors,
-    committed together with the data."""
+    committed together with the data.
+
+    Spark starts from spark-defaults.conf and --conf (a cluster master gets no address
+    pinned: executors reach the driver, and its marker server, at spark.driver.host);
+    with --remote, the write runs on the Spark Connect server's driver."""
     from markerstore import config
 
     # Everything that needs no source or schema is checked before the pipeline (and

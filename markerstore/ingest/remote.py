@@ -5,6 +5,7 @@ row crosses into the JVM; the commit runs on the driver with the tasks' results.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,7 +37,8 @@ class IngestWriter(MarkerStoreWriter):
 
     def __init__(self, source: SourceJob, plan: IngestPlan) -> None:
         super().__init__(source)
-        self.task = plan.task(source.job)
+        # The job, read afresh: source.job would stay cached in what Spark ships to tasks.
+        self.task = plan.task(pickle.loads(source.job_bytes))
 
     def write(self, iterator: Any) -> TaskMessage:
         return TaskMessage(self.task.run(iterator))

@@ -21,8 +21,10 @@ __all__ = ["default_parallelism", "is_connect", "progress_bar", "spark_session"]
 
 DRIVER_HOST = "spark.driver.host"
 # Settings ingest adds where neither the user nor Spark's defaults set them.
-INGEST_DEFAULTS = {"spark.ui.showConsoleProgress": "false",
-                   "spark.sql.session.timeZone": "UTC"}
+INGEST_DEFAULTS = {"spark.sql.session.timeZone": "UTC"}
+# Ingest draws its own progress bar; Spark's console bar would garble it (and pyspark
+# turns that one on for its shell, so the JVM's configuration cannot tell who set it).
+CONSOLE_PROGRESS = "spark.ui.showConsoleProgress"
 # What decides the driver's address besides spark.driver.host (see Spark's
 # Utils.localHostName): with one of them set, Spark's own detection is the user's choice.
 ADDRESS_ENV = ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")
@@ -31,7 +33,8 @@ ADDRESS_ENV = ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")
 def spark_session(master: str = "local[*]", log_level: str | None = None, *,
                   conf: Mapping[str, str] | None = None, remote: str | None = None) -> Any:
     """The Spark session ingest uses when none is given: `conf` (``--conf``) over
-    ``spark-defaults.conf``; no console progress and UTC where nothing else is set; Spark's
+    ``spark-defaults.conf``; UTC where nothing else sets a time zone, no console
+    progress bar unless `conf` asks for one; Spark's
     log at ERROR unless MARKERSTORE_SPARK_LOG_LEVEL says otherwise. With `remote`
     (``sc://host:port``), a Spark Connect session: the server's configuration decides,
     `conf` sets session options on it."""
@@ -67,7 +70,7 @@ def _classic_settings(master: str, conf: dict[str, str]) -> dict[str, str]:
     given = {key for key, _ in loaded.getAll()} | set(conf)
     python = conf.get("spark.pyspark.python") or loaded.get("spark.pyspark.python", None)
     os.environ.setdefault("PYSPARK_PYTHON", python or sys.executable)
-    settings = dict(conf)
+    settings = {CONSOLE_PROGRESS: "false", **conf}
     settings.update({k: v for k, v in INGEST_DEFAULTS.items() if k not in given})
     if (master.startswith("local") and DRIVER_HOST not in given
             and not any(os.environ.get(name) for name in ADDRESS_ENV)):
@@ -86,8 +89,8 @@ def default_parallelism(session: Any) -> int:
         return int(value)
     from pyspark.sql import functions
 
-    row = session.range(0, 1 << 16).select(functions.max(functions.spark_partition_id())
-                                           ).first()
+    numbered = session.range(0, 1 << 16).select(functions.spark_partition_id().alias("p"))
+    row = numbered.agg(functions.max("p")).first()
     return int(row[0]) + 1 if row is not None and row[0] is not None else 1
 
 

@@ -181,21 +181,27 @@ class MarkerClient(WriteMarkers):
             data = json.dumps(body).encode("utf-8")
             headers["Content-Type"] = "application/json"
         attempt = 0
-        started = time.monotonic()
+        connecting = 0.0  # seconds spent on tries that could not connect, and their pauses
         while True:
-            left = self.connect_timeout - (time.monotonic() - started)
+            left = self.connect_timeout - connecting
+            started = time.monotonic()
             try:
                 response = self._http().request(
                     method, url, body=data, fields=fields, headers=headers,
                     timeout=urllib3.Timeout(connect=max(0.001, left), read=self.timeout))
             except urllib3.exceptions.ConnectTimeoutError as exc:  # refused ones too
-                spent = time.monotonic() - started
-                if attempt >= self.retries or spent >= self.connect_timeout:
+                connecting += time.monotonic() - started
+                if attempt >= self.retries or connecting >= self.connect_timeout:
                     raise _Unreachable(
                         f"marker server {self.url} cannot be reached ({attempt + 1} tries in "
-                        f"{spent:.1f} s: {_reason(exc)}); executors must reach it there: set "
-                        f"spark.driver.host (or {config.SERVER_HOST}) to an address they "
+                        f"{connecting:.1f} s: {_reason(exc)}); executors must reach it there: "
+                        f"set spark.driver.host (or {config.SERVER_HOST}) to an address they "
                         f"reach, or raise {config.CLIENT_CONNECT_TIMEOUT_MS}") from exc
+                pause = min(2.0, 0.05 * 2 ** attempt * (0.5 + random.random()), left)
+                time.sleep(max(0.0, pause))
+                connecting += max(0.0, pause)
+                attempt += 1
+                continue
             except urllib3.exceptions.HTTPError as exc:
                 if attempt >= self.retries:
                     raise _Unreachable(f"marker server {self.url} cannot be reached "

@@ -6,9 +6,9 @@ session, if there is one (call :func:`register` for any other session).
 """
 
 from markerstore.commit.result import CommitResult
+from markerstore.spark.connect import write
 from markerstore.spark.read import read
 from markerstore.spark.source import last_commit, register
-from markerstore.spark.writer import write
 
 __all__ = ["CommitResult", "last_commit", "read", "register", "write"]
 

@@ -13,6 +13,7 @@ the commit back from the table, by the write's UUID.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,6 +24,7 @@ from markerstore import config
 from markerstore.commit import CommitResult
 from markerstore.commit.runner import TaskHook
 from markerstore.errors import ConfigError, WriteAbortedError
+from markerstore.spark import writer
 from markerstore.spark.source import (
     MarkerStoreDataSource,
     MarkerStoreWriter,
@@ -31,7 +33,7 @@ from markerstore.spark.source import (
     source_class,
     start_source_job,
 )
-from markerstore.spark.writer import DriverAddress, _settings, cause_line
+from markerstore.spark.writer import DriverAddress, _settings, cause_line, is_connect
 
 
 class ClientSource(MarkerStoreDataSource):
@@ -57,6 +59,23 @@ class ClientSource(MarkerStoreDataSource):
                      ) -> Any:
         raise ConfigError("a client's write is a batch write; a streaming query uses "
                           "writeStream.format('markerstore')")
+
+
+@functools.wraps(writer.write)
+def write(df: Any, path: str, **arguments: Any) -> CommitResult:
+    """:func:`markerstore.spark.writer.write` on a classic session; over Spark Connect,
+    the same write through the data source on Spark's driver."""
+    if not is_connect(df.sparkSession):
+        return writer.write(df, path, **arguments)
+    if arguments.get("validator") is not None or arguments.get("error_sink") is not None:
+        raise ConfigError("validator= and error_sink= run in this process; over Spark "
+                          "Connect use key= and checks= (the error table)")
+    if arguments.get("_frame") is not None:
+        raise TypeError("_frame is for a classic session")
+    partition_by = writer._partition_columns(df, arguments.pop("partition_by", None))
+    return save_through_source(
+        df, path, partition_by=partition_by, task_hook=arguments.pop("_task_hook", None),
+        **{k: v for k, v in arguments.items() if k not in ("validator", "error_sink")})
 
 
 def save_through_source(df: Any, path: str, *, mode: str = "append",

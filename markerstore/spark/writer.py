@@ -219,18 +219,14 @@ def write(df: DataFrame | Shape, path: str, *, partition_by: str | Sequence[str]
     WriteConflictError when the conflict mode refuses the write; in both cases the write
     is rolled back first.
 
-    Over Spark Connect the write runs on Spark's driver, through the ``markerstore`` data
-    source (:mod:`markerstore.spark.connect`); `validator` and `error_sink` (your own
-    code in this process) are for a classic session.
+    ``markerstore.spark.write`` is this function on a classic session; over Spark Connect
+    it runs the write on Spark's driver, through the ``markerstore`` data source
+    (:mod:`markerstore.spark.connect`), where `validator` and `error_sink` (your own code
+    in this process) do not apply.
     """
     started = time.perf_counter()
     if isinstance(df, Shape) and _frame is None:
         raise TypeError("write() needs a DataFrame (a Shape only with _frame)")
-    if not isinstance(df, Shape) and is_connect(df.sparkSession):
-        return _write_over_connect(df, path, partition_by=partition_by, mode=mode,
-                                   options=options, storage_options=storage_options, key=key,
-                                   checks=checks, validator=validator, error_sink=error_sink,
-                                   task_hook=_task_hook)
     settings = _settings(options, mode)
     columns = _partition_columns(df, partition_by)
     table = Table(path, storage_options, settings)
@@ -265,18 +261,6 @@ def write(df: DataFrame | Shape, path: str, *, partition_by: str | Sequence[str]
     result.timings["job"] = job_seconds
     result.duration = time.perf_counter() - started
     return result
-
-
-def _write_over_connect(df: DataFrame, path: str, *, partition_by: str | Sequence[str] | None,
-                        validator: BatchValidator | None, error_sink: ErrorSinkFactory | None,
-                        **arguments: Any) -> CommitResult:
-    if validator is not None or error_sink is not None:
-        raise ConfigError("validator= and error_sink= run in this process; over Spark "
-                          "Connect use key= and checks= (the error table)")
-    from markerstore.spark.connect import save_through_source
-
-    return save_through_source(df, path, partition_by=_partition_columns(df, partition_by),
-                               **arguments)
 
 
 def start_job(table: Table, schema: StructType, *, partition_by: Sequence[str] = (),

@@ -23,13 +23,17 @@ from tests.support.commit_checks import assert_clean, data_files
 
 pytestmark = pytest.mark.spark
 
-# Runs `markerstore ingest` in this process, then prints the live session's settings and
-# the commit's marker server.
+# Launches Spark's JVM as ingest does (from spark-defaults.conf alone) and shows what
+# ingest would add for a cluster and a local master; then runs `markerstore ingest` with
+# --conf in this process and prints the live session's settings and the commit's marker
+# server.
 SCRIPT = """
 import json, sys
 from pyspark.sql import SparkSession
 from markerstore import Table
 from markerstore.cli.main import cli
+from markerstore.ingest.session import _classic_settings
+added = {m: _classic_settings(m, {}) for m in ("spark://127.0.0.1:7077", "local[1]")}
 try:
     cli.main(sys.argv[1:], prog_name="markerstore")
 except SystemExit as exc:
@@ -39,40 +43,44 @@ conf = SparkSession.getActiveSession().conf
 table = Table(sys.argv[3])
 meta = table.commit_metadata(table.timeline()[-1].instant)
 keys = ["spark.driver.host", "spark.sql.session.timeZone", "spark.sql.shuffle.partitions"]
-print(json.dumps({"conf": {k: conf.get(k, None) for k in keys},
+print(json.dumps({"added": added, "conf": {k: conf.get(k, None) for k in keys},
                   "marker_server": meta.get("marker_server")}))
 """
 
 
 @pytest.mark.slow
 def test_spark_defaults_and_conf_decide_the_session(tmp_path: Path) -> None:
-    """spark-defaults.conf (SPARK_CONF_DIR) sets the driver's address and the time zone,
-    `--conf` overrides it where both set a key; the batched marker server listens at
-    that driver address (127.0.0.3: none of ingest's own)."""
+    """spark-defaults.conf (SPARK_CONF_DIR) sets the driver's address and the time zone:
+    ingest pins neither, for a cluster master or a local one; `--conf` wins where both set
+    a key; the batched marker server listens at that driver address (127.0.0.2: none of
+    ingest's own)."""
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(
         "spark.driver.host 127.0.0.3\n"
         "spark.sql.session.timeZone America/New_York\n"
         "spark.sql.shuffle.partitions 5\n"
+        "spark.driver.extraJavaOptions -XX:TieredStopAtLevel=1\n"
         "spark.ui.enabled false\n")
-    info = sample.generate(str(tmp_path / "src"), rows=500, files=1)
+    sample.generate(str(tmp_path / "src"), rows=500, files=1)
     url = str(tmp_path / "t")
     env = {**os.environ, "SPARK_CONF_DIR": str(conf_dir), "PYSPARK_PYTHON": sys.executable}
-    for name in ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME"):
+    for name in ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME", "PYSPARK_SUBMIT_ARGS"):
         env.pop(name, None)
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT, "ingest", str(tmp_path / "src"), url, "--master",
-         "local[1]", "--conf", "spark.sql.shuffle.partitions=7", "--no-progress",
+         "local[1]", "--conf", "spark.driver.host=127.0.0.2", "--no-progress",
          "--markers", "batched", "--json"],
         capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
-    assert seen["conf"] == {"spark.driver.host": "127.0.0.3",
+    only_progress = {"spark.ui.showConsoleProgress": "false"}
+    assert seen["added"] == {"spark://127.0.0.1:7077": only_progress, "local[1]": only_progress}
+    assert seen["conf"] == {"spark.driver.host": "127.0.0.2",
                             "spark.sql.session.timeZone": "America/New_York",
-                            "spark.sql.shuffle.partitions": "7"}
-    assert seen["marker_server"].startswith("http://127.0.0.3:")
-    assert len(data_files(Table(url))) >= 1 and info.rows > 0
+                            "spark.sql.shuffle.partitions": "5"}
+    assert seen["marker_server"].startswith("http://127.0.0.2:")
+    assert data_files(Table(url))
 
 
 def test_unreachable_marker_server_fails_fast_in_one_line_and_rolls_back(

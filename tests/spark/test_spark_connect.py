@@ -82,12 +82,15 @@ def test_ingest_remote(connect_server: Any, connect: Any, tmp_path: Path) -> Non
     url = str(tmp_path / "events")
     args = ["ingest", str(tmp_path / "src"), url, "--remote", connect_server.url,
             "--schema", sample.SCHEMA_DDL, "--key", sample.KEY, "--partition-by",
-            sample.PARTITION_BY, "--no-progress", "--json",
+            sample.PARTITION_BY, "--progress", "--json",
             *[a for name, expr in sample.CHECKS.items() for a in ("--check", f"{name}={expr}")]]
     out = CliRunner().invoke(cli_main, args, catch_exceptions=False)
     assert out.exit_code == 0, out.output
     summary = json.loads(out.stdout)
     assert summary["rows_read"] == info.rows and summary["rows_written"] == info.good
+    # Three small files on the server's two cores (its parallelism, read without a
+    # SparkContext): two Spark tasks.
+    assert (summary["source_splits"], summary["spark_tasks"]) == (3, 2)
     assert summary["error_records"] == sum(info.bad.values())
     assert _committed_rows(url) == info.good
     errors = errortable.read(url + "_errors")
