@@ -56,3 +56,9 @@ def staging_left(cluster: Cluster) -> list[str]:
     the hosts' folders are their local disks)."""
     return sorted(str(p.relative_to(cluster.folder)) for role in cluster.workers
                   for p in cluster.host(role).folder.rglob("markerstore-staging/*"))
+
+
+def executors_launched(cluster: Cluster) -> int:
+    """Executor folders on the workers' disks: one per executor the master ever launched
+    there (a lost executor is replaced by a new one)."""
+    return sum(1 for path in cluster.folder.glob("worker*/work/app-*/*") if path.is_dir())

@@ -29,10 +29,15 @@ FIGURES: dict[str, Any] = {}
 
 
 # Modules in this order: each holds the cluster's two cores with one application at a
-# time; the faults remove (and restore) a worker, last.
-ORDER = ["test_writers", "test_ingest", "test_connect", "test_faults"]
-EARLY: dict[str, Runner] = {}
+# time (the writers' and the faults' driver first, then ingest's, then the Connect server).
+ORDER = ["test_writers", "test_faults", "test_ingest", "test_connect"]
+DRIVERS: dict[str, Runner] = {}
 WRITES_APP = "markerstore-cluster-writes"
+# Executors silent for 20 s are lost (Spark's default is 120 s): a 30 s cut outlasts it.
+DRIVER_CONF = {"spark.network.timeout": "20s", "spark.network.timeoutInterval": "5s",
+               "spark.executor.heartbeatInterval": "2s",
+               # several batches per task: faults meet tasks between marker requests
+               "spark.sql.execution.arrow.maxRecordsPerBatch": "100"}
 
 
 def _rank(item: pytest.Item) -> int:
@@ -68,7 +73,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     atexit.register(built.close)
     previous = signal.signal(signal.SIGTERM, _sigterm)
     def first_driver() -> None:  # the writes' driver starts with the cluster
-        EARLY["driver"] = _driver(built)
+        DRIVERS["driver"] = _driver(built)
 
     try:
         wants_driver = any("driver" in getattr(item, "fixturenames", ())
@@ -77,7 +82,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         FIGURES["cluster_start_s"] = round(built.timings["start"], 1)
         yield built
     finally:
-        release_early_driver()
+        release_driver()
         built.close()
         signal.signal(signal.SIGTERM, previous)
         failed = request.session.testsfailed
@@ -93,28 +98,27 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
 def _driver(cluster: Cluster) -> Runner:
     runner = Runner(cluster, "driver", "driver-runner")
     started = time.monotonic()
-    runner.call("session", timeout=240, app_name=WRITES_APP)
+    runner.call("session", timeout=240, app_name=WRITES_APP, conf=DRIVER_CONF)
     FIGURES["driver_session_s"] = round(time.monotonic() - started, 1)
     return runner
 
 
-def release_early_driver() -> None:
-    """Stop the driver started with the cluster, if no module took it: a module with an
-    application of its own needs the two cores it holds."""
-    runner = EARLY.pop("driver", None)
+def release_driver() -> None:
+    """Stop the writes' driver (its application ends): a module with an application of
+    its own needs the two cores it holds."""
+    runner = DRIVERS.pop("driver", None)
     if runner is not None:
         runner.close()
 
 
-@pytest.fixture(scope="module")
-def driver(cluster: Cluster) -> Iterator[Runner]:
-    """A Spark driver on the driver's host, configured only by spark-defaults.conf (the
-    cluster's SPARK_CONF_DIR): one application for the module's writes."""
-    runner = EARLY.pop("driver", None) or _driver(cluster)
-    try:
-        yield runner
-    finally:
-        runner.close()
+@pytest.fixture
+def driver(cluster: Cluster) -> Runner:
+    """A Spark driver on the driver's host, configured by spark-defaults.conf (the
+    cluster's SPARK_CONF_DIR) and DRIVER_CONF: one application for the writers' and the
+    faults' writes, started with the cluster, until release_driver()."""
+    if "driver" not in DRIVERS:
+        DRIVERS["driver"] = _driver(cluster)
+    return DRIVERS["driver"]
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,7 @@ def _fault_row(name: str, where: str, figures: dict[str, Any]) -> str:
         outcome += f" ({figures['error']})"
     return (f"| {name} | {where} | {ROWS}, 8 tasks of 20 ms a row | {outcome} | "
             f"{_s(figures.get('seconds'))} | at {_s(figures.get('fault_at_s'))} s; "
+            f"{figures.get('executors_started', '-')} executors started in its place; "
             f"{figures.get('files_cleaned', '-')} files of lost attempts deleted at commit |")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.checks import assert_exact, expected_ids, new_table
-from tests.cluster.conftest import record, release_early_driver
+from tests.cluster.conftest import record, release_driver
 from tests.cluster.harness import Cluster, Runner, start_connect_server
 from tests.cluster.test_ingest import FILES, INGEST_TIMEOUT, ROWS, ingest_argv, ingest_source
 
@@ -21,7 +21,7 @@ CONNECT_APP = "markerstore-connect"
 
 @pytest.fixture(scope="module")
 def connect_server(cluster: Cluster) -> Iterator[Any]:
-    release_early_driver()
+    release_driver()
     started = time.monotonic()
     proc = start_connect_server(cluster)
     record("connect_server_start_s", round(time.monotonic() - started, 1))

@@ -8,36 +8,33 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.cluster import faults
-from tests.cluster.checks import assert_exact, assert_rolled_back, expected_ids, new_table
-from tests.cluster.conftest import record, release_early_driver
+from tests.cluster.checks import (
+    assert_exact,
+    assert_rolled_back,
+    executors_launched,
+    expected_ids,
+    new_table,
+    staging_left,
+)
+from tests.cluster.conftest import WRITES_APP, record, release_driver
 from tests.cluster.harness import Cluster, ClusterError, Runner
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow, pytest.mark.timeout(900)]
 ROWS = 2000
-# Executors silent for 20 s are lost (Spark's default is 120 s): a 30 s cut outlasts it.
-CONF = {"spark.network.timeout": "20s", "spark.executor.heartbeatInterval": "2s",
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "100"}
 
 
-@pytest.fixture(scope="module")
-def faulty(cluster: Cluster) -> Iterator[Runner]:
-    """A driver whose application tolerates lost executors quickly (CONF)."""
-    release_early_driver()
+@pytest.fixture
+def faulty(cluster: Cluster, driver: Runner) -> Runner:
+    """The writes' driver, where iptables works in the hosts' namespaces."""
     reason = faults.firewall_unavailable(cluster.host("worker1"))
     if reason:
         pytest.skip(reason)
-    runner = Runner(cluster, "driver", "faults-runner")
-    try:
-        runner.call("session", timeout=240, app_name="markerstore-cluster-faults", conf=CONF)
-        yield runner
-    finally:
-        runner.close()
+    return driver
 
 
 def _timed_write(cluster: Cluster, runner: Runner, client: Runner, name: str,
@@ -53,6 +50,8 @@ def test_loss_and_latency_to_the_marker_server(cluster: Cluster, faulty: Runner,
     """Batched markers with 10% packet loss, then 200 ms more per round trip, between
     both workers and the driver's host: the writes commit exactly, slower."""
     figures: dict[str, Any] = {}
+    outcome, _, _, _ = _timed_write(cluster, faulty, client, "warm-up")  # executors' Pythons
+    assert outcome["committed"], outcome
     outcome, facts, _, _ = _timed_write(cluster, faulty, client, "baseline")
     assert outcome["committed"], outcome
     assert_exact(facts, expected_ids(ROWS), error_records=ROWS // 50)
@@ -93,6 +92,7 @@ def _write_under(cluster: Cluster, runner: Runner, client: Runner, name: str,
         except ClusterError as exc:
             answer["error"] = exc
 
+    executors = executors_launched(cluster)
     thread = threading.Thread(target=write, name=f"write-{name}")
     started = time.monotonic()
     thread.start()
@@ -115,6 +115,7 @@ def _write_under(cluster: Cluster, runner: Runner, client: Runner, name: str,
     return {"outcome": "committed" if outcome["committed"] else "rolled back",
             "error": outcome.get("error"), "seconds": outcome["seconds"],
             "fault_at_s": answer["fault_at_s"],
+            "executors_started": executors_launched(cluster) - executors,
             "files_cleaned": (outcome.get("result") or {}).get("files_cleaned")}
 
 
@@ -147,3 +148,15 @@ def test_a_worker_host_is_removed_mid_write(cluster: Cluster, faulty: Runner,
         if "worker2" not in cluster.network.hosts:
             cluster.add_worker("worker2", 4)
     record("worker_removed", figures)
+
+
+def test_nothing_staged_is_left_once_the_application_ends(cluster: Cluster,
+                                                          driver: Runner) -> None:
+    """The attempts killed in the writers' scenarios and by the faults could not remove
+    their staging folders; they were under the executors' Spark local dirs, which go with
+    the application."""
+    release_driver()
+    cluster.wait_for("the writes' application to finish", lambda: all(
+        a["state"] == "FINISHED" for a in cluster.applications(WRITES_APP)))
+    cluster.wait_for("the workers to remove the application's folders",
+                     lambda: staging_left(cluster) == [], timeout=60)

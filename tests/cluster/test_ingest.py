@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.checks import assert_exact, expected_ids, new_table
-from tests.cluster.conftest import record, release_early_driver
+from tests.cluster.conftest import record, release_driver
 from tests.cluster.harness import PYTHON, Cluster, Runner
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -48,7 +48,7 @@ def test_ingest_configured_by_spark_defaults(cluster: Cluster, client: Runner) -
     to pin it to loopback, and the master relaunched executors without end). The ingest
     runs on the cluster's executors (the master lists its application) and commits
     exactly."""
-    release_early_driver()
+    release_driver()
     url, source, options = ingest_source(cluster, client, "ingest-defaults")
     before = len(cluster.applications("markerstore-ingest"))
     started = time.monotonic()

@@ -9,8 +9,14 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.checks import assert_exact, expected_ids, new_table, staging_left
-from tests.cluster.conftest import record
+from tests.cluster.checks import (
+    assert_exact,
+    executors_launched,
+    expected_ids,
+    new_table,
+    staging_left,
+)
+from tests.cluster.conftest import WRITES_APP, record
 from tests.cluster.harness import Cluster, Runner
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -20,7 +26,7 @@ ROWS = 2000
 def test_the_driver_runs_on_the_cluster(cluster: Cluster, driver: Runner) -> None:
     """The session is the cluster's (spark-defaults.conf alone said so), its executors on
     the worker hosts."""
-    apps = cluster.applications("markerstore-cluster-writes")
+    apps = cluster.applications(WRITES_APP)
     assert [a["state"] for a in apps] == ["RUNNING"], apps
     assert apps[0]["cores"] == 2
 
@@ -77,29 +83,10 @@ def test_an_executor_is_sigkilled_mid_write(cluster: Cluster, driver: Runner,
     """The first attempt of one task SIGKILLs its executor JVM after its uploads: the
     master starts a new executor on that worker, Spark reruns the lost tasks, and the
     commit holds exactly the winners."""
-    before = _executors_launched(cluster)
+    before = executors_launched(cluster)
     outcome, facts = _write(cluster, driver, client, "function", "batched",
                             hook="kill_executor")
     assert outcome["committed"], outcome
     assert outcome["result"]["files_cleaned"] >= 1
     assert_exact(facts, expected_ids(ROWS), error_records=ROWS // 50)
-    assert _executors_launched(cluster) > before  # the killed executor was replaced
-
-
-def test_nothing_staged_is_left_once_the_application_ends(cluster: Cluster,
-                                                          driver: Runner) -> None:
-    """The attempts killed above could not remove their staging folders; they were under
-    the executors' Spark local dirs, which go with the application."""
-    driver.close()
-    cluster.wait_for("the writes' application to finish", lambda: all(
-        a["state"] == "FINISHED" for a in cluster.applications("markerstore-cluster-writes")))
-    cluster.wait_for("the workers to remove the application's folders",
-                     lambda: staging_left(cluster) == [], timeout=60)
-
-
-def _executors_launched(cluster: Cluster) -> int:
-    """Executor folders of the writes' application on the workers' disks (one per
-    executor the master ever launched there)."""
-    return sum(1 for role in cluster.workers
-               for path in (cluster.host(role).folder / "work").glob("app-*/*")
-               if path.is_dir())
+    assert executors_launched(cluster) > before  # the killed executor was replaced
