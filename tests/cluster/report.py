@@ -46,7 +46,8 @@ def faults_table(figures: dict[str, Any]) -> list[str]:
             f"(iptables counters) |",
             f"| 200 ms more per round trip | the same | the same | committed exactly | "
             f"{_s(ll.get('latency_s'))} | {ll.get('latency_connections', '-')} connections "
-            f"through the delaying proxies |"]
+            f"through the delaying proxies, {ll.get('latency_delayed_sends', '-')} sends held "
+            f"back 200 ms each |"]
     if "link_cut_30s" in figures:
         rows.append(_fault_row("link cut for 30 s", "worker1 and the driver's host (worker1 "
                                "still reaches S3 and the master)", figures["link_cut_30s"]))

@@ -25,13 +25,13 @@ KEY_EVERY = 50  # every 50th row has a null key: an error record when the key is
 def frame(spark: Any, rows: int, partitions: int, slow_ms: int = 0) -> Any:
     """`rows` rows (id, day, payload), every KEY_EVERY-th id null; `slow_ms` per row in the
     JVM (Thread.sleep by reflection) stretches the write so faults land in the middle."""
+    # Thread.sleep returns nothing (null): '' joins the payload, which keeps the call
+    # from being optimized away.
+    pause = (f"coalesce(reflect('java.lang.Thread', 'sleep', cast({slow_ms} AS bigint)), '')"
+             if slow_ms else "''")
     columns = [f"CASE WHEN id % {KEY_EVERY} = {KEY_EVERY - 1} THEN NULL ELSE id END AS id",
-               "id % 3 AS day", "concat('row-', cast(id AS string)) AS payload"]
-    df = spark.range(0, rows, numPartitions=partitions)
-    if slow_ms:
-        df = df.where(f"reflect('java.lang.Thread', 'sleep', cast({slow_ms} AS bigint)) "
-                      "IS NULL OR true")
-    return df.selectExpr(*columns)
+               "id % 3 AS day", f"concat('row-', cast(id AS string), {pause}) AS payload"]
+    return spark.range(0, rows, numPartitions=partitions).selectExpr(*columns)
 
 
 def op_session(remote: str | None = None, conf: dict[str, str] | None = None,

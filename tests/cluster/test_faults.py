@@ -74,7 +74,9 @@ def test_loss_and_latency_to_the_marker_server(cluster: Cluster, faulty: Runner,
     assert_exact(facts, expected_ids(ROWS), error_records=ROWS // 50)
     connections = one.get("connections", 0) + two.get("connections", 0)
     assert connections > 0  # the executors' marker requests went through the proxies
-    figures.update(latency_s=outcome["seconds"], latency_connections=connections)
+    figures.update(latency_s=outcome["seconds"], latency_connections=connections,
+                   latency_delayed_sends=one.get("delayed_chunks", 0)
+                   + two.get("delayed_chunks", 0))
     record("loss_and_latency", figures)
 
 

@@ -33,6 +33,7 @@ class Counts:
         self.failed = 0
         self.bytes_up = 0
         self.bytes_down = 0
+        self.delayed_chunks = 0  # what a client sent, each held back by the delay
 
     def as_dict(self) -> dict[str, int]:
         return dict(vars(self))
@@ -67,6 +68,7 @@ async def _delayed_pump(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
         while True:
             chunk = await reader.read(65536)
             counts.bytes_up += len(chunk)
+            counts.delayed_chunks += 1 if chunk else 0
             queue.put_nowait((time.monotonic() + delay, chunk))
             if not chunk:
                 break

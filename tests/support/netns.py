@@ -50,7 +50,8 @@ def unavailable() -> str | None:
     except FileNotFoundError:
         return "the cluster tests need iproute2's `ip` (apt-get install iproute2)"
     if made.returncode != 0:
-        return f"`ip netns add` is refused here: {made.stderr.strip().splitlines()[-1:]}"
+        reason = (made.stderr.strip().splitlines() or ["no reason given"])[-1]
+        return f"`ip netns add` is refused here: {reason}"
     try:
         pair = _ip("link", "add", "eth0", "netns", probe, "type", "veth", "peer", "name",
                    "eth1", "netns", probe, check=False)
@@ -259,6 +260,9 @@ class Host:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=30)
         self.destroy(grace=1.0)
+        # Its disk goes with it (kept aside for the logs): a host added again in its
+        # place starts on an empty one.
+        self.folder.rename(self.folder.with_name(f"{self.role}.removed-{secrets.token_hex(2)}"))
 
 
 class Network:
