@@ -25,9 +25,9 @@ KEY_EVERY = 50  # every 50th row has a null key: an error record when the key is
 def frame(spark: Any, rows: int, partitions: int, slow_ms: int = 0) -> Any:
     """`rows` rows (id, day, payload), every KEY_EVERY-th id null; `slow_ms` per row in the
     JVM (Thread.sleep by reflection) stretches the write so faults land in the middle."""
-    # Thread.sleep returns nothing (null): '' joins the payload, which keeps the call
-    # from being optimized away.
-    pause = (f"coalesce(reflect('java.lang.Thread', 'sleep', cast({slow_ms} AS bigint)), '')"
+    # reflect gives Thread.sleep's "null"; its first 0 characters join the payload, which
+    # keeps the call from being optimized away.
+    pause = (f"left(reflect('java.lang.Thread', 'sleep', cast({slow_ms} AS bigint)), 0)"
              if slow_ms else "''")
     columns = [f"CASE WHEN id % {KEY_EVERY} = {KEY_EVERY - 1} THEN NULL ELSE id END AS id",
                "id % 3 AS day", f"concat('row-', cast(id AS string), {pause}) AS payload"]

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from markerstore.timeline.identity import pid_alive
+
 PREFIX = "mscl"
 _NAME = re.compile(rf"^{PREFIX}(\d+)x[0-9a-f]+-")
 _CLONE_NEWNET = 0x40000000
@@ -62,16 +64,6 @@ def unavailable() -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def namespace_pids(namespace: str) -> list[int]:
     proc = _ip("netns", "pids", namespace, check=False)
     return [int(p) for p in proc.stdout.split() if p.isdigit()]
@@ -83,7 +75,7 @@ def kill_pids(pids: Sequence[int], grace: float = 5.0) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
         time.sleep(0.05)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
@@ -106,7 +98,7 @@ def sweep_stale() -> list[str]:
     for line in listing:
         name = line.split(" ")[0].strip()
         match = _NAME.match(name)
-        if match and not _alive(int(match.group(1))):
+        if match and not pid_alive(int(match.group(1))):
             _delete_namespace(name, grace=1.0)
             stale.append(name)
     return stale
