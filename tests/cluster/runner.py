@@ -13,6 +13,7 @@ import json
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -212,9 +213,10 @@ def first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-OPS = {"session": op_session, "stop": op_stop, "bucket": op_bucket, "write": op_write,
-       "facts": op_facts, "completed": op_completed, "source_files": op_source_files,
-       "stream_start": op_stream_start, "stream_wait": op_stream_wait}
+OPS: dict[str, Callable[..., Any]] = {
+    "session": op_session, "stop": op_stop, "bucket": op_bucket, "write": op_write,
+    "facts": op_facts, "completed": op_completed, "source_files": op_source_files,
+    "stream_start": op_stream_start, "stream_wait": op_stream_wait}
 
 
 def main() -> None:

@@ -83,9 +83,10 @@ def test_stream_restarted_after_its_driver_is_killed(cluster: Cluster, connect_s
     source = str(cluster.folder / "stream-source")  # the hosts share this disk
     client.call("source_files", folder=source, files=files, rows=rows)
     checkpoint = str(cluster.folder / "stream-checkpoint")
-    args = {"source": source, "url": url, "checkpoint": checkpoint, "storage_options": options,
-            "options": {"markerstore.write.markers.type": "batched",
-                        "markerstore.write.error.table.enabled": "true"}}
+    args: dict[str, Any] = {
+        "source": source, "url": url, "checkpoint": checkpoint, "storage_options": options,
+        "options": {"markerstore.write.markers.type": "batched",
+                    "markerstore.write.error.table.enabled": "true"}}
     first = Runner(cluster, "client", "stream-client-1")
     try:
         first.call("session", timeout=240, remote=cluster.connect_url)

@@ -129,7 +129,7 @@ def in_namespace(namespace: str, fn: Callable[[], T], timeout: float = 30) -> T:
         raise TimeoutError(f"probe in {namespace} did not return in {timeout:.0f} s")
     if "error" in result:
         raise result["error"]
-    return result["value"]  # type: ignore[no-any-return]
+    return result["value"]
 
 
 class Proc:
