@@ -9,6 +9,8 @@
     ├── InvalidMarkerError (ValueError)      a marker name, partition, file or IO type is bad
     ├── MarkerTypeError                      MARKERS.type is missing, empty or unexpected
     ├── MarkerServerError                    the marker server failed a request or is unreachable
+    │   ├── MarkerServerUnreachableError     no answer after the retries or the connect timeout;
+    │   │                                    names the address and what decides it
     │   └── MarkerConflictError              early conflict detection: another inflight
     │                                        instant writes the same file id and partition
     ├── TimelineError                        a timeline operation is not allowed
@@ -73,6 +75,11 @@ class MarkerTypeError(MarkerStoreError):
 
 class MarkerServerError(MarkerStoreError):
     """The marker server failed a request or cannot be reached."""
+
+
+class MarkerServerUnreachableError(MarkerServerError):
+    """No answer from the marker server (refused, reset, timed out) after the retries, or
+    no connection within the connect timeout."""
 
 
 class MarkerConflictError(MarkerServerError):

@@ -44,6 +44,7 @@ from markerstore.errors import (
     InvalidMarkerError,
     MarkerConflictError,
     MarkerServerError,
+    MarkerServerUnreachableError,
     MarkerTypeError,
 )
 from markerstore.markers.base import BATCHED, IOType, MarkerName, WriteMarkers, marker_items
@@ -60,10 +61,6 @@ CHUNK = 2000  # markers per request in create_many (stays under the default body
 
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
-
-
-class _Unreachable(MarkerServerError):
-    """No answer from the server (refused, reset, timed out) after the retries."""
 
 
 def _warn_fallback(url: str, instant: str, reason: BaseException) -> None:
@@ -192,7 +189,7 @@ class MarkerClient(WriteMarkers):
             except urllib3.exceptions.ConnectTimeoutError as exc:  # refused ones too
                 connecting += time.monotonic() - started
                 if attempt >= self.retries or connecting >= self.connect_timeout:
-                    raise _Unreachable(
+                    raise MarkerServerUnreachableError(
                         f"marker server {self.url} cannot be reached ({attempt + 1} tries in "
                         f"{connecting:.1f} s: {_reason(exc)}); executors must reach it there: "
                         f"set spark.driver.host (or {config.SERVER_HOST}) to an address they "
@@ -204,9 +201,9 @@ class MarkerClient(WriteMarkers):
                 continue
             except urllib3.exceptions.HTTPError as exc:
                 if attempt >= self.retries:
-                    raise _Unreachable(f"marker server {self.url} cannot be reached "
-                                       f"({method} {path or '/'}, {attempt + 1} tries): "
-                                       f"{type(exc).__name__}: {exc}") from exc
+                    raise MarkerServerUnreachableError(
+                        f"marker server {self.url} cannot be reached ({method} {path or '/'}, "
+                        f"{attempt + 1} tries): {type(exc).__name__}: {exc}") from exc
             else:
                 if response.status != 503 or attempt >= self.retries:
                     return self._answer(response, method, path)
@@ -237,13 +234,13 @@ class MarkerClient(WriteMarkers):
             return None
         try:
             return self._request(method, path, **kwargs)
-        except _Unreachable as exc:
+        except MarkerServerUnreachableError as exc:
             if not self.fallback:
                 raise
             self._switch_to_direct(exc)
             return None
 
-    def _switch_to_direct(self, reason: _Unreachable) -> None:
+    def _switch_to_direct(self, reason: MarkerServerUnreachableError) -> None:
         with self._lock:
             if self._direct is not None:
                 return

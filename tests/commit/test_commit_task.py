@@ -214,7 +214,7 @@ def test_task_abort_removes_its_output_and_is_idempotent(location: Any) -> None:
     assert uploads(table) == []
     assert table.storage.find(table.storage.path(".markerstore/staging")) == []
     if isinstance(staging, MultipartStaging):
-        assert not os.path.exists(staging._task_dir(9))
+        assert not os.path.exists(staging._task_dir(9).path)
     job.abort()
     job.abort()
     assert data_files(table) == []
