@@ -5,12 +5,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help setup java browser test test-fast demo bench soak soak-test lint clean
+.PHONY: help setup java browser test test-fast test-cluster demo bench soak soak-test lint clean
 
 help:
 	@echo "make demo   - set up .venv and run the end-to-end demo"
 	@echo "make test   - set up .venv and run the whole test suite"
 	@echo "make test-fast - tests without Spark and without slow tests"
+	@echo "make test-cluster - a Spark cluster of hosts (network namespaces; root), faults between them"
 	@echo "make bench  - run the benchmarks and write docs/BENCHMARKS.md"
 	@echo "make soak   - the kill campaign (long): writes docs/RELIABILITY.md"
 	@echo "make soak-test - its slice in tests/soak, Spark driver kills included"
@@ -46,6 +47,11 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -m "not spark and not slow" $(PYTEST_ARGS)
+
+# tests/cluster: a standalone Spark cluster, S3 and Spark Connect on hosts of their own
+# (network namespaces), and faults between them; `make test` runs a slice of it.
+test-cluster: setup
+	MARKERSTORE_CLUSTER=full $(PY) -m pytest tests/cluster $(PYTEST_ARGS)
 
 demo: setup
 	$(VENV)/bin/markerstore demo

@@ -224,6 +224,20 @@ def _driver_section(reports: list[DriverKillReport]) -> list[str]:
     return lines + [""]
 
 
+# The section of the output that `make test-cluster`'s figures fill (tests/cluster): kept.
+KEPT_HEADING = "## Between hosts"
+
+
+def kept_section(path: Path) -> str:
+    """The section from KEPT_HEADING to the end of the existing document, if any."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return ""
+    at = text.find("\n" + KEPT_HEADING)
+    return text[at:] if at >= 0 else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--server-kills", type=int, default=500, help="per storage")
@@ -238,8 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     command = ("python -m markerstore.testing.soak " + " ".join(argv or sys.argv[1:])).strip()
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
 
+    kept = kept_section(Path(args.output))
+
     def write(figures: dict[str, Any]) -> None:
-        Path(args.output).write_text(markdown(figures, command))
+        Path(args.output).write_text(markdown(figures, command) + kept)
 
     figures = run(args.server_kills, args.driver_kills, clients=args.clients, seed=args.seed,
                   storages=args.storage or STORAGES, rows=args.rows, after_part=write)
