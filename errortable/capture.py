@@ -296,7 +296,7 @@ class Validator:
             rows_of.setdefault(value, []).append(row)
         for same in rows_of.values():
             try:
-                value = pc.cast(source.slice(same[0], 1), target, safe=True)[0]
+                value = C.cast(source.slice(same[0], 1), target)[0]
                 recovered.update((row, value) for row in same)
             except C.CAST_ERRORS as exc:
                 found = C.failure(exc)

@@ -71,10 +71,23 @@ def duck_type(target: pa.DataType) -> str | None:
     return None
 
 
+def cast(source: pa.Array, target: pa.DataType) -> pa.Array:
+    """Arrow's safe cast, but for the one liberty it takes that a record's text does not
+    allow: an integer written in hexadecimal (``0x10`` read as 16). Such a value fails
+    with Arrow's own message for text that is not an integer."""
+    if is_textual(source.type) and pa.types.is_integer(target):
+        hexadecimal = pc.match_substring_regex(source, "^0[xX]")
+        if pc.any(hexadecimal).as_py():
+            value = source.filter(hexadecimal)[0].as_py()
+            raise pa.ArrowInvalid(f"Failed to parse string: '{value}' as a scalar of type "
+                                  f"{target}")
+    return pc.cast(source, target, safe=True)
+
+
 def arrow_converter(source: pa.Array, target: pa.DataType) -> Callable[[int, int], pa.Array]:
     def convert(offset: int, length: int) -> pa.Array:
         part = source.slice(offset, length)
-        return part if part.type == target else pc.cast(part, target, safe=True)
+        return part if part.type == target else cast(part, target)
 
     return convert
 
@@ -102,9 +115,22 @@ def python_converter(values: list[Any], target: pa.DataType
 
 
 def from_python(values: list[Any], target: pa.DataType) -> pa.Array:
+    """`values` as an Array of `target`, as pa.array converts them, but for what pa.array
+    takes that a record does not say: a boolean as a number (true as 1.0), a fraction as
+    an integer (1.5 as 1), which fail as Arrow fails a value of the wrong type."""
+    if not pa.types.is_boolean(target):
+        for value in values:
+            if type(value) is bool:
+                raise pa.ArrowTypeError(f"Expected {target}, got bool: "
+                                        f"{str(value).lower()}")
+    if pa.types.is_integer(target):
+        for value in values:
+            if type(value) is float and not value.is_integer():
+                raise pa.ArrowInvalid(f"Float value {value!r} was truncated converting to "
+                                      f"{target}")
     try:
         return pa.array(values, type=target)
     except CAST_ERRORS:
         if is_textual(target) or not all(v is None or isinstance(v, str) for v in values):
             raise
-        return pc.cast(pa.array(values, pa.string()), target, safe=True)
+        return cast(pa.array(values, pa.string()), target)

@@ -152,3 +152,21 @@ def test_csv_lines_cast_text_and_report_bad_lines() -> None:
     assert [e["context"]["sourceLine"] for e in errors] == ["6", "7"]
     assert str(good.column("day")[0]) == "2024-01-02"
     assert json.loads(errors[0]["record"]) == {"id": "e", "amount": "x", "day": "2024-01-05"}
+
+
+@pytest.mark.parametrize(("value", "target"), [
+    (1.5, pa.int64()), (-0.5, pa.int32()), (float("nan"), pa.int64()), (True, pa.float64()),
+    (False, pa.int64()), ("0x10", pa.int64()), ("0X1f", pa.uint8()),
+])
+def test_a_value_is_never_converted_into_another_one(value: object, target: pa.DataType
+                                                     ) -> None:
+    """What pa.array and Arrow's cast would take and the record does not say (a fraction
+    truncated to an integer, a boolean as a number, hexadecimal text as an integer) is a
+    cast error naming the value; its exact neighbours still convert."""
+    schema = pa.schema([("v", target)])
+    records = [{"v": value}, {"v": 1.0}, {"v": "12"}, {"v": 7}, {"v": None}]
+    good, errors = Validator(schema).split_records(records, CaptureContext())
+    assert good.column("v").to_pylist() == [1, 12, 7, None]
+    (error,) = errors
+    assert error["context"]["reason"] == "cast" and error["context"]["column"] == "v"
+    assert str(value).lower().split(".")[0] in error["message"].lower()
