@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
+from errortable.convert import cast
 from markerstore import duck
 
 _INTS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
@@ -109,7 +110,7 @@ def json_query(schema: pa.Schema, extra_ok: bool) -> str | None:
     typed = "{" + ", ".join(f'"{f.name}": "{_INTS.get(f.type) or _DUCK_VALUE[str(k)]}"'
                             for f, k in zip(schema, kinds, strict=True)) + "}"
     # As many keys as target columns present: no unknown key and no key twice.
-    present = " + ".join(f"(ty[{j}] IS NOT NULL)::INTEGER" for j in range(1, len(schema) + 1))
+    present = "len(list_filter(ty, lambda x: x IS NOT NULL))"
     keys = "len(k) = len(list_distinct(k))" if extra_ok else f"len(k) = {present}"
     conds, values = [keys], []
     for j, (f, kind) in enumerate(zip(schema, kinds, strict=True), start=1):
@@ -123,7 +124,16 @@ def json_query(schema: pa.Schema, extra_ok: bool) -> str | None:
             f"json_transform(line, '{typed}') AS t "
             f"FROM blk WHERE starts_with(line, '{{') AND ends_with(line, '}}') {lax}"
             f"AND json_valid(line)) "
-            f"SELECT i, {' AND '.join(conds)} AS ok, {', '.join(values)} FROM p")
+            f"SELECT i, {_all(conds)} AS ok, {', '.join(values)} FROM p")
+
+
+def _all(conditions: Sequence[str]) -> str:
+    """`conditions` joined by AND as a balanced tree: DuckDB's parser nests a chain of
+    ANDs one level per operand, and refuses more than 1,000 levels (a wide schema)."""
+    if len(conditions) == 1:
+        return conditions[0]
+    half = len(conditions) // 2
+    return f"({_all(conditions[:half])} AND {_all(conditions[half:])})"
 
 
 _bound = threading.local()
@@ -211,7 +221,7 @@ def cast_rows(source: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarr
     the result): the whole column at once; if that fails, DuckDB's hint, then halving of
     failing slices for what it missed."""
     try:  # the common case: every row casts, and DuckDB's hint is not needed
-        return pc.cast(source, target, safe=True), np.zeros(0, np.int64)
+        return cast(source, target), np.zeros(0, np.int64)
     except _CAST_ERRORS:
         pass
     hinted = _hint(source, target)
@@ -219,8 +229,7 @@ def cast_rows(source: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarr
         mask = np.zeros(len(source), dtype=bool)
         mask[hinted] = True
         source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
-    array, failed = _bisect(len(source), target,
-                            lambda o, n: pc.cast(source.slice(o, n), target, safe=True))
+    array, failed = _bisect(len(source), target, lambda o, n: cast(source.slice(o, n), target))
     return array, np.union1d(hinted, np.array(failed, dtype=np.int64)).astype(np.int64)
 
 

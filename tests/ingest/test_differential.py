@@ -269,3 +269,26 @@ def test_the_vectorized_pass_takes_the_plain_lines(tmp_path: Path) -> None:
                        ["id", "name", "score", "ok", "day"], False)
     assert parsed.table.num_rows == 300 and len(parsed.suspects) == 0
     assert csv_pattern(2).count(",") >= 1
+
+
+
+def test_a_wide_schema_stays_within_duckdbs_expression_depth() -> None:
+    """The vectorized JSON query nests no deeper for more columns: with DuckDB's depth
+    limit (1,000 by default) lowered to 100, 150 columns still parse (a chain of one
+    AND per column failed the whole task with a ParserException past the limit)."""
+    from markerstore import duck
+    from markerstore.ingest.blocks import split_lines
+    from markerstore.ingest.reader import json_query, parse_json
+
+    names = [f"c{i}" for i in range(150)]
+    schema = ddl_to_arrow(", ".join(f"{n} BIGINT" for n in names))
+    lines = [json.dumps({n: i * j for j, n in enumerate(names)}) for i in range(3)]
+    lines += [json.dumps({"c0": "x"}), json.dumps({"c5": 5})]
+    con = duck.local()
+    con.execute("SET max_expression_depth TO 100")
+    try:
+        parsed = parse_json(split_lines("\n".join(lines).encode()), schema,
+                            json_query(schema, False))
+    finally:
+        con.execute("RESET max_expression_depth")
+    assert parsed.table.num_rows == 4 and parsed.suspects.tolist() == [3]
