@@ -50,6 +50,20 @@ class Parsed:
     suspects: np.ndarray
 
 
+# Exactly the characters Python's str.strip removes (the reference parsers skip a line
+# that strips to nothing): a blank line is no record.
+_BLANK = "^[" + "".join(f"\\x{{{c:x}}}" for c in range(0x3001) if chr(c).isspace()) + "]*$"
+
+
+def blank_lines(lines: pa.Array) -> int:
+    """How many of `lines` are blank (only white space, as Python's str.strip sees it):
+    no record, in JSON lines and CSV alike."""
+    if len(lines) == 0:
+        return 0
+    blank = pc.match_substring_regex(lines, _BLANK)
+    return int(pc.sum(pc.cast(blank, pa.int64())).as_py() or 0)
+
+
 def complement(n: int, rows: np.ndarray) -> np.ndarray:
     mask = np.ones(n, dtype=bool)
     mask[rows] = False

@@ -29,7 +29,7 @@ from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, read_blocks
 from markerstore.ingest.payload import csv_payloads, json_payloads
-from markerstore.ingest.reader import Parsed, json_query, parse_csv, parse_json
+from markerstore.ingest.reader import Parsed, blank_lines, json_query, parse_csv, parse_json
 from markerstore.ingest.sources import SourceTask
 
 PARQUET_BATCH_ROWS = 64_000
@@ -106,7 +106,8 @@ class IngestTask:
              attempt: TaskAttempt) -> None:
         timer = _Timer(writer.summary.seconds)
         ctx = self._context(task.url, attempt, task.start)
-        for good, errors in self.results(task, header, ctx, timer):
+        source = writer.summary.source  # what the parser counts: the commit checks it
+        for good, errors in self.results(task, header, ctx, timer, source):
             with timer("write_rows"):
                 if errors is not None and errors.num_rows:
                     writer.write_errors(errors)
@@ -114,20 +115,28 @@ class IngestTask:
                     writer.write(batch)
 
     def results(self, task: SourceTask, header: str | None, ctx: Any,
-                timer: _Timer | None = None) -> Iterator[tuple[pa.Table, pa.Table | None]]:
-        """(good rows, error rows or None) of each block of the task, in order."""
+                timer: _Timer | None = None, source: dict[str, int] | None = None
+                ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
+        """(good rows, error rows or None) of each block of the task, in order. What the
+        parser reads is added to `source`: ``records`` (a JSON line that is not blank, a
+        CSV record after the header, a Parquet row), ``lines`` (physical lines)."""
         timer = timer or _Timer({})
+        source = {} if source is None else source
+        source.setdefault("records", 0)
         if task.format == "parquet":
-            yield from self._parquet(task, ctx, timer)
+            yield from self._parquet(task, ctx, timer, source)
             return
         columns = split_header(header) if task.format == "csv" else None
+        source.setdefault("lines", 0)
         for block in timer.each("read", read_blocks(task, self.storage_options,
                                                     self.block_bytes)):
+            _count(source, "lines", len(block))
             if columns is not None and block.first_line == 1:  # the CSV header line
                 block = Block(2, block.lines.slice(1))
+            _count(source, "records", len(block) - blank_lines(block.lines))
             yield self._block(block, task.format, columns, ctx, timer)
 
-    def _parquet(self, task: SourceTask, ctx: Any, timer: _Timer
+    def _parquet(self, task: SourceTask, ctx: Any, timer: _Timer, source: dict[str, int]
                  ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
         import fsspec
         import pyarrow.parquet as pq
@@ -135,6 +144,7 @@ class IngestTask:
         with fsspec.open(task.url, "rb", **self.storage_options) as handle:
             batches = pq.ParquetFile(handle).iter_batches(batch_size=PARQUET_BATCH_ROWS)
             for batch in timer.each("read", batches):
+                _count(source, "records", batch.num_rows)
                 with timer("validate"):
                     good, errors = self.validator.split_arrow(batch, ctx)
                     errors = with_reason(errors)
@@ -193,6 +203,10 @@ class IngestTask:
         if not found:
             return good, None
         return good, with_reason(found[0] if len(found) == 1 else pa.concat_tables(found))
+
+
+def _count(source: dict[str, int], kind: str, n: int) -> None:
+    source[kind] = source.get(kind, 0) + n
 
 
 class _Timer:
