@@ -213,11 +213,18 @@ def cast_rows(source: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarr
     """`source` cast to `target` with Arrow (safe), and the rows that do not cast (null in
     the result): the whole column at once; if that fails, DuckDB's hint, then halving of
     failing slices for what it missed."""
+    from errortable.convert import too_long
+
     try:  # the common case: every row casts, and DuckDB's hint is not needed
         return pc.cast(source, target, safe=True), np.zeros(0, np.int64)
     except _CAST_ERRORS:
         pass
-    hinted = _hint(source, target)
+    long = np.array(too_long(source, target), dtype=np.int64)
+    if len(long):  # no huge text is parsed (or quoted in a message) to fail its cast
+        mask = np.zeros(len(source), dtype=bool)
+        mask[long] = True
+        source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
+    hinted = np.union1d(_hint(source, target), long).astype(np.int64)
     if len(hinted):
         mask = np.zeros(len(source), dtype=bool)
         mask[hinted] = True
