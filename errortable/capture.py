@@ -283,6 +283,13 @@ class Validator:
         n = len(source)
         if source.type == target:
             return source, {}
+        long = C.too_long(source, target)
+        if long:  # failed at once; the rest cast as usual
+            mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(long, pa.int64()))
+            array, failures = self._cast_column(pc.if_else(mask, pa.scalar(None, source.type),
+                                                           source), target)
+            failures.update((row, C.too_long_failure(target)) for row in long)
+            return array, failures
         suspects = self._suspects(source, target)
         if not suspects:
             return C.by_halves(n, target, C.arrow_converter(source, target))

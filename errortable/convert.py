@@ -17,8 +17,16 @@ CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
 Failure = tuple[str, str]  # (error class, message)
 
 
+MESSAGE_MAX_CHARS = 10_000  # more than a message keeps (records.HEADLINE_MAX_CHARS)
+
+
 def failure(exc: BaseException) -> Failure:
-    return type(exc).__name__, " ".join(str(exc).split())
+    """(class, message) of a failed conversion; a message holding a huge value (Arrow's
+    quote the value) is cut first, so the value is not copied again and again."""
+    text = str(exc)
+    if len(text) > MESSAGE_MAX_CHARS:
+        text = f"{text[:MESSAGE_MAX_CHARS]} ... [{len(text) - MESSAGE_MAX_CHARS} chars dropped]"
+    return type(exc).__name__, " ".join(text.split())
 
 
 def by_halves(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
@@ -58,6 +66,25 @@ DUCK_TYPES = {
     pa.uint64(): "UBIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE",
     pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
 }
+
+
+LONGEST_CAST_TEXT = 4096  # characters: no number, date, time or boolean is longer
+
+
+def too_long(source: pa.Array, target: pa.DataType) -> list[int]:
+    """The text values of `source` too long to be a value of `target` (a number, date,
+    time, boolean or decimal): they fail their cast without Arrow or DuckDB parsing them,
+    whose messages and copies would cost several times a huge value's size."""
+    if not is_textual(source.type) or is_textual(target) or pa.types.is_binary(target) \
+            or pa.types.is_large_binary(target) or not len(source):
+        return []
+    long = pc.greater(pc.binary_length(source), LONGEST_CAST_TEXT)
+    return [int(i) for i in pc.indices_nonzero(pc.fill_null(long, False)).to_pylist()]
+
+
+def too_long_failure(target: pa.DataType) -> Failure:
+    return "ArrowInvalid", (f"a text longer than {LONGEST_CAST_TEXT} bytes cannot be a "
+                            f"{target}")
 
 
 def duck_type(target: pa.DataType) -> str | None:

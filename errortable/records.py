@@ -50,6 +50,8 @@ TASK_ATTEMPT = "taskAttempt"
 RECORD_FORMAT = "recordFormat"
 PAYLOAD = "payload"
 REDACTED_FIELDS = "redactedFields"
+RECORD_BASE64 = "recordBase64"  # the bytes of a record that is not UTF-8
+RECORD_BYTES = "recordBytes"  # the true size of a record too large, of which record is the start
 
 # --- reasons -----------------------------------------------------------------------------
 PARSE = "parse"
@@ -59,7 +61,9 @@ KEY = "key"
 PARTITION = "partition"
 CHECK_REASON = "check"
 EXCEPTION = "exception"
-REASONS = (PARSE, CAST, NULL, KEY, PARTITION, CHECK_REASON, EXCEPTION)
+ENCODING = "encoding"  # bytes that are not UTF-8
+SIZE = "size"  # a record larger than the size limit
+REASONS = (PARSE, ENCODING, SIZE, CAST, NULL, KEY, PARTITION, CHECK_REASON, EXCEPTION)
 
 REDACTED = "[REDACTED]"
 HEADLINE_MAX_CHARS = 2000
@@ -356,6 +360,7 @@ class RecordBuilder:
         if message and (self.touches_pii(columns) or not columns):
             message = scrub(message)
         context = {**context, **extra}
+        context.pop(RECORD_BASE64, None)  # the bytes of a record are its payload too
         self._protect_context(context)
         if self.config.redact:
             done = [f for f in str(context.get(REDACTED_FIELDS) or "").split(",") if f]

@@ -94,6 +94,11 @@ def optional_int_min(minimum: int) -> Parser:
     return parse_optional
 
 
+def text(value: Any) -> str:
+    """A string as given (spaces kept: a CSV token may be one); None is empty."""
+    return "" if value is None else str(value)
+
+
 def optional_str(value: Any) -> str | None:
     if value is None:
         return None
@@ -182,6 +187,12 @@ ERROR_STACKTRACE_MAX_CHARS = "markerstore.write.error.table.stacktrace.max_chars
 ERROR_PAYLOAD_DROP = "markerstore.write.error.table.payload.drop"
 ERROR_PAYLOAD_REDACT = "markerstore.write.error.table.payload.redact"
 INGEST_TASK_BYTES = "markerstore.ingest.task_bytes"
+INGEST_NULL_VALUE = "markerstore.ingest.csv.nullValue"
+INGEST_EMPTY_VALUE = "markerstore.ingest.csv.emptyValue"
+INGEST_NON_NUMERIC = "markerstore.ingest.json.allowNonNumericNumbers"
+INGEST_VALUE_AS_TEXT = "markerstore.ingest.json.value_as_text"
+INGEST_ENCODING_ERRORS = "markerstore.ingest.encoding.errors"
+INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
 
 # Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
 ERROR_TABLE_SUFFIX_DEFAULT = "_errors"
@@ -296,6 +307,29 @@ _DEFINITIONS: tuple[Option, ...] = (
            "Ingest: source bytes a Spark task reads at most. Source splits are packed into "
            "as few tasks as this allows, one wave per core at least (balanced by bytes).",
            ()),
+    Option(INGEST_NULL_VALUE, "", text,
+           "Ingest, CSV (Spark's nullValue): a field equal to this, quoted or not, is null; "
+           "an empty unquoted field is always null.", ("nullValue",)),
+    Option(INGEST_EMPTY_VALUE, "", text,
+           "Ingest, CSV (Spark's emptyValue): what a quoted empty field (\"\") reads as; null "
+           "when it equals nullValue (so by default). nullValue=\\N reads \"\" as an empty "
+           "string.", ("emptyValue",)),
+    Option(INGEST_NON_NUMERIC, True, parse_bool,
+           "Ingest, JSON (Spark's allowNonNumericNumbers): read NaN, Infinity and -Infinity "
+           "as doubles; false: such a record is a parse error (RFC 8259 has no such "
+           "tokens).", ("allowNonNumericNumbers",)),
+    Option(INGEST_VALUE_AS_TEXT, True, parse_bool,
+           "Ingest, JSON: a STRING column takes a number, boolean, array or object as its "
+           "JSON text, as written (as Spark does); false: such a value is a cast error.",
+           ()),
+    Option(INGEST_ENCODING_ERRORS, "strict", choice("strict", "replace"),
+           "Ingest: a record whose bytes are not UTF-8 is an error record of reason "
+           "encoding, its bytes kept (strict), or is read with U+FFFD for them (replace).",
+           ()),
+    Option(INGEST_RECORD_MAX_BYTES, 64 * 1024 * 1024, int_min(1),
+           "Ingest: a record (a line, or a CSV record spanning lines) larger than this is "
+           "one error record of reason size holding its first 64 KiB; it is never held "
+           "whole in memory.", ()),
     Option(PARTITION_SORT, "python", choice("python", "jvm"),
            "How a DataFrame write with partition columns groups rows: python (each Arrow "
            "batch grouped by the task; no sort in the JVM) or jvm (sortWithinPartitions "

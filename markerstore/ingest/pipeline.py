@@ -123,7 +123,8 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
         validator = (spec.validator(target, key, columns, dict(checks or {}))
                      if spec is not None else errortable.Validator(target, key, columns,
                                                                    dict(checks or {})))
-        run = IngestTask(job.spec, validator, spec or _NoSpec(), src_options, splits)
+        run = IngestTask(job.spec, validator, spec or _NoSpec(), src_options, splits,
+                         options=settings)
         # One row per Spark task (its number): the task reads the splits it is given.
         return session.range(0, len(splits), 1, len(splits)).mapInArrow(run, stats_type())
 

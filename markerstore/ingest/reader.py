@@ -34,8 +34,11 @@ _HINTS = {**_INTS, pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.bool_(): "B
 _MAX_EXACT = 2 ** 53  # the largest JSON integer pyarrow converts to a double exactly
 _MAX_FLOAT32 = 3.4028234663852886e38
 # Extensions DuckDB's JSON parser accepts and Python's json does not (DuckDB rejects a
-# lone surrogate escape and control characters in strings itself).
-_JSON_LAX = r"\\u[dD][89a-fA-F]|,\s*[}\]]|(?i:[:\[,]\s*-?(?:inf|nan))"
+# lone surrogate escape and control characters in strings itself), and what the reference
+# (errortable.jsontext) refuses inside a value it would otherwise ignore: a nested array or
+# object (nesting depth, a key twice) and a large exponent (a number no double holds).
+_JSON_LAX = (r"\\u[dD][89a-fA-F]|,\s*[}\]]|(?i:[:\[,]\s*-?(?:inf|nan))|[:\[,]\s*[\[{]|"
+             r"\d[eE][-+]?\d{3}")
 _SPACES = (r"\s\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
            r"\x{205f}\x{3000}")
 
@@ -234,11 +237,18 @@ def cast_rows(source: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarr
     """`source` cast to `target` with Arrow (safe), and the rows that do not cast (null in
     the result): the whole column at once; if that fails, DuckDB's hint, then halving of
     failing slices for what it missed."""
+    from errortable.convert import too_long
+
     try:  # the common case: every row casts, and DuckDB's hint is not needed
         return cast(source, target), np.zeros(0, np.int64)
     except _CAST_ERRORS:
         pass
-    hinted = _hint(source, target)
+    long = np.array(too_long(source, target), dtype=np.int64)
+    if len(long):  # no huge text is parsed (or quoted in a message) to fail its cast
+        mask = np.zeros(len(source), dtype=bool)
+        mask[long] = True
+        source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
+    hinted = np.union1d(_hint(source, target), long).astype(np.int64)
     if len(hinted):
         mask = np.zeros(len(source), dtype=bool)
         mask[hinted] = True
@@ -277,8 +287,12 @@ def csv_pattern(width: int) -> str:
 
 
 def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
-              extra_ok: bool) -> Parsed:
-    """The clean rows of a block of CSV lines (after the header), and its suspects."""
+              extra_ok: bool, null_value: str = "", empty_value: str = "") -> Parsed:
+    """The clean rows of a block of CSV records (after the header), and its suspects: a
+    record on one line, every field plain or quoted (no line break), read by Arrow with
+    Spark's null rules (an empty plain field, and a field equal to `null_value`, quoted or
+    not, are null; ``""`` is `empty_value`, so a record holding one is a suspect unless
+    that is null too)."""
     n = len(lines)
     names = list(header or [])
     target = set(schema.names)
@@ -287,18 +301,24 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
         return everything_suspect(schema, n)
     clean = pc.and_(pc.match_substring_regex(lines, csv_pattern(len(names))),
                     pc.match_substring_regex(lines, f"[^{_SPACES}]"))
+    if empty_value != null_value:
+        clean = pc.and_(clean, pc.invert(pc.match_substring_regex(lines, '(^|,)""(,|$)')))
     rows = np.flatnonzero(pc.fill_null(clean, False).to_numpy(zero_copy_only=False))
     if len(rows) == 0:
         return everything_suspect(schema, n)
     texts = lines.take(pa.array(rows))
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(rows)], pa.int32()),
                                                      texts.cast(pa.string())), "\n")
+    data = joined.cast(pa.large_binary())[0].as_buffer()
     table = pcsv.read_csv(
-        pa.BufferReader(joined.cast(pa.binary())[0].as_buffer()),
-        read_options=pcsv.ReadOptions(column_names=names, use_threads=False),
+        pa.BufferReader(data),
+        # One Arrow block for the whole text: a record never straddles two.
+        read_options=pcsv.ReadOptions(column_names=names, use_threads=False,
+                                      block_size=max(1 << 20, data.size + 1)),
         parse_options=pcsv.ParseOptions(newlines_in_values=False),
         convert_options=pcsv.ConvertOptions(
-            column_types={c: pa.string() for c in names}, null_values=[""],
+            column_types={c: pa.string() for c in names},
+            null_values=list(dict.fromkeys(["", null_value])),
             strings_can_be_null=True, quoted_strings_can_be_null=True))
     if table.num_rows != len(rows):
         return everything_suspect(schema, n)

@@ -142,7 +142,7 @@ def test_json_lines_parse_errors_keep_file_and_line() -> None:
 
 def test_csv_lines_cast_text_and_report_bad_lines() -> None:
     schema = pa.schema([("id", pa.string()), ("amount", pa.int64()), ("day", pa.date32())])
-    lines = ["id,amount,day", "a,1,2024-01-02", "b,,2024-01-03", "c,2", 'd,"3,2024-01-04',
+    lines = ["id,amount,day", "a,1,2024-01-02", "b,,2024-01-03", "c,2", 'd,"3"4,2024-01-04',
              "e,x,2024-01-05", "f,4,not-a-date"]
     parsed = parse_csv_lines(lines, {"source_file": "in.csv"})
     assert [e["context"]["sourceLine"] for e in parsed.errors] == ["4", "5"]
