@@ -99,10 +99,12 @@ def duck_type(target: pa.DataType) -> str | None:
 
 
 def cast(source: pa.Array, target: pa.DataType) -> pa.Array:
-    """Arrow's safe cast, but for the one liberty it takes that a record's text does not
-    allow: an integer written in hexadecimal (``0x10`` read as 16). Such a value fails
-    with Arrow's own message for text that is not an integer."""
+    """Arrow's safe cast of text to integers as of text to other numbers: a sign ``+``
+    is read (``+5`` is 5, as ``+1.5`` is 1.5), and hexadecimal is not (``0x10`` is no
+    decimal integer; Arrow reads it as 16): such a value fails with Arrow's own message
+    for text that is not an integer."""
     if is_textual(source.type) and pa.types.is_integer(target):
+        source = pc.replace_substring_regex(source, r"^\+([0-9]+)$", r"\1")
         hexadecimal = pc.match_substring_regex(source, "^0[xX]")
         if pc.any(hexadecimal).as_py():
             value = source.filter(hexadecimal)[0].as_py()

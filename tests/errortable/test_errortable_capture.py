@@ -170,3 +170,13 @@ def test_a_value_is_never_converted_into_another_one(value: object, target: pa.D
     (error,) = errors
     assert error["context"]["reason"] == "cast" and error["context"]["column"] == "v"
     assert str(value).lower().split(".")[0] in error["message"].lower()
+
+
+def test_text_with_a_plus_sign_is_a_number() -> None:
+    """'+5' is 5 for an integer column as '+1.5' is 1.5 for a double (Arrow refuses the
+    first only); '+' before anything but digits still fails."""
+    schema = pa.schema([("n", pa.int64()), ("d", pa.float64())])
+    records = [{"n": "+5", "d": "+1.5"}, {"n": "+x", "d": "1"}, {"n": "+0x10", "d": "2"}]
+    good, errors = Validator(schema).split_records(records, CaptureContext())
+    assert good.to_pylist() == [{"n": 5, "d": 1.5}]
+    assert [e["context"]["reason"] for e in errors] == ["cast", "cast"]
