@@ -163,8 +163,8 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, delimiter: str
                 continue
         else:
             record = item
-        if not record.strip():
-            continue
+        if not record:  # an empty line; one of spaces is a record (RFC 4180: spaces are
+            continue  # part of a field), of one field
         try:
             fields = split_record(record, delimiter)
         except CsvError as exc:

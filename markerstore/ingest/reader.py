@@ -58,12 +58,14 @@ class Parsed:
 _BLANK = "^[" + "".join(f"\\x{{{c:x}}}" for c in range(0x3001) if chr(c).isspace()) + "]*$"
 
 
-def blank_lines(lines: pa.Array) -> int:
-    """How many of `lines` are blank (only white space, as Python's str.strip sees it):
-    no record, in JSON lines and CSV alike."""
+def blank_lines(lines: pa.Array, fmt: str = "json") -> int:
+    """How many of `lines` are no record: in JSON lines, a line of white space only (as
+    Python's str.strip sees it); in CSV, an empty one (RFC 4180: spaces are part of a
+    field, so a line of spaces is a record)."""
     if len(lines) == 0:
         return 0
-    blank = pc.match_substring_regex(lines, _BLANK)
+    blank = pc.match_substring_regex(lines, _BLANK) if fmt == "json" else \
+        pc.equal(pc.utf8_length(lines), 0)
     return int(pc.sum(pc.cast(blank, pa.int64())).as_py() or 0)
 
 

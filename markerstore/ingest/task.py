@@ -153,14 +153,17 @@ class IngestTask:
             return
         columns = split_header(header) if task.format == "csv" else None
         source.setdefault("lines", 0)
-        header_left = columns is not None and task.start == 0
+        # A header that is no CSV record (a line break in an unquoted name: lines that end
+        # with CR alone) stays a record, so it fails as one; dropped, it would take the
+        # file's every line with it.
+        header_left = columns is not None and task.start == 0 and bool(columns or not header)
         for block in timer.each("read", read_blocks(task, self.storage_options,
                                                     self.block_bytes, self.read_options)):
             _count(source, "lines", block.line_count)
             if header_left:  # the CSV header: the file's first record
                 block, header_left = _without_header(block), False
             # a record the parser reads: every one but a blank one, those set apart too
-            _count(source, "records", len(block) - blank_lines(block.records)
+            _count(source, "records", len(block) - blank_lines(block.records, task.format)
                    + len(block.raw))
             yield self._block(block, task.format, columns, ctx, timer)
 
