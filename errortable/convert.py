@@ -146,7 +146,8 @@ def python_converter(values: list[Any], target: pa.DataType
 def from_python(values: list[Any], target: pa.DataType) -> pa.Array:
     """`values` as an Array of `target`, as pa.array converts them, but for what pa.array
     takes that a record does not say: a boolean as a number (true as 1.0), a fraction as
-    an integer (1.5 as 1), which fail as Arrow fails a value of the wrong type."""
+    an integer (1.5 as 1), which fail as Arrow fails a value of the wrong type; and an
+    integer for a floating point column is its nearest value, as any JSON number is."""
     if not pa.types.is_boolean(target):
         for value in values:
             if type(value) is bool:
@@ -157,6 +158,10 @@ def from_python(values: list[Any], target: pa.DataType) -> pa.Array:
             if type(value) is float and not value.is_integer():
                 raise pa.ArrowInvalid(f"Float value {value!r} was truncated converting to "
                                       f"{target}")
+    if pa.types.is_floating(target) and any(type(v) is int for v in values):
+        # An integer reads as its nearest double, as a decimal fraction does (pa.array
+        # refuses one past 2**53); one past the double range is an OverflowError.
+        values = [float(v) if type(v) is int else v for v in values]
     try:
         return pa.array(values, type=target)
     except CAST_ERRORS:

@@ -180,3 +180,13 @@ def test_text_with_a_plus_sign_is_a_number() -> None:
     good, errors = Validator(schema).split_records(records, CaptureContext())
     assert good.to_pylist() == [{"n": 5, "d": 1.5}]
     assert [e["context"]["reason"] for e in errors] == ["cast", "cast"]
+
+
+def test_an_integer_for_a_double_is_its_nearest_double() -> None:
+    """As 0.1 or 123456789012345678901234567890 are: 2**53 + 1 is 2**53 (pyarrow refused
+    it); an integer past the double range is a cast error, never infinity."""
+    schema = pa.schema([("d", pa.float64())])
+    records = [{"d": 2**53 + 1}, {"d": 10**400}, {"d": 3}]
+    good, errors = Validator(schema).split_records(records, CaptureContext())
+    assert good.column("d").to_pylist() == [2.0**53, 3.0]
+    assert [e["context"]["reason"] for e in errors] == ["cast"]
