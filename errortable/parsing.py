@@ -123,18 +123,25 @@ def _numbered(lines: Iterable[str | bytes], first_line: int,
         yield next(numbers), next(places), line
 
 
+def _texts(records: Numbered) -> Iterator[tuple[int, int | None, str | Failure]]:
+    """Each record as text, or, when its bytes are not UTF-8, as its failure."""
+    for line_no, offset, item in records:
+        if not isinstance(item, bytes):
+            yield line_no, offset, item
+            continue
+        try:
+            yield line_no, offset, item.decode("utf-8")
+        except UnicodeDecodeError:
+            yield line_no, offset, encoding_failure(line_no, item, offset)
+
+
 def _json_records(records: Numbered, result: ParseResult | BlockParse,
                   options: ParseOptions) -> Iterator[Failure]:
     """Parse JSON records into `result`'s records; yield the records that fail."""
-    for line_no, offset, item in records:
-        if isinstance(item, bytes):
-            try:
-                line = item.decode("utf-8")
-            except UnicodeDecodeError:
-                yield encoding_failure(line_no, item, offset)
-                continue
-        else:
-            line = item
+    for line_no, offset, line in _texts(records):
+        if isinstance(line, Failure):
+            yield line
+            continue
         stripped = line.strip()
         if not stripped:
             continue
@@ -154,15 +161,10 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, delimiter: str
     """Parse CSV records into `result`'s records; yield the records that fail."""
     columns = list(header) if header is not None else None
     schema = None
-    for line_no, offset, item in records:
-        if isinstance(item, bytes):
-            try:
-                record = item.decode("utf-8")
-            except UnicodeDecodeError:
-                yield encoding_failure(line_no, item, offset)
-                continue
-        else:
-            record = item
+    for line_no, offset, record in _texts(records):
+        if isinstance(record, Failure):
+            yield record
+            continue
         if not record:  # an empty line; one of spaces is a record (RFC 4180: spaces are
             continue  # part of a field), of one field
         try:

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable.csvtext import QuoteScanner
-from markerstore.ingest.csvsplit import record_ends
+from markerstore.ingest.csvsplit import newlines_of, record_ends
 from markerstore.ingest.sources import SourceTask
 
 BLOCK_BYTES = 16 * 1024 * 1024
@@ -94,29 +94,31 @@ def split_records(data: bytes, fmt: str = "json", first_line: int = 1, offset: i
                   options: ReadOptions = ReadOptions(), final: bool = True) -> Block:
     """The records of `data` (whole records; with `final`, the last may lack its newline)
     as a block: `data` starts at byte `offset` of the file, on line `first_line`."""
-    ends = _ends(data, fmt, final)
-    return _cut(data, ends, fmt, first_line, offset, options)
+    newlines = newlines_of(data)
+    ends = _ends(data, fmt, final, newlines)
+    return _cut(data, ends, newlines, fmt, first_line, offset, options)
 
 
-def _ends(data: bytes, fmt: str, final: bool) -> np.ndarray:
+def _ends(data: bytes, fmt: str, final: bool, newlines: np.ndarray) -> np.ndarray:
+    """Where the records of `data` end (just after their newline; and the end of `data`
+    for a last record without one, when `final`)."""
     if fmt == "csv":
-        return record_ends(data, final)
-    raw = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(raw == 10) + 1
+        return record_ends(data, final, newlines=newlines)
+    ends = newlines + 1
     if final and len(data) and not data.endswith(b"\n"):
         ends = np.append(ends, len(data))
     return ends.astype(np.int64)
 
 
-def _cut(data: bytes, ends: np.ndarray, fmt: str, first_line: int, offset: int,
-         options: ReadOptions) -> Block:
-    """The block of the records ending at `ends` in `data`."""
+def _cut(data: bytes, ends: np.ndarray, newlines: np.ndarray, fmt: str, first_line: int,
+         offset: int, options: ReadOptions) -> Block:
+    """The block of the records ending at `ends` in `data` (`newlines`: its newlines)."""
     k = len(ends)
     if k == 0:
         return Block(pa.array([], pa.large_string()), np.zeros(0, np.int64),
                      np.zeros(0, np.int64))
     starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
-    if offset == 0 and k and data.startswith(BOM):
+    if offset == 0 and data.startswith(BOM):
         starts[0] = min(len(BOM), int(ends[0]))
     raw = np.frombuffer(data, dtype=np.uint8)
     stops = ends.copy()
@@ -124,18 +126,26 @@ def _cut(data: bytes, ends: np.ndarray, fmt: str, first_line: int, offset: int,
     stops[has_lf] -= 1
     has_cr = has_lf & (stops > starts) & (raw[np.maximum(stops - 1, 0)] == 13)
     stops[has_cr] -= 1
-    if fmt == "csv":  # a record spans as many lines as the newlines before its end
-        newlines = np.flatnonzero(raw == 10)
-        before = np.searchsorted(newlines, ends)
-        lines = first_line + np.concatenate([[0], before[:-1]]).astype(np.int64)
-    else:
+    within = int(np.searchsorted(newlines, ends[-1]))  # the newlines of these records
+    if within == int(has_lf.sum()):  # each record is one line
         lines = first_line + np.arange(k, dtype=np.int64)
+    else:  # a record spans as many lines as the newlines before its end
+        before = np.searchsorted(newlines[:within], ends)
+        lines = first_line + np.concatenate([[0], before[:-1]]).astype(np.int64)
     offsets = offset + starts
     pairs = np.empty(2 * k, dtype=np.int64)
     pairs[0::2], pairs[1::2] = starts, stops
-    spans = pa.Array.from_buffers(pa.large_binary(), max(0, 2 * k - 1),
+    spans = pa.Array.from_buffers(pa.large_binary(), 2 * k - 1,
                                   [None, pa.py_buffer(pairs), pa.py_buffer(data)])
     texts = spans.take(pa.array(np.arange(0, 2 * k - 1, 2, dtype=np.int64)))
+    line_count = within + (0 if data.endswith(b"\n") else 1)  # physical lines
+    return _set_apart(data, texts, starts, stops, lines, offsets, options, line_count)
+
+
+def _set_apart(data: bytes, texts: pa.Array, starts: np.ndarray, stops: np.ndarray,
+               lines: np.ndarray, offsets: np.ndarray, options: ReadOptions,
+               line_count: int) -> Block:
+    """The block of these records, those too large or not UTF-8 set apart."""
     set_apart: list[RawRecord] = []
     big = np.flatnonzero(stops - starts > options.max_record_bytes)
     prefix = options.prefix_bytes
@@ -147,11 +157,10 @@ def _cut(data: bytes, ends: np.ndarray, fmt: str, first_line: int, offset: int,
     for i in bad:
         set_apart.append(RawRecord(int(lines[i]), int(offsets[i]), int(stops[i] - starts[i]),
                                    texts[i].as_py(), ENCODING))
-    keep = np.setdiff1d(np.arange(k), np.union1d(big, bad)) if len(big) or len(bad) else None
-    if keep is not None:
+    if set_apart:
+        keep = np.setdiff1d(np.arange(len(texts)), np.union1d(big, bad))
         records, lines, offsets = records.take(pa.array(keep)), lines[keep], offsets[keep]
     set_apart.sort(key=lambda r: r.offset)
-    line_count = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     return Block(records, lines, offsets, tuple(set_apart), line_count)
 
 
@@ -236,7 +245,8 @@ class _Reader:
         while end is None or self.offset < end:
             chunk = self.handle.read(self.block_bytes)
             data = self.carry + chunk if self.carry else chunk
-            ends = _ends(data, self.task.format, final=not chunk)
+            newlines = newlines_of(data)
+            ends = _ends(data, self.task.format, not chunk, newlines)
             ended = False
             if end is not None and len(ends):  # the records that start before the end
                 starts = np.concatenate([[0], ends[:-1]])
@@ -252,9 +262,9 @@ class _Reader:
                 self.carry = data
                 continue
             cut = int(ends[-1]) if len(ends) else 0
-            block = _cut(data[:cut], ends, self.task.format, self.line, self.offset,
-                         self.options)
-            self.line += data.count(b"\n", 0, cut)
+            block = _cut(data[:cut], ends, newlines, self.task.format, self.line,
+                         self.offset, self.options)
+            self.line += int(np.searchsorted(newlines, cut))
             self.offset += cut
             self.carry = data[cut:]
             if len(block) or block.raw:

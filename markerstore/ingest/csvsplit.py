@@ -36,13 +36,23 @@ def _patterns(delimiter: str) -> tuple[str, str]:
     return from_outside, from_inside
 
 
-def record_ends(data: bytes, final: bool, delimiter: str = ",") -> np.ndarray:
+def newlines_of(data: bytes) -> np.ndarray:
+    """The positions of the newlines in `data`."""
+    return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE)
+
+
+def record_ends(data: bytes, final: bool, delimiter: str = ",",
+                newlines: np.ndarray | None = None) -> np.ndarray:
     """Positions just after each complete record of `data` (which starts at a record's
     start): just after each newline outside a quoted field, and the end of `data` when
-    `final` and the last record has no newline (or its quote never closed)."""
-    raw = np.frombuffer(data, dtype=np.uint8)
-    newlines = np.flatnonzero(raw == _NEWLINE)
-    ends = _outside(data, raw, newlines, delimiter)
+    `final` and the last record has no newline (or its quote never closed). `newlines`:
+    the newlines of `data`, when known."""
+    if newlines is None:
+        newlines = newlines_of(data)
+    if b'"' not in data:  # no quote: every newline ends a record
+        ends = newlines + 1
+    else:
+        ends = _outside(data, np.frombuffer(data, dtype=np.uint8), newlines, delimiter)
     if final and len(data) and (len(ends) == 0 or ends[-1] != len(data)):
         ends = np.append(ends, len(data))
     return ends.astype(np.int64)
