@@ -1,7 +1,8 @@
 """The vectorized ingest reader against the per-record reference
 (tests/support/ingest_reference.py): identical good rows and identical error rows (reason,
 line, record text, fingerprint) over inputs with every kind of bad line, whole files and
-byte ranges, JSON and CSV."""
+byte ranges, JSON and CSV. The ingest against Spark's own readers, over a corpus from the
+specifications: tests/ingest/test_spark_differential.py."""
 
 from __future__ import annotations
 

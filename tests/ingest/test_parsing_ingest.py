@@ -21,6 +21,7 @@ import errortable
 from markerstore.cli.ingest import ingest as ingest_command
 from markerstore.ingest.pipeline import ingest
 from tests.ingest.test_ingest import cli
+from tests.support.readback import assert_records
 
 pytestmark = pytest.mark.spark
 
@@ -79,6 +80,8 @@ def test_ingest_reads_every_input_of_the_issue(spark: Any, tmp_path: Path) -> No
     assert math.isnan(rows[11]["d"])  # allowNonNumericNumbers: Spark's default
     assert len(errors) == 2
     assert result.error_records == {"parse": 1, "encoding": 1}
+    assert_records(str(table), result.source_records, rows=7, errors=result.error_records)
+    assert result.source_records == 9
 
 
 def test_cli_ingest_with_parsing_options(tmp_path: Path) -> None:
@@ -92,7 +95,10 @@ def test_cli_ingest_with_parsing_options(tmp_path: Path) -> None:
     assert sorted(rows) == [1, 2, 3, 4, 10, 12]
     assert rows[3]["a"] == "" and rows[3]["b"] is None  # nullValue=\N: "" is a string
     assert ("parse", "lines.json", 4, None) in errors and len(errors) == 3  # NaN refused
-    assert json.loads(out.stdout)["error_records_by_reason"] == {"encoding": 1, "parse": 2}
+    summary = json.loads(out.stdout)
+    assert summary["error_records_by_reason"] == {"encoding": 1, "parse": 2}
+    assert summary["source_records"] == 9
+    assert_records(str(table), 9, rows=6, errors={"encoding": 1, "parse": 2})
     help_text = CliRunner().invoke(ingest_command, ["--help"]).output
     assert "nullValue" in help_text and "allowNonNumericNumbers" in help_text
     assert base64.b64encode(NOT_UTF8).decode() in str(
