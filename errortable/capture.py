@@ -286,6 +286,13 @@ class Validator:
         n = len(source)
         if source.type == target:
             return source, {}
+        long = C.too_long(source, target)
+        if long:  # failed at once; the rest cast as usual
+            mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(long, pa.int64()))
+            array, failures = self._cast_column(pc.if_else(mask, pa.scalar(None, source.type),
+                                                           source), target)
+            failures.update((row, C.too_long_failure(target)) for row in long)
+            return array, failures
         suspects = self._suspects(source, target)
         if not suspects:
             return C.by_halves(n, target, C.arrow_converter(source, target))
@@ -299,7 +306,7 @@ class Validator:
             rows_of.setdefault(value, []).append(row)
         for same in rows_of.values():
             try:
-                value = pc.cast(source.slice(same[0], 1), target, safe=True)[0]
+                value = C.cast(source.slice(same[0], 1), target)[0]
                 recovered.update((row, value) for row in same)
             except C.CAST_ERRORS as exc:
                 found = C.failure(exc)

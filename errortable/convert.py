@@ -17,8 +17,16 @@ CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
 Failure = tuple[str, str]  # (error class, message)
 
 
+MESSAGE_MAX_CHARS = 10_000  # more than a message keeps (records.HEADLINE_MAX_CHARS)
+
+
 def failure(exc: BaseException) -> Failure:
-    return type(exc).__name__, " ".join(str(exc).split())
+    """(class, message) of a failed conversion; a message holding a huge value (Arrow's
+    quote the value) is cut first, so the value is not copied again and again."""
+    text = str(exc)
+    if len(text) > MESSAGE_MAX_CHARS:
+        text = f"{text[:MESSAGE_MAX_CHARS]} ... [{len(text) - MESSAGE_MAX_CHARS} chars dropped]"
+    return type(exc).__name__, " ".join(text.split())
 
 
 def by_halves(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
@@ -60,6 +68,25 @@ DUCK_TYPES = {
 }
 
 
+LONGEST_CAST_TEXT = 4096  # characters: no number, date, time or boolean is longer
+
+
+def too_long(source: pa.Array, target: pa.DataType) -> list[int]:
+    """The text values of `source` too long to be a value of `target` (a number, date,
+    time, boolean or decimal): they fail their cast without Arrow or DuckDB parsing them,
+    whose messages and copies would cost several times a huge value's size."""
+    if not is_textual(source.type) or is_textual(target) or pa.types.is_binary(target) \
+            or pa.types.is_large_binary(target) or not len(source):
+        return []
+    long = pc.greater(pc.binary_length(source), LONGEST_CAST_TEXT)
+    return [int(i) for i in pc.indices_nonzero(pc.fill_null(long, False)).to_pylist()]
+
+
+def too_long_failure(target: pa.DataType) -> Failure:
+    return "ArrowInvalid", (f"a text longer than {LONGEST_CAST_TEXT} bytes cannot be a "
+                            f"{target}")
+
+
 def duck_type(target: pa.DataType) -> str | None:
     """The DuckDB type whose TRY_CAST hints at the rows an Arrow cast to `target` rejects."""
     if target in DUCK_TYPES:
@@ -71,10 +98,25 @@ def duck_type(target: pa.DataType) -> str | None:
     return None
 
 
+def cast(source: pa.Array, target: pa.DataType) -> pa.Array:
+    """Arrow's safe cast of text to integers as of text to other numbers: a sign ``+``
+    is read (``+5`` is 5, as ``+1.5`` is 1.5), and hexadecimal is not (``0x10`` is no
+    decimal integer; Arrow reads it as 16): such a value fails with Arrow's own message
+    for text that is not an integer."""
+    if is_textual(source.type) and pa.types.is_integer(target):
+        source = pc.replace_substring_regex(source, r"^\+([0-9]+)$", r"\1")
+        hexadecimal = pc.match_substring_regex(source, "^0[xX]")
+        if pc.any(hexadecimal).as_py():
+            value = source.filter(hexadecimal)[0].as_py()
+            raise pa.ArrowInvalid(f"Failed to parse string: '{value}' as a scalar of type "
+                                  f"{target}")
+    return pc.cast(source, target, safe=True)
+
+
 def arrow_converter(source: pa.Array, target: pa.DataType) -> Callable[[int, int], pa.Array]:
     def convert(offset: int, length: int) -> pa.Array:
         part = source.slice(offset, length)
-        return part if part.type == target else pc.cast(part, target, safe=True)
+        return part if part.type == target else cast(part, target)
 
     return convert
 
@@ -102,9 +144,27 @@ def python_converter(values: list[Any], target: pa.DataType
 
 
 def from_python(values: list[Any], target: pa.DataType) -> pa.Array:
+    """`values` as an Array of `target`, as pa.array converts them, but for what pa.array
+    takes that a record does not say: a boolean as a number (true as 1.0), a fraction as
+    an integer (1.5 as 1), which fail as Arrow fails a value of the wrong type; and an
+    integer for a floating point column is its nearest value, as any JSON number is."""
+    if not pa.types.is_boolean(target):
+        for value in values:
+            if type(value) is bool:
+                raise pa.ArrowTypeError(f"Expected {target}, got bool: "
+                                        f"{str(value).lower()}")
+    if pa.types.is_integer(target):
+        for value in values:
+            if type(value) is float and not value.is_integer():
+                raise pa.ArrowInvalid(f"Float value {value!r} was truncated converting to "
+                                      f"{target}")
+    if pa.types.is_floating(target) and any(type(v) is int for v in values):
+        # An integer reads as its nearest double, as a decimal fraction does (pa.array
+        # refuses one past 2**53); one past the double range is an OverflowError.
+        values = [float(v) if type(v) is int else v for v in values]
     try:
         return pa.array(values, type=target)
     except CAST_ERRORS:
         if is_textual(target) or not all(v is None or isinstance(v, str) for v in values):
             raise
-        return pc.cast(pa.array(values, pa.string()), target, safe=True)
+        return cast(pa.array(values, pa.string()), target)

@@ -252,22 +252,25 @@ def interleave_map(k: int, slots: Sequence[tuple[pa.Array, pa.Array]]) -> pa.Arr
     return pa.MapArray.from_arrays(offsets, keys.filter(present), values.filter(present))
 
 
-_PARSE_KEYS = frozenset({R.SOURCE_LINE, R.RECORD_FORMAT, R.REASON, R.ERROR_CLASS,
-                         R.FINGERPRINT})
+_PARSE_KEYS = frozenset({R.SOURCE_LINE, R.SOURCE_OFFSET, R.RECORD_BASE64, R.RECORD_BYTES,
+                         R.RECORD_FORMAT, R.REASON, R.ERROR_CLASS, R.FINGERPRINT})
 
 
 @functools.lru_cache(maxsize=8192)
-def _parse_fingerprint(error_class: str, message: str) -> str:
-    return R.fingerprint(R.PARSE, R.exception_detail(error_class, message))
+def _parse_fingerprint(reason: str, error_class: str, message: str) -> str:
+    return R.fingerprint(reason, R.exception_detail(error_class, message))
+
+
+def _strings(values: Sequence[Any]) -> pa.Array:
+    return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
 def parse_error_table(builder: R.RecordBuilder, base: Mapping[str, str],
-                      failures: Sequence[tuple[int, str, BaseException, str | None]]
-                      ) -> pa.Table | None:
-    """The parse-error records of lines that failed to parse ((line number, text,
-    exception, source schema) each), column by column: the records
-    ``RecordBuilder.build`` makes one by one for them (reason "parse", the raw line as a
-    JSON string, the exception's class and message). None when the builder has a PII
+                      failures: Sequence[Any]) -> pa.Table | None:
+    """The error records of records that failed to parse (``errortable.parsing.Failure``:
+    line, offset, text, exception, source schema, reason, extra context), column by
+    column: the records ``RecordBuilder.build`` makes one by one for them (the raw text as
+    a JSON string, the exception's class and message). None when the builder has a PII
     policy or the base context holds a key these records set (the caller then builds
     them one by one)."""
     if builder.protects or _PARSE_KEYS & set(base):
@@ -276,21 +279,24 @@ def parse_error_table(builder: R.RecordBuilder, base: Mapping[str, str],
     if k == 0:
         return S.empty_table()
     cap = builder.config.stacktrace_max_chars
-    classes = [type(f[2]).__name__ for f in failures]
-    texts = [" ".join(str(f[2]).split()) for f in failures]
+    classes = [type(f.exc).__name__ for f in failures]
+    texts = [" ".join(str(f.exc).split()) for f in failures]
     slots = [(_repeat(key, k), _repeat(value, k)) for key, value in base.items()]
-    slots += [(_repeat(R.SOURCE_LINE, k), pa.array([str(f[0]) for f in failures], pa.string())),
-              (_repeat(R.RECORD_FORMAT, k), _repeat("raw", k)),
-              (_repeat(R.REASON, k), _repeat(R.PARSE, k)),
+    slots.append((_repeat(R.SOURCE_LINE, k), _strings([f.line for f in failures])))
+    slots.append((_repeat(R.SOURCE_OFFSET, k), _strings([f.offset for f in failures])))
+    for key in dict.fromkeys(key for f in failures for key in f.extra):
+        slots.append((_repeat(key, k), _strings([f.extra.get(key) for f in failures])))
+    slots += [(_repeat(R.RECORD_FORMAT, k), _repeat("raw", k)),
+              (_repeat(R.REASON, k), _strings([f.reason for f in failures])),
               (_repeat(R.ERROR_CLASS, k), pa.array(classes, pa.string())),
               (_repeat(R.FINGERPRINT, k), pa.array(
-                  [_parse_fingerprint(c, t) for c, t in zip(classes, texts, strict=True)],
-                  pa.string()))]
+                  [_parse_fingerprint(f.reason, c, t)
+                   for f, c, t in zip(failures, classes, texts, strict=True)], pa.string()))]
     uid = builder.uid
     return pa.Table.from_arrays([
         pa.array(uid.many(k), pa.string()), _repeat(R.now_ts(), k),
-        pa.array([f[3] for f in failures], pa.string()),
-        pa.array([R.to_json(f[1]) for f in failures], pa.string()),
+        pa.array([f.schema for f in failures], pa.string()),
+        pa.array([R.to_json(f.text) for f in failures], pa.string()),
         pa.array([R.format_message(c, t, None, cap) for c, t in zip(classes, texts,
                                                                      strict=True)],
                  pa.string()),

@@ -71,7 +71,10 @@ class ErrorFileWriter:
             meta = {AVRO_SCHEMA_KEY: S.avro_schema_json(), **(metadata or {})}
             schema = S.arrow_schema().with_metadata(
                 {k.encode(): v.encode() for k, v in meta.items()})
-            self._parquet = pq.ParquetWriter(handle, schema, compression="zstd")
+            # No min/max statistics for the text columns: pyarrow keeps copies of a
+            # value for them, several times a 30 MB value's size in memory.
+            self._parquet = pq.ParquetWriter(handle, schema, compression="zstd",
+                                             write_statistics=["ts"])
 
     def write(self, records: Iterable[dict[str, Any]]) -> int:
         n = 0

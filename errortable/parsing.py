@@ -1,16 +1,26 @@
-"""Raw JSON / CSV lines into records and parse-error records (with source file + line).
+"""Raw JSON / CSV records into records and parse-error records (with source file + line).
 
 The records then go through :meth:`errortable.capture.Validator.split_records` with their
 line numbers, so every error row names the line it came from. :func:`parse_json_lines` and
-:func:`parse_csv_lines` give the error records as dicts; :func:`parse_json_block` and
-:func:`parse_csv_block` give the same records as one Arrow table built column by column
-(for a block of suspect lines in ingest: no dict and no record build per bad line).
+:func:`parse_csv_lines` take physical lines (a CSV record may span several: see
+:mod:`errortable.csvtext`) and give the error records as dicts; :func:`parse_json_block`
+and :func:`parse_csv_block` take whole records and give the same error records as one
+Arrow table built column by column (for a block of suspect records in ingest: no dict and
+no record build per bad record). :func:`raw_errors` makes the error records of records
+that are not text (bytes that are not UTF-8, reason ``encoding``; a record over the size
+limit, reason ``size``).
+
+A record whose bytes are not UTF-8 keeps them exactly: ``record`` holds its text with
+U+FFFD for the bad bytes (to read), ``context['recordBase64']`` its bytes (to recover),
+unless a PII policy drops payloads.
 """
 
 from __future__ import annotations
 
-import csv
+import base64
+import itertools
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +29,41 @@ import pyarrow as pa
 
 from errortable import records as R
 from errortable.config import ErrorTableConfig
+from errortable.csvtext import CsvError, field_values, join_records, split_record
 from errortable.errorrows import parse_error_table
+from errortable.jsontext import load_object
 from errortable.pii import ShapeError
 
-# One line that failed to parse: (line number, text, exception, source schema or None).
-LineFailure = tuple[int, str, BaseException, "str | None"]
+
+@dataclass(frozen=True)
+class ParseOptions:
+    """How records read (Spark's option names, see markerstore.config): CSV `null_value`
+    and `empty_value`; JSON `allow_non_numeric_numbers`, and `text_columns`, the STRING
+    columns that take any JSON value as its JSON text."""
+
+    null_value: str = ""
+    empty_value: str = ""
+    allow_non_numeric_numbers: bool = True
+    text_columns: frozenset[str] = frozenset()
+
+
+@dataclass
+class Failure:
+    """One record that failed to parse: where it starts, its text, why; `extra` context
+    entries (the bytes of a record that is not UTF-8, the size of one too large)."""
+
+    line: int
+    text: str
+    exc: BaseException
+    schema: str | None = None
+    offset: int | None = None
+    reason: str = R.PARSE
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class RecordTooLarge(ShapeError):
+    """A record larger than the size limit (markerstore.ingest.record.max_bytes): its text
+    names sizes only."""
 
 
 @dataclass
@@ -41,89 +81,101 @@ class ParseResult:
 
 @dataclass
 class BlockParse:
-    """Records parsed from a block of lines, their line numbers, and the parse-error
-    records as an Arrow table in the ErrorRecord schema."""
+    """Records parsed from a block, their line numbers, and the parse-error records as an
+    Arrow table in the ErrorRecord schema."""
 
     records: list[dict[str, Any]]
     line_numbers: list[int]
     errors: pa.Table
 
 
-def _text(line: str | bytes) -> tuple[str, BaseException | None]:
-    if isinstance(line, bytes):
-        try:
-            return line.decode("utf-8"), None
-        except UnicodeDecodeError as exc:
-            return line.decode("utf-8", "replace"), exc
-    return line, None
+_ESCAPED = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, escaped
+
+# (line number, byte offset or None, text or bytes) of each record
+Numbered = Iterator[tuple[int, "int | None", "str | bytes"]]
+
+
+def encoding_failure(line: int, data: bytes, offset: int | None = None) -> Failure:
+    """The failure of a record whose bytes are not UTF-8 (its bytes kept in base64)."""
+    try:
+        data.decode("utf-8")
+        raise ValueError("not an encoding failure: the bytes are UTF-8")
+    except UnicodeDecodeError as exc:
+        return Failure(line, data.decode("utf-8", "replace"), exc, None, offset, R.ENCODING,
+                       {R.RECORD_BASE64: base64.b64encode(data).decode("ascii")})
+
+
+def size_failure(line: int, prefix: bytes, size: int, limit: int,
+                 offset: int | None = None) -> Failure:
+    """The failure of a record of `size` bytes, over `limit`; `prefix` is its start."""
+    exc = RecordTooLarge(f"a record of {size} bytes, larger than the limit of {limit} bytes "
+                         f"(markerstore.ingest.record.max_bytes); record holds its first "
+                         f"{len(prefix)} bytes")
+    return Failure(line, prefix.decode("utf-8", "replace"), exc, None, offset, R.SIZE,
+                   {R.RECORD_BYTES: str(size)})
 
 
 def _numbered(lines: Iterable[str | bytes], first_line: int,
-              line_numbers: Iterable[int] | None) -> Iterable[tuple[int, str | bytes]]:
-    if line_numbers is None:
-        return enumerate(lines, start=first_line)
-    return zip(line_numbers, lines, strict=True)
+              line_numbers: Iterable[int] | None, offsets: Iterable[int] | None = None
+              ) -> Numbered:
+    numbers = itertools.count(first_line) if line_numbers is None else iter(line_numbers)
+    places: Iterator[int | None] = iter(offsets) if offsets is not None else \
+        itertools.repeat(None)
+    for line in lines:
+        yield next(numbers), next(places), line
 
 
-def _parse_error(builder: R.RecordBuilder, base: dict[str, str], line_no: int, text: str,
-                 exc: BaseException, schema: str | None = None) -> dict[str, Any]:
-    context = dict(base)
-    context[R.SOURCE_LINE] = str(line_no)
-    error_class = type(exc).__name__
-    message = " ".join(str(exc).split())
-    safe = R.safe_exception_text(exc) if builder.protects else None
-    detail = message if not builder.protects else safe or ""
-    return builder.build(reason=R.PARSE, detail=R.exception_detail(error_class, detail),
-                         error_class=error_class, text=message, record=text, schema=schema,
-                         context=context, safe_text=safe)
-
-
-def _json_lines(lines: Iterable[str | bytes], first_line: int,
-                line_numbers: Iterable[int] | None, result: ParseResult | BlockParse
-                ) -> Iterator[LineFailure]:
-    """Parse JSON lines into `result`'s records; yield the lines that fail."""
-    loads = json.loads
-    for line_no, line in _numbered(lines, first_line, line_numbers):
-        text, decode_error = _text(line)
-        stripped = text.strip()
-        if not stripped:
-            continue
-        if decode_error is not None:
-            yield line_no, stripped, decode_error, None
+def _texts(records: Numbered) -> Iterator[tuple[int, int | None, str | Failure]]:
+    """Each record as text, or, when its bytes are not UTF-8, as its failure."""
+    for line_no, offset, item in records:
+        if not isinstance(item, bytes):
+            yield line_no, offset, item
             continue
         try:
-            value = loads(stripped)
-            if not isinstance(value, dict):
-                raise ShapeError(f"expected a JSON object, got {type(value).__name__}")
-            if "\\u" in stripped:  # a lone surrogate escape is no text Arrow can hold
-                json.dumps(value, ensure_ascii=False).encode("utf-8")
-        except ValueError as exc:  # UnicodeEncodeError too
-            yield line_no, stripped, exc, None
+            yield line_no, offset, item.decode("utf-8")
+        except UnicodeDecodeError:
+            yield line_no, offset, encoding_failure(line_no, item, offset)
+
+
+def _json_records(records: Numbered, result: ParseResult | BlockParse,
+                  options: ParseOptions) -> Iterator[Failure]:
+    """Parse JSON records into `result`'s records; yield the records that fail."""
+    for line_no, offset, line in _texts(records):
+        if isinstance(line, Failure):
+            yield line
+            continue
+        stripped = line.strip()
+        if not stripped:
+            continue
+        try:
+            value = load_object(stripped, options.allow_non_numeric_numbers,
+                                options.text_columns)
+        except (ValueError, RecursionError) as exc:  # UnicodeEncodeError too
+            yield Failure(line_no, stripped, exc, None, offset)
             continue
         result.records.append(value)
         result.line_numbers.append(line_no)
 
 
-def _csv_lines(lines: Iterable[str | bytes], header: Sequence[str] | None, delimiter: str,
-               first_line: int, line_numbers: Iterable[int] | None,
-               result: ParseResult | BlockParse) -> Iterator[LineFailure]:
-    """Parse CSV lines into `result`'s records; yield the lines that fail."""
+def _csv_records(records: Numbered, header: Sequence[str] | None, delimiter: str,
+                 result: ParseResult | BlockParse, options: ParseOptions
+                 ) -> Iterator[Failure]:
+    """Parse CSV records into `result`'s records; yield the records that fail."""
     columns = list(header) if header is not None else None
     schema = None
-    for line_no, line in _numbered(lines, first_line, line_numbers):
-        text, decode_error = _text(line)
-        text = text.rstrip("\r\n")
-        if not text.strip():
+    for line_no, offset, record in _texts(records):
+        if isinstance(record, Failure):
+            yield record
             continue
+        if not record:  # an empty line; one of spaces is a record (RFC 4180: spaces are
+            continue  # part of a field), of one field
         try:
-            if decode_error is not None:
-                raise decode_error
-            fields = next(csv.reader([text], delimiter=delimiter, strict=True))
-        except (csv.Error, UnicodeDecodeError, StopIteration) as exc:
-            yield line_no, text, exc, schema
+            fields = split_record(record, delimiter)
+        except CsvError as exc:
+            yield Failure(line_no, record, exc, schema, offset)
             continue
         if columns is None:
-            columns = fields
+            columns = [value for value, _ in fields]
             continue
         if schema is None:
             schema = json.dumps({"type": "csv", "fields": [
@@ -131,21 +183,40 @@ def _csv_lines(lines: Iterable[str | bytes], header: Sequence[str] | None, delim
                 separators=(",", ":"))
         if len(fields) != len(columns):
             mismatch = ShapeError(f"expected {len(columns)} fields, got {len(fields)}")
-            yield line_no, text, mismatch, schema
+            yield Failure(line_no, record, mismatch, schema, offset)
             continue
-        result.records.append({c: (v if v != "" else None) for c, v in
-                               zip(columns, fields, strict=True)})
+        values = field_values(fields, options.null_value, options.empty_value)
+        result.records.append(dict(zip(columns, values, strict=True)))
         result.line_numbers.append(line_no)
 
 
-def _as_dicts(failures: Iterable[LineFailure], config: ErrorTableConfig | None,
+def _as_dicts(failures: Iterable[Failure], config: ErrorTableConfig | None,
               base: dict[str, str]) -> list[dict[str, Any]]:
     builder = R.RecordBuilder(config)
-    return [_parse_error(builder, base, line_no, text, exc, schema)
-            for line_no, text, exc, schema in failures]
+    return [failure_record(builder, base, f) for f in failures]
 
 
-def _as_table(failures: Iterable[LineFailure], config: ErrorTableConfig | None,
+def failure_record(builder: R.RecordBuilder, base: Mapping[str, str], failure: Failure
+                   ) -> dict[str, Any]:
+    """The error record of one failure, built by `builder` (its PII policy applied: a
+    policy that drops or redacts payloads drops the raw bytes too)."""
+    context = dict(base)
+    context[R.SOURCE_LINE] = str(failure.line)
+    if failure.offset is not None:
+        context[R.SOURCE_OFFSET] = str(failure.offset)
+    context.update((k, v) for k, v in failure.extra.items()
+                   if not (builder.protects and k == R.RECORD_BASE64))
+    error_class = type(failure.exc).__name__
+    message = " ".join(str(failure.exc).split())
+    safe = R.safe_exception_text(failure.exc) if builder.protects else None
+    detail = message if not builder.protects else safe or ""
+    return builder.build(reason=failure.reason,
+                         detail=R.exception_detail(error_class, detail),
+                         error_class=error_class, text=message, record=failure.text,
+                         schema=failure.schema, context=context, safe_text=safe)
+
+
+def _as_table(failures: Iterable[Failure], config: ErrorTableConfig | None,
               base: dict[str, str]) -> pa.Table:
     """The parse-error records column by column (the same records as :func:`_as_dicts`
     builds one by one, which it still does under a PII policy)."""
@@ -159,15 +230,39 @@ def _as_table(failures: Iterable[LineFailure], config: ErrorTableConfig | None,
     return table
 
 
+def raw_errors(failures: Iterable[Failure],
+               context: R.CaptureContext | Mapping[str, Any] | None = None, *,
+               config: ErrorTableConfig | None = None) -> pa.Table:
+    """The error records of failures made elsewhere (:func:`encoding_failure`,
+    :func:`size_failure`), as one Arrow table."""
+    return _as_table(failures, config, R.CaptureContext.of(context).base())
+
+
+def _text_lines(lines: Iterable[str | bytes], delimiter: str) -> Iterator[
+        tuple[int, str | bytes]]:
+    """Physical CSV lines joined into records: (index of the first line, record). A record
+    with a line that is not UTF-8 is given as bytes (each line's bytes, joined)."""
+    texts = [line.decode("utf-8", "surrogateescape") if isinstance(line, bytes) else line
+             for line in lines]
+    for first, record in join_records(texts, delimiter):
+        if _ESCAPED.search(record):  # a line that was not UTF-8: its bytes again
+            yield first, record.encode("utf-8", "surrogateescape")
+        else:
+            yield first, record
+
+
 def parse_json_lines(lines: Iterable[str | bytes],
                      context: R.CaptureContext | Mapping[str, Any] | None = None, *,
                      first_line: int = 1, config: ErrorTableConfig | None = None,
-                     line_numbers: Iterable[int] | None = None) -> ParseResult:
+                     line_numbers: Iterable[int] | None = None,
+                     options: ParseOptions | None = None) -> ParseResult:
     """Parse JSON lines (one object per line; blank lines are skipped, not rows). A line
-    that is not valid UTF-8 or not a JSON object becomes a parse error record. Lines are
-    numbered from `first_line`, or by `line_numbers` (one per line) when given."""
+    that is not a JSON object becomes a parse error record, one whose bytes are not UTF-8
+    an encoding error record. Lines are numbered from `first_line`, or by `line_numbers`
+    (one per line) when given."""
     result = ParseResult()
-    failures = _json_lines(lines, first_line, line_numbers, result)
+    failures = _json_records(_numbered(lines, first_line, line_numbers), result,
+                             options or ParseOptions())
     result.errors = _as_dicts(failures, config, R.CaptureContext.of(context).base())
     return result
 
@@ -175,10 +270,14 @@ def parse_json_lines(lines: Iterable[str | bytes],
 def parse_json_block(lines: Iterable[str | bytes],
                      context: R.CaptureContext | Mapping[str, Any] | None = None, *,
                      config: ErrorTableConfig | None = None,
-                     line_numbers: Iterable[int] | None = None) -> BlockParse:
-    """:func:`parse_json_lines` with the error records as one Arrow table."""
+                     line_numbers: Iterable[int] | None = None,
+                     offsets: Iterable[int] | None = None,
+                     options: ParseOptions | None = None) -> BlockParse:
+    """:func:`parse_json_lines` with the error records as one Arrow table; `offsets` are
+    the byte offsets of the records in their file (the errors' ``sourceOffset``)."""
     result = BlockParse([], [], pa.table({}))
-    failures = _json_lines(lines, 1, line_numbers, result)
+    failures = _json_records(_numbered(lines, 1, line_numbers, offsets), result,
+                             options or ParseOptions())
     result.errors = _as_table(failures, config, R.CaptureContext.of(context).base())
     return result
 
@@ -187,23 +286,34 @@ def parse_csv_lines(lines: Iterable[str | bytes],
                     context: R.CaptureContext | Mapping[str, Any] | None = None, *,
                     header: Sequence[str] | None = None, delimiter: str = ",",
                     first_line: int = 1, config: ErrorTableConfig | None = None,
-                    line_numbers: Iterable[int] | None = None) -> ParseResult:
-    """Parse CSV lines, one record per line; the first line is the header unless `header`
-    is given. Empty fields are null; a line with the wrong number of fields, bad quoting or
-    bad UTF-8 is a parse error record. Lines are numbered as in :func:`parse_json_lines`."""
+                    line_numbers: Iterable[int] | None = None,
+                    options: ParseOptions | None = None) -> ParseResult:
+    """Parse CSV lines as RFC 4180 records (a quoted field may hold line breaks, so a
+    record may span lines; it is numbered by its first line); the first record is the
+    header unless `header` is given. Empty fields are null (see :class:`ParseOptions`); a
+    record with the wrong number of fields or bad quoting is a parse error record, one
+    whose bytes are not UTF-8 an encoding error record. Lines are numbered as in
+    :func:`parse_json_lines`."""
     result = ParseResult()
-    failures = _csv_lines(lines, header, delimiter, first_line, line_numbers, result)
+    numbers = list(line_numbers) if line_numbers is not None else None
+    joined = ((numbers[i] if numbers is not None else first_line + i, None, record)
+              for i, record in _text_lines(lines, delimiter))
+    failures = _csv_records(joined, header, delimiter, result, options or ParseOptions())
     result.errors = _as_dicts(failures, config, R.CaptureContext.of(context).base())
     return result
 
 
-def parse_csv_block(lines: Iterable[str | bytes],
+def parse_csv_block(records: Iterable[str | bytes],
                     context: R.CaptureContext | Mapping[str, Any] | None = None, *,
                     header: Sequence[str] | None = None, delimiter: str = ",",
                     config: ErrorTableConfig | None = None,
-                    line_numbers: Iterable[int] | None = None) -> BlockParse:
-    """:func:`parse_csv_lines` with the error records as one Arrow table."""
+                    line_numbers: Iterable[int] | None = None,
+                    offsets: Iterable[int] | None = None,
+                    options: ParseOptions | None = None) -> BlockParse:
+    """Whole CSV records (each may hold line breaks in quoted fields) parsed as
+    :func:`parse_csv_lines` parses them, the error records as one Arrow table."""
     result = BlockParse([], [], pa.table({}))
-    failures = _csv_lines(lines, header, delimiter, 1, line_numbers, result)
+    failures = _csv_records(_numbered(records, 1, line_numbers, offsets), header, delimiter,
+                            result, options or ParseOptions())
     result.errors = _as_table(failures, config, R.CaptureContext.of(context).base())
     return result

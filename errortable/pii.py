@@ -63,7 +63,12 @@ def _redact_path(value: Any, parts: list[str]) -> Any:
 
 class ShapeError(ValueError):
     """A record of the wrong shape (not an object, the wrong number of fields): its text
-    names counts and types, never a value, so it is kept under a PII policy."""
+    names counts and types, never a value, so it is kept under a PII policy. Where the
+    text names a part of the record (a key), `safe` is the text without it."""
+
+    def __init__(self, text: str, safe: str | None = None) -> None:
+        super().__init__(text)
+        self.safe = text if safe is None else safe
 
 
 def safe_exception_text(exc: BaseException) -> str | None:
@@ -72,7 +77,7 @@ def safe_exception_text(exc: BaseException) -> str | None:
     Unicode decoding and encoding, CSV. None for any other exception: its text may quote
     the record, and under a PII policy it is withheld."""
     if isinstance(exc, ShapeError):
-        return str(exc)
+        return exc.safe
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg}: line {exc.lineno} column {exc.colno} (char {exc.pos})"
     if isinstance(exc, (UnicodeDecodeError, UnicodeEncodeError)):

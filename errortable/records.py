@@ -60,6 +60,8 @@ TASK_ATTEMPT = "taskAttempt"
 RECORD_FORMAT = "recordFormat"
 PAYLOAD = "payload"
 REDACTED_FIELDS = "redactedFields"
+RECORD_BASE64 = "recordBase64"  # the bytes of a record that is not UTF-8
+RECORD_BYTES = "recordBytes"  # the true size of a record too large, of which record is the start
 
 # --- reasons -----------------------------------------------------------------------------
 PARSE = "parse"
@@ -69,7 +71,9 @@ KEY = "key"
 PARTITION = "partition"
 CHECK_REASON = "check"
 EXCEPTION = "exception"
-REASONS = (PARSE, CAST, NULL, KEY, PARTITION, CHECK_REASON, EXCEPTION)
+ENCODING = "encoding"  # bytes that are not UTF-8
+SIZE = "size"  # a record larger than the size limit
+REASONS = (PARSE, ENCODING, SIZE, CAST, NULL, KEY, PARTITION, CHECK_REASON, EXCEPTION)
 
 HEADLINE_MAX_CHARS = 2000
 
@@ -378,6 +382,7 @@ class RecordBuilder:
             name = str(context.get(ERROR_CLASS) or "")
             message = f"{name if _CLASS_NAME.match(name) else 'Error'}: {WITHHELD}"
         context = {**context, **extra}
+        context.pop(RECORD_BASE64, None)  # the bytes of a record are its payload too
         self._protect_context(context)
         if self.config.redact:
             done = [f for f in str(context.get(REDACTED_FIELDS) or "").split(",") if f]

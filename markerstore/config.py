@@ -105,6 +105,11 @@ def memory_size(value: Any) -> str:
     return text
 
 
+def text(value: Any) -> str:
+    """A string as given (spaces kept: a CSV token may be one); None is empty."""
+    return "" if value is None else str(value)
+
+
 def optional_str(value: Any) -> str | None:
     if value is None:
         return None
@@ -200,6 +205,12 @@ SQL_TIME_LIMIT_MS = "markerstore.sql.sandbox.time_limit_ms"
 SQL_MEMORY_LIMIT = "markerstore.sql.sandbox.memory_limit"
 SERVER_HEADER_TIMEOUT_MS = "markerstore.markers.server.header_timeout_ms"
 HEARTBEAT_MAX_CLOCK_SKEW_MS = "markerstore.heartbeat.max_clock_skew_ms"
+INGEST_NULL_VALUE = "markerstore.ingest.csv.nullValue"
+INGEST_EMPTY_VALUE = "markerstore.ingest.csv.emptyValue"
+INGEST_NON_NUMERIC = "markerstore.ingest.json.allowNonNumericNumbers"
+INGEST_VALUE_AS_TEXT = "markerstore.ingest.json.value_as_text"
+INGEST_ENCODING_ERRORS = "markerstore.ingest.encoding.errors"
+INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
 
 # Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
 ERROR_TABLE_SUFFIX_DEFAULT = "_errors"
@@ -345,6 +356,29 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(SQL_MEMORY_LIMIT, "2GB", memory_size,
            "SQL sandbox: DuckDB's memory_limit for the query (a size such as 512MB or 4GiB).",
            ()),
+    Option(INGEST_NULL_VALUE, "", text,
+           "Ingest, CSV (Spark's nullValue): a field equal to this, quoted or not, is null; "
+           "an empty unquoted field is always null.", ("nullValue",)),
+    Option(INGEST_EMPTY_VALUE, "", text,
+           "Ingest, CSV (Spark's emptyValue): what a quoted empty field (\"\") reads as; null "
+           "when it equals nullValue (so by default). nullValue=\\N reads \"\" as an empty "
+           "string.", ("emptyValue",)),
+    Option(INGEST_NON_NUMERIC, True, parse_bool,
+           "Ingest, JSON (Spark's allowNonNumericNumbers): read NaN, Infinity and -Infinity "
+           "as doubles; false: such a record is a parse error (RFC 8259 has no such "
+           "tokens).", ("allowNonNumericNumbers",)),
+    Option(INGEST_VALUE_AS_TEXT, True, parse_bool,
+           "Ingest, JSON: a STRING column takes a number, boolean, array or object as its "
+           "JSON text, as written (as Spark does); false: such a value is a cast error.",
+           ()),
+    Option(INGEST_ENCODING_ERRORS, "strict", choice("strict", "replace"),
+           "Ingest: a record whose bytes are not UTF-8 is an error record of reason "
+           "encoding, its bytes kept (strict), or is read with U+FFFD for them (replace).",
+           ()),
+    Option(INGEST_RECORD_MAX_BYTES, 64 * 1024 * 1024, int_min(1),
+           "Ingest: a record (a line, or a CSV record spanning lines) larger than this is "
+           "one error record of reason size holding its first 64 KiB; it is never held "
+           "whole in memory.", ()),
     Option(PARTITION_SORT, "python", choice("python", "jvm"),
            "How a DataFrame write with partition columns groups rows: python (each Arrow "
            "batch grouped by the task; no sort in the JVM) or jvm (sortWithinPartitions "

@@ -107,7 +107,11 @@ def _summary_text(summary: dict[str, Any]) -> None:
               help="Error budget: roll the write back and fail if more than N rows are bad "
                    "(0: fail on the first; default: no limit).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
-              help="A markerstore option (see `markerstore options`; repeatable).")
+              help="A markerstore option (see `markerstore options`; repeatable). Parsing "
+                   "options keep Spark's names: nullValue, emptyValue (CSV), "
+                   "allowNonNumericNumbers (JSON); and markerstore.ingest.encoding.errors="
+                   "strict|replace, markerstore.ingest.record.max_bytes, "
+                   "markerstore.ingest.json.value_as_text.")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @storage_option_flag

@@ -3,7 +3,8 @@
 Job commit, in order (each step named for the crash tests, see :func:`add_step_hook`):
 
 1. check the reports: one winning attempt per Spark partition, every file named for this
-   write, rows in = rows written + error rows, the error budget (max_fraction /
+   write, rows in = rows written + error rows (and, where the tasks read the source
+   themselves, source records = rows written + error rows), the error budget (max_fraction /
    max_records: over it, data and error rows are rolled back and ErrorBudgetExceeded
    names the counts by reason and the commonest message);
 2. ``before_reconcile``; conflict modes fail / replace: write the intent plan, give way
@@ -119,6 +120,7 @@ class JobCommitter:
         self.metadata = dict(metadata or {})
         self.error_commit = error_commit  # the write's error instant, when it has one
         self.error_tables = error_tables
+        self.source: dict[str, int] = {}  # the tasks' source counts (TaskSummary.source)
 
     # --- checks -------------------------------------------------------------------------------
     def _files(self, results: list[TaskResult]) -> list[FileStats]:
@@ -175,18 +177,26 @@ class JobCommitter:
     def _check_rows(self, results: list[TaskResult], files: list[FileStats]
                     ) -> tuple[int, dict[str, int]]:
         """Rows in and error rows by reason; rows in must be rows written + error rows,
-        else the write is rolled back."""
+        and so must the source records the tasks' parsers counted, if they read the
+        source themselves (``source``, then in the commit metadata), else the write is
+        rolled back."""
         rows_in = sum(r.summary.rows_in for r in results)
         rows_written = sum(f.rows for f in files)
         errors: dict[str, int] = {}
         for result in results:
             for reason, count in result.summary.error_records.items():
                 errors[reason] = errors.get(reason, 0) + count
-        if rows_in != rows_written + sum(errors.values()):
-            self.abort()
-            raise MarkerStoreError(
-                f"instant {self.instant}: {rows_in} rows in but {rows_written} written and "
-                f"{sum(errors.values())} error rows; the write was rolled back")
+        source: dict[str, int] = {}
+        for result in results:
+            for kind, count in result.summary.source.items():
+                source[kind] = source.get(kind, 0) + count
+        self.source = source
+        for what, found in (("rows in", rows_in), ("source records", source.get("records"))):
+            if found is not None and found != rows_written + sum(errors.values()):
+                self.abort()
+                raise MarkerStoreError(
+                    f"instant {self.instant}: {found} {what} but {rows_written} written "
+                    f"and {sum(errors.values())} error rows; the write was rolled back")
         return rows_in, errors
 
     def _reconcile_and_publish(self, files: list[FileStats], rows_in: int,
@@ -208,7 +218,8 @@ class JobCommitter:
             metadata = {**self.metadata, "conflict_mode": self.conflict_mode,
                         "replaced_files": replaced, "rows_in": rows_in,
                         "error_records": errors, "staging": self.staging.mode,
-                        "scopes": scopes}
+                        "scopes": scopes,
+                        **{f"source_{kind}": n for kind, n in sorted(self.source.items())}}
             if error_files:
                 metadata["error_files"] = error_files
             if self.error_commit is not None:
@@ -278,6 +289,7 @@ class JobCommitter:
             files=[DataFile(f.path, f.bytes, f.rows, f.checksum) for f in files],
             rows_written=sum(f.rows for f in files),
             error_records=counts["errors"], files_cleaned=counts["files_cleaned"],
+            source=dict(self.source),
             duration=timings["commit"], requests=total, driver_requests=driver,
             conflict_mode=self.conflict_mode, replaced_files=list(plan.replaced_files),
             error_files=counts["error_files"], timings=timings)

@@ -19,6 +19,8 @@ class CommitResult:
     attempt together (`driver_requests` is the driver's share). `timings` holds seconds
     per step: job (the Spark job), commit (job commit), and the tasks' own steps summed
     over winning attempts (task_markers, task_write, task_finish, task_upload).
+    `source` holds what the tasks' parsers counted in the source, for a write whose
+    tasks read it themselves (ingest): ``records`` and ``lines``; empty otherwise.
     """
 
     path: str
@@ -35,6 +37,7 @@ class CommitResult:
     replaced_files: list[str] = field(default_factory=list)
     error_files: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    source: dict[str, int] = field(default_factory=dict)
 
     @property
     def num_files(self) -> int:
@@ -53,6 +56,7 @@ class CommitResult:
                 "files": [f.path for f in self.files], "num_files": self.num_files,
                 "bytes_written": self.bytes_written, "rows_written": self.rows_written,
                 "error_records": dict(self.error_records), "files_cleaned": self.files_cleaned,
+                **({"source": dict(self.source)} if self.source else {}),
                 "duration": round(self.duration, 3), "requests": dict(self.requests),
                 "driver_requests": dict(self.driver_requests),
                 "conflict_mode": self.conflict_mode,

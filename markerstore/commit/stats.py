@@ -113,7 +113,10 @@ class FileStats:
 @dataclass
 class TaskSummary:
     """What one task attempt did besides its files: rows read, error records by reason,
-    error files (from the error sink), storage requests, and time spent per step."""
+    error files (from the error sink), storage requests, and time spent per step; and
+    for a task that read source files itself (ingest), what its parser counted there:
+    ``source`` holds ``records`` (CSV records, JSON lines that are not blank, Parquet
+    rows) and ``lines`` (physical lines of JSON and CSV files)."""
 
     attempt: TaskAttempt
     rows_in: int = 0
@@ -121,19 +124,22 @@ class TaskSummary:
     error_files: list[dict[str, Any]] = field(default_factory=list)
     requests: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    source: dict[str, int] = field(default_factory=dict)
 
     def info(self) -> str:
         return json.dumps({"attempt": asdict(self.attempt), "rows_in": self.rows_in,
                            "error_records": self.error_records,
                            "error_files": self.error_files, "requests": self.requests,
-                           "seconds": self.seconds}, sort_keys=True, default=str)
+                           "seconds": self.seconds, "source": self.source},
+                          sort_keys=True, default=str)
 
     @classmethod
     def from_info(cls, text: str) -> TaskSummary:
         data = json.loads(text)
         return cls(TaskAttempt(**data["attempt"]), int(data.get("rows_in", 0)),
                    dict(data.get("error_records", {})), list(data.get("error_files", [])),
-                   dict(data.get("requests", {})), dict(data.get("seconds", {})))
+                   dict(data.get("requests", {})), dict(data.get("seconds", {})),
+                   {str(k): int(v) for k, v in dict(data.get("source") or {}).items()})
 
 
 @dataclass

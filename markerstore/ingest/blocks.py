@@ -1,16 +1,29 @@
-"""A line-oriented source task read as blocks of lines, as Arrow string arrays.
+"""A source task read as blocks of records, as Arrow string arrays.
 
-The same lines as :func:`markerstore.ingest.sources.read_lines`, with the same rules for
-byte ranges (a range starts after the first newline at or after its start, unless it is
-0, and ends with the line that crosses its end), but a block at a time: the bytes of a
-block are decoded in one call (bad UTF-8 replaced, as read_lines does) and cut into lines
-by Arrow, so no Python runs per line and memory stays bounded by the block size.
+A JSON-lines record is one line. A CSV record ends at a newline outside a quoted field,
+so it may span lines (:mod:`~markerstore.ingest.csvsplit` finds the ends vectorized). A
+block holds only whole records: what follows the last record end waits for the next read,
+so a record is never cut, whatever the block size. Each record keeps its text without the
+line end (a CSV record keeps the line breaks inside its quoted fields as written), the
+number of its first line and its byte offset in the file; a UTF-8 byte order mark at the
+start of the file is not part of the first record.
+
+Records that are not text the parsers can take are set apart as :class:`RawRecord`: bytes
+that are not UTF-8 (their exact bytes kept, unless ``encoding.errors=replace`` asks for
+U+FFFD instead), and a record larger than ``markerstore.ingest.record.max_bytes``, of
+which only the first :data:`PREFIX_BYTES` (at most the limit) are kept: once the bytes
+waiting for a record end pass the limit, the rest of that record is read through and
+dropped, so memory stays bounded by the limit plus a block.
+
+Byte ranges of a JSON-lines file: a range starts after the first newline at or after its
+start (unless it is 0) and ends with the line that crosses its end, so every line is read
+by exactly one range.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
@@ -18,47 +31,171 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from errortable.csvtext import QuoteScanner
+from markerstore.ingest.csvsplit import newlines_of, record_ends
 from markerstore.ingest.sources import SourceTask
 
 BLOCK_BYTES = 16 * 1024 * 1024
+PREFIX_BYTES = 64 * 1024  # what an error record keeps of a record too large (at most)
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+BOM = b"\xef\xbb\xbf"
+ENCODING, SIZE = "encoding", "size"  # why a record is raw (the error record's reason)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How records are read: the size limit of one record, and what bytes that are not
+    UTF-8 become ("strict": an error record; "replace": text with U+FFFD)."""
+
+    max_record_bytes: int = MAX_RECORD_BYTES
+    encoding_errors: str = "strict"
+
+    @property
+    def prefix_bytes(self) -> int:
+        """What the error record of a record too large keeps of it."""
+        return min(PREFIX_BYTES, self.max_record_bytes)
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """A record set apart: its first line, byte offset, true size in bytes, its bytes (the
+    first PREFIX_BYTES of a record too large) and why (ENCODING or SIZE)."""
+
+    line: int
+    offset: int
+    size: int
+    data: bytes
+    reason: str
 
 
 @dataclass(frozen=True)
 class Block:
-    """Lines of a task: `lines[i]` is line `first_line + i` of the task (1-based, counted
-    from the task's start), without its line end."""
+    """Records of a task: `records[i]` is the text of a record whose first line is line
+    `lines[i]` of the task (1-based, counted from the task's start) and which starts at
+    byte `offsets[i]` of the file; `raw` holds the records set apart; `line_count` is how
+    many physical lines the block's bytes hold (a last one without its newline too)."""
 
-    first_line: int
-    lines: pa.Array
+    records: pa.Array
+    lines: np.ndarray
+    offsets: np.ndarray
+    raw: tuple[RawRecord, ...] = field(default=())
+    line_count: int = 0
 
     def __len__(self) -> int:
-        return len(self.lines)
+        return len(self.records)
+
+    def take(self, indices: np.ndarray) -> Block:
+        """The block with only the records at `indices` (the raw ones kept)."""
+        return Block(self.records.take(pa.array(indices)), self.lines[indices],
+                     self.offsets[indices], self.raw, self.line_count)
 
 
-def split_lines(data: bytes) -> pa.Array:
-    """The lines of `data` (complete lines; the last may lack its newline) as strings:
-    decoded as UTF-8 (invalid bytes replaced), line ends stripped. The lines are views of
-    one buffer: numpy finds the newlines, Arrow checks the UTF-8 and trims."""
-    if not data:
-        return pa.array([], pa.large_string())
-    if not _is_utf8(data):  # invalid UTF-8 somewhere: replace it, as read_lines does
-        data = data.decode("utf-8", "replace").encode("utf-8")
-    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+def split_records(data: bytes, fmt: str = "json", first_line: int = 1, offset: int = 0,
+                  options: ReadOptions = ReadOptions(), final: bool = True) -> Block:
+    """The records of `data` (whole records; with `final`, the last may lack its newline)
+    as a block: `data` starts at byte `offset` of the file, on line `first_line`."""
+    newlines = newlines_of(data)
+    ends = _ends(data, fmt, final, newlines)
+    return _cut(data, ends, newlines, fmt, first_line, offset, options)
+
+
+def _ends(data: bytes, fmt: str, final: bool, newlines: np.ndarray) -> np.ndarray:
+    """Where the records of `data` end (just after their newline; and the end of `data`
+    for a last record without one, when `final`)."""
+    if fmt == "csv":
+        return record_ends(data, final, newlines=newlines)
     ends = newlines + 1
-    if not data.endswith(b"\n"):
+    if final and len(data) and not data.endswith(b"\n"):
         ends = np.append(ends, len(data))
-    offsets = np.concatenate([[0], ends]).astype(np.int64)
-    lines = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets),
-                                             pa.py_buffer(data))
-    return pc.utf8_rtrim(lines, characters="\r\n")
+    return ends.astype(np.int64)
 
 
-def _is_utf8(data: bytes) -> bool:
+def _cut(data: bytes, ends: np.ndarray, newlines: np.ndarray, fmt: str, first_line: int,
+         offset: int, options: ReadOptions) -> Block:
+    """The block of the records ending at `ends` in `data` (`newlines`: its newlines)."""
+    k = len(ends)
+    if k == 0:
+        return Block(pa.array([], pa.large_string()), np.zeros(0, np.int64),
+                     np.zeros(0, np.int64))
+    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    if offset == 0 and data.startswith(BOM):
+        starts[0] = min(len(BOM), int(ends[0]))
+    raw = np.frombuffer(data, dtype=np.uint8)
+    stops = ends.copy()
+    has_lf = (stops > starts) & (raw[np.maximum(stops - 1, 0)] == 10)
+    stops[has_lf] -= 1
+    has_cr = has_lf & (stops > starts) & (raw[np.maximum(stops - 1, 0)] == 13)
+    stops[has_cr] -= 1
+    within = int(np.searchsorted(newlines, ends[-1]))  # the newlines of these records
+    if within == int(has_lf.sum()):  # each record is one line
+        lines = first_line + np.arange(k, dtype=np.int64)
+    else:  # a record spans as many lines as the newlines before its end
+        before = np.searchsorted(newlines[:within], ends)
+        lines = first_line + np.concatenate([[0], before[:-1]]).astype(np.int64)
+    offsets = offset + starts
+    pairs = np.empty(2 * k, dtype=np.int64)
+    pairs[0::2], pairs[1::2] = starts, stops
+    spans = pa.Array.from_buffers(pa.large_binary(), 2 * k - 1,
+                                  [None, pa.py_buffer(pairs), pa.py_buffer(data)])
+    texts = spans.take(pa.array(np.arange(0, 2 * k - 1, 2, dtype=np.int64)))
+    line_count = within + (0 if data.endswith(b"\n") else 1)  # physical lines
+    return _set_apart(data, texts, starts, stops, lines, offsets, options, line_count)
+
+
+def _set_apart(data: bytes, texts: pa.Array, starts: np.ndarray, stops: np.ndarray,
+               lines: np.ndarray, offsets: np.ndarray, options: ReadOptions,
+               line_count: int) -> Block:
+    """The block of these records, those too large or not UTF-8 set apart."""
+    set_apart: list[RawRecord] = []
+    big = np.flatnonzero(stops - starts > options.max_record_bytes)
+    prefix = options.prefix_bytes
+    for i in big:
+        set_apart.append(RawRecord(int(lines[i]), int(offsets[i]), int(stops[i] - starts[i]),
+                                   data[starts[i]:starts[i] + prefix], SIZE))
+    records, bad = _decode(texts, options.encoding_errors)
+    bad = np.setdiff1d(bad, big)
+    for i in bad:
+        set_apart.append(RawRecord(int(lines[i]), int(offsets[i]), int(stops[i] - starts[i]),
+                                   texts[i].as_py(), ENCODING))
+    if set_apart:
+        keep = np.setdiff1d(np.arange(len(texts)), np.union1d(big, bad))
+        records, lines, offsets = records.take(pa.array(keep)), lines[keep], offsets[keep]
+    set_apart.sort(key=lambda r: r.offset)
+    return Block(records, lines, offsets, tuple(set_apart), line_count)
+
+
+def _decode(texts: pa.Array, errors: str) -> tuple[pa.Array, np.ndarray]:
+    """The records as strings, and the indices of those that are not UTF-8 (found by
+    halving the slices that fail to cast: O(k log n) casts for k of them). With
+    errors="replace" those are decoded with U+FFFD and none is set apart."""
     try:
-        pa.array([data], pa.large_binary()).cast(pa.large_string())
+        return texts.cast(pa.large_string()), np.zeros(0, np.int64)
     except pa.ArrowInvalid:
-        return False
-    return True
+        pass
+    bad: list[int] = []
+    stack = [(0, len(texts))]
+    while stack:
+        start, length = stack.pop()
+        try:
+            texts.slice(start, length).cast(pa.large_string())
+        except pa.ArrowInvalid:
+            if length == 1:
+                bad.append(start)
+                continue
+            half = length // 2
+            stack += [(start + half, length - half), (start, half)]
+    found = np.array(sorted(bad), dtype=np.int64)
+    if errors == "replace":
+        values = texts.to_pylist()
+        for i in found:
+            values[i] = values[i].decode("utf-8", "replace")
+        decoded = [v if isinstance(v, str) else v.decode("utf-8") for v in values]
+        return pa.array(decoded, pa.large_string()), np.zeros(0, np.int64)
+    blank = pa.array([b""] * len(found), pa.large_binary())
+    mask = np.zeros(len(texts), dtype=bool)
+    mask[found] = True
+    cleared = pc.replace_with_mask(texts, pa.array(mask), blank)
+    return cleared.cast(pa.large_string()), found
 
 
 def _open(task: SourceTask, storage_options: dict[str, Any] | None) -> Any:
@@ -66,46 +203,101 @@ def _open(task: SourceTask, storage_options: dict[str, Any] | None) -> Any:
     return fsspec.open(task.url, "rb", compression=compression, **(storage_options or {}))
 
 
-def _skip_partial_line(handle: Any, start: int) -> int:
-    """Seek to the first line that starts at or after `start`; its offset."""
+def _skip_partial_line(handle: Any, start: int, block_bytes: int) -> int:
+    """Seek to the first line that starts at or after `start`; its offset. The line that
+    began in the previous range is read through a block at a time, never held whole."""
     handle.seek(start - 1)
     if handle.read(1) == b"\n":
         return start
-    return start + len(handle.readline())
-
-
-def _cut_at_end(data: bytes, offset: int, end: int | None) -> tuple[bytes, bool]:
-    """`data` (complete lines starting at `offset`) up to the line that crosses `end`;
-    and whether the task ends there."""
-    if end is None or offset + len(data) <= end:
-        return data, False
-    index = data.find(b"\n", max(0, end - offset - 1))
-    return data[: index + 1], True
+    offset = start
+    while True:
+        chunk = handle.read(block_bytes)
+        at = chunk.find(b"\n")
+        if not chunk or at >= 0:
+            offset += (at + 1) if at >= 0 else len(chunk)
+            handle.seek(offset)
+            return offset
+        offset += len(chunk)
 
 
 def read_blocks(task: SourceTask, storage_options: dict[str, Any] | None = None,
-                block_bytes: int = BLOCK_BYTES) -> Iterator[Block]:
-    """The task's lines, block by block (each block about `block_bytes` of input)."""
+                block_bytes: int = BLOCK_BYTES, options: ReadOptions = ReadOptions()
+                ) -> Iterator[Block]:
+    """The task's records, block by block (each block about `block_bytes` of input)."""
     with _open(task, storage_options) as handle:
-        offset = _skip_partial_line(handle, task.start) if task.start else 0
-        first_line, carry, done = 1, b"", False
-        while not done:
-            if task.end is not None and offset >= task.end:
-                return
-            chunk = handle.read(block_bytes)
-            data = carry + chunk
-            if not chunk:
-                complete, carry, done = data, b"", True
-            else:
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    carry = data
+        yield from _Reader(handle, task, block_bytes, options).blocks()
+
+
+class _Reader:
+    """The state of one task's read: the next record's byte offset and line, and the bytes
+    read past the last record end."""
+
+    def __init__(self, handle: Any, task: SourceTask, block_bytes: int,
+                 options: ReadOptions) -> None:
+        self.handle, self.task, self.options = handle, task, options
+        self.block_bytes = block_bytes
+        self.offset = _skip_partial_line(handle, task.start, block_bytes) if task.start else 0
+        self.line = 1
+        self.carry = b""
+
+    def blocks(self) -> Iterator[Block]:
+        end = self.task.end
+        while end is None or self.offset < end:
+            chunk = self.handle.read(self.block_bytes)
+            data = self.carry + chunk if self.carry else chunk
+            newlines = newlines_of(data)
+            ends = _ends(data, self.task.format, not chunk, newlines)
+            ended = False
+            if end is not None and len(ends):  # the records that start before the end
+                starts = np.concatenate([[0], ends[:-1]])
+                within = int(np.searchsorted(starts, end - self.offset, side="left"))
+                ended = within < len(ends)
+                ends = ends[:within]
+            if len(ends) == 0 and not ended:
+                if not chunk:
+                    return
+                if len(data) > self.options.max_record_bytes:
+                    yield self._too_large(data)
                     continue
-                complete, carry = data[: cut + 1], data[cut + 1:]
-            complete, ended = _cut_at_end(complete, offset, task.end)
-            done = done or ended
-            offset += len(complete)
-            lines = split_lines(complete)
-            if len(lines):
-                yield Block(first_line, lines)
-                first_line += len(lines)
+                self.carry = data
+                continue
+            cut = int(ends[-1]) if len(ends) else 0
+            block = _cut(data[:cut], ends, newlines, self.task.format, self.line,
+                         self.offset, self.options)
+            self.line += int(np.searchsorted(newlines, cut))
+            self.offset += cut
+            self.carry = data[cut:]
+            if len(block) or block.raw:
+                yield block
+            if ended or not chunk:
+                return
+
+    def _too_large(self, data: bytes) -> Block:
+        """The record that starts `data` and passed the limit, read through to its end a
+        block at a time (the bytes after it carried on): one raw record of its true size."""
+        prefix = data[:self.options.prefix_bytes]
+        scanner = QuoteScanner(bytes) if self.task.format == "csv" else None
+        size = lines = 0
+        tail = b""  # the last two bytes read of the record: its line end
+        self.carry = b""
+        while data:
+            if scanner is not None:
+                found = scanner.feed(data)
+                at = found[0] if found else -1
+            else:
+                at = data.find(b"\n") + 1 or -1
+            piece = data if at < 0 else data[:at]
+            size += len(piece)
+            lines += piece.count(b"\n")
+            tail = (tail + piece[-2:])[-2:]
+            if at >= 0:
+                self.carry = data[at:]
+                break
+            data = self.handle.read(self.block_bytes)
+        line_end = 2 if tail == b"\r\n" else 1 if tail.endswith(b"\n") else 0
+        record = RawRecord(self.line, self.offset, size - line_end, prefix, SIZE)
+        self.offset += size
+        self.line += lines
+        empty = pa.array([], pa.large_string())
+        return Block(empty, np.zeros(0, np.int64), np.zeros(0, np.int64), (record,),
+                     lines + (0 if line_end else 1))

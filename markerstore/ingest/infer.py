@@ -1,5 +1,5 @@
 """What ingest reads of the source on the driver, before Spark starts: a schema inferred
-from the first records (when none is given) and the header line of each CSV file."""
+from the first records (when none is given) and the header record of each CSV file."""
 
 from __future__ import annotations
 
@@ -10,7 +10,21 @@ from typing import Any
 import pyarrow as pa
 
 from markerstore.errors import SchemaError
-from markerstore.ingest.sources import SourceTask, read_lines
+from markerstore.ingest.blocks import read_blocks
+from markerstore.ingest.sources import SourceTask
+
+SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
+
+
+def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit: int
+             ) -> list[str]:
+    """The first `limit` text records of a task (a CSV record may span lines)."""
+    found: list[str] = []
+    for block in read_blocks(task, dict(storage_options or {}), SAMPLE_BYTES):
+        found += block.records.slice(0, limit - len(found)).to_pylist()
+        if len(found) >= limit:
+            break
+    return found
 
 
 def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
@@ -23,19 +37,17 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
 
         with fsspec.open(first.url, "rb", **dict(storage_options or {})) as handle:
             return pq.read_schema(handle)
-    lines = []
+    lines: list[str] = []
     for task in tasks:
-        for _, _, text in read_lines(task, dict(storage_options or {})):
-            if text.strip():
-                lines.append(text)
-            if len(lines) >= sample_lines:
-                break
+        lines += [t for t in _records(task, storage_options, sample_lines) if t.strip()]
         if len(lines) >= sample_lines:
             break
+    lines = lines[:sample_lines]
     if first.format == "csv":
         import pyarrow.csv as pcsv
 
-        table = pcsv.read_csv(pa.BufferReader("\n".join(lines).encode()))
+        table = pcsv.read_csv(pa.BufferReader("\n".join(lines).encode()),
+                              parse_options=pcsv.ParseOptions(newlines_in_values=True))
         return table.schema
     records = []
     for text in lines:
@@ -65,7 +77,11 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
 
 
 def csv_header(task: SourceTask, storage_options: Mapping[str, Any] | None) -> str:
-    for _, _, text in read_lines(SourceTask(task.url, task.format),
-                                 dict(storage_options or {})):
-        return text
+    """The header of a CSV file: its first record (a byte order mark dropped); empty when
+    the file has none, or when that record is not text."""
+    for block in read_blocks(SourceTask(task.url, task.format), dict(storage_options or {}),
+                             SAMPLE_BYTES):
+        if block.raw and (len(block) == 0 or block.raw[0].offset < block.offsets[0]):
+            return ""
+        return str(block.records[0].as_py()) if len(block) else ""
     return ""

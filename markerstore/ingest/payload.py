@@ -1,6 +1,6 @@
 """The `record` of an error row for a line the vectorized pass parsed: the JSON that
 errortable's per-record path stores for it, ``to_json(json.loads(line))`` for a JSON line
-and ``to_json(dict(zip(header, fields)))`` for a CSV line (empty fields null).
+and ``to_json(dict(zip(header, fields)))`` for a CSV record (null as the options say).
 
 The JSON lines of a block are decoded in one call (they are well-formed objects: the
 vectorized pass parsed them), which is about twice as fast as a call per line; a block
@@ -9,7 +9,6 @@ Python's json refuses as a whole is decoded line by line.
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -29,11 +28,13 @@ def json_payloads(lines: Sequence[str]) -> list[str]:
     return [to_json(v) for v in values]
 
 
-def csv_payloads(lines: Sequence[str], header: Sequence[str]) -> list[str]:
-    """Python's JSON of CSV lines' records (fields by header name, empty fields null)."""
+def csv_payloads(lines: Sequence[str], header: Sequence[str], null_value: str = "",
+                 empty_value: str = "") -> list[str]:
+    """Python's JSON of CSV records (fields by header name, null as the options say)."""
+    from errortable.csvtext import field_values, split_record
     from errortable.records import to_json
 
     names = list(header)
-    return [to_json({c: (v if v != "" else None) for c, v in
-                     zip(names, next(csv.reader([line], strict=True)), strict=True)})
+    return [to_json(dict(zip(names, field_values(split_record(line), null_value, empty_value),
+                             strict=True)))
             for line in lines]

@@ -48,11 +48,26 @@ class IngestResult:
 
     @property
     def rows_read(self) -> int:
+        """Rows written + error records (the commit checked that they are the source
+        records)."""
         return self.commit.rows_written + sum(self.commit.error_records.values())
+
+    @property
+    def source_records(self) -> int:
+        """Records the tasks' parsers read: a JSON line that is not blank, a CSV record
+        (which may span lines) after the header, a Parquet row. Each is one row written
+        or one error record: the commit checks it, else the write is rolled back."""
+        return int(self.commit.source.get("records", 0))
+
+    @property
+    def source_lines(self) -> int:
+        """Physical lines of the JSON and CSV files read (headers and blank lines too)."""
+        return int(self.commit.source.get("lines", 0))
 
     def summary(self) -> dict[str, Any]:
         c = self.commit
         return {"table": c.path, "instant": c.instant, "source": self.source,
+                "source_records": self.source_records, "source_lines": self.source_lines,
                 "rows_read": self.rows_read, "rows_written": c.rows_written,
                 "error_records": sum(c.error_records.values()),
                 "error_records_by_reason": dict(sorted(c.error_records.items())),
@@ -102,7 +117,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
 
     session = spark or spark_session(master, conf=conf, remote=remote)
     plan = IngestPlan(target, key, columns, dict(checks or {}), src_options,
-                      _task_splits(session, tasks, src_options, settings))
+                      _task_splits(session, tasks, src_options, settings), settings)
     splits = plan.splits
 
     def frame(job: Any) -> Any:

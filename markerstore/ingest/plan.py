@@ -29,6 +29,7 @@ class IngestPlan:
     checks: dict[str, str] = field(default_factory=dict)
     storage_options: dict[str, Any] = field(default_factory=dict)  # the source's
     splits: Splits = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)  # the write's (reading options)
 
     def task(self, job: WriteJob) -> IngestTask:
         """The tasks' function, once the write's instant exists: it carries the job's task
@@ -42,7 +43,7 @@ class IngestPlan:
                      if spec is not None else
                      errortable.Validator(self.target, self.key, columns, dict(self.checks)))
         return IngestTask(job.spec, validator, spec or _NoSpec(), self.storage_options,
-                          self.splits)
+                          self.splits, options=self.options)
 
 
 class _NoSpec:

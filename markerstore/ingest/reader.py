@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
+from errortable.convert import cast
 from markerstore import duck
 
 _INTS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
@@ -33,8 +34,11 @@ _HINTS = {**_INTS, pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.bool_(): "B
 _MAX_EXACT = 2 ** 53  # the largest JSON integer pyarrow converts to a double exactly
 _MAX_FLOAT32 = 3.4028234663852886e38
 # Extensions DuckDB's JSON parser accepts and Python's json does not (DuckDB rejects a
-# lone surrogate escape and control characters in strings itself).
-_JSON_LAX = r"\\u[dD][89a-fA-F]|,\s*[}\]]|(?i:[:\[,]\s*-?(?:inf|nan))"
+# lone surrogate escape and control characters in strings itself), and what the reference
+# (errortable.jsontext) refuses inside a value it would otherwise ignore: a nested array or
+# object (nesting depth, a key twice) and a large exponent (a number no double holds).
+_JSON_LAX = (r"\\u[dD][89a-fA-F]|,\s*[}\]]|(?i:[:\[,]\s*-?(?:inf|nan))|[:\[,]\s*[\[{]|"
+             r"\d[eE][-+]?\d{3}")
 _SPACES = (r"\s\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
            r"\x{205f}\x{3000}")
 
@@ -47,6 +51,22 @@ class Parsed:
     table: pa.Table
     rows: np.ndarray
     suspects: np.ndarray
+
+
+# Exactly the characters Python's str.strip removes (the reference parsers skip a line
+# that strips to nothing): a blank line is no record.
+_BLANK = "^[" + "".join(f"\\x{{{c:x}}}" for c in range(0x3001) if chr(c).isspace()) + "]*$"
+
+
+def blank_lines(lines: pa.Array, fmt: str = "json") -> int:
+    """How many of `lines` are no record: in JSON lines, a line of white space only (as
+    Python's str.strip sees it); in CSV, an empty one (RFC 4180: spaces are part of a
+    field, so a line of spaces is a record)."""
+    if len(lines) == 0:
+        return 0
+    blank = pc.match_substring_regex(lines, _BLANK) if fmt == "json" else \
+        pc.equal(pc.utf8_length(lines), 0)
+    return int(pc.sum(pc.cast(blank, pa.int64())).as_py() or 0)
 
 
 def complement(n: int, rows: np.ndarray) -> np.ndarray:
@@ -109,7 +129,7 @@ def json_query(schema: pa.Schema, extra_ok: bool) -> str | None:
     typed = "{" + ", ".join(f'"{f.name}": "{_INTS.get(f.type) or _DUCK_VALUE[str(k)]}"'
                             for f, k in zip(schema, kinds, strict=True)) + "}"
     # As many keys as target columns present: no unknown key and no key twice.
-    present = " + ".join(f"(ty[{j}] IS NOT NULL)::INTEGER" for j in range(1, len(schema) + 1))
+    present = "len(list_filter(ty, lambda x: x IS NOT NULL))"
     keys = "len(k) = len(list_distinct(k))" if extra_ok else f"len(k) = {present}"
     conds, values = [keys], []
     for j, (f, kind) in enumerate(zip(schema, kinds, strict=True), start=1):
@@ -123,7 +143,16 @@ def json_query(schema: pa.Schema, extra_ok: bool) -> str | None:
             f"json_transform(line, '{typed}') AS t "
             f"FROM blk WHERE starts_with(line, '{{') AND ends_with(line, '}}') {lax}"
             f"AND json_valid(line)) "
-            f"SELECT i, {' AND '.join(conds)} AS ok, {', '.join(values)} FROM p")
+            f"SELECT i, {_all(conds)} AS ok, {', '.join(values)} FROM p")
+
+
+def _all(conditions: Sequence[str]) -> str:
+    """`conditions` joined by AND as a balanced tree: DuckDB's parser nests a chain of
+    ANDs one level per operand, and refuses more than 1,000 levels (a wide schema)."""
+    if len(conditions) == 1:
+        return conditions[0]
+    half = len(conditions) // 2
+    return f"({_all(conditions[:half])} AND {_all(conditions[half:])})"
 
 
 _bound = threading.local()
@@ -210,17 +239,23 @@ def cast_rows(source: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarr
     """`source` cast to `target` with Arrow (safe), and the rows that do not cast (null in
     the result): the whole column at once; if that fails, DuckDB's hint, then halving of
     failing slices for what it missed."""
+    from errortable.convert import too_long
+
     try:  # the common case: every row casts, and DuckDB's hint is not needed
-        return pc.cast(source, target, safe=True), np.zeros(0, np.int64)
+        return cast(source, target), np.zeros(0, np.int64)
     except _CAST_ERRORS:
         pass
-    hinted = _hint(source, target)
+    long = np.array(too_long(source, target), dtype=np.int64)
+    if len(long):  # no huge text is parsed (or quoted in a message) to fail its cast
+        mask = np.zeros(len(source), dtype=bool)
+        mask[long] = True
+        source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
+    hinted = np.union1d(_hint(source, target), long).astype(np.int64)
     if len(hinted):
         mask = np.zeros(len(source), dtype=bool)
         mask[hinted] = True
         source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
-    array, failed = _bisect(len(source), target,
-                            lambda o, n: pc.cast(source.slice(o, n), target, safe=True))
+    array, failed = _bisect(len(source), target, lambda o, n: cast(source.slice(o, n), target))
     return array, np.union1d(hinted, np.array(failed, dtype=np.int64)).astype(np.int64)
 
 
@@ -254,8 +289,12 @@ def csv_pattern(width: int) -> str:
 
 
 def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
-              extra_ok: bool) -> Parsed:
-    """The clean rows of a block of CSV lines (after the header), and its suspects."""
+              extra_ok: bool, null_value: str = "", empty_value: str = "") -> Parsed:
+    """The clean rows of a block of CSV records (after the header), and its suspects: a
+    record on one line, every field plain or quoted (no line break), read by Arrow with
+    Spark's null rules (an empty plain field, and a field equal to `null_value`, quoted or
+    not, are null; ``""`` is `empty_value`, so a record holding one is a suspect unless
+    that is null too)."""
     n = len(lines)
     names = list(header or [])
     target = set(schema.names)
@@ -264,18 +303,24 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
         return everything_suspect(schema, n)
     clean = pc.and_(pc.match_substring_regex(lines, csv_pattern(len(names))),
                     pc.match_substring_regex(lines, f"[^{_SPACES}]"))
+    if empty_value != null_value:
+        clean = pc.and_(clean, pc.invert(pc.match_substring_regex(lines, '(^|,)""(,|$)')))
     rows = np.flatnonzero(pc.fill_null(clean, False).to_numpy(zero_copy_only=False))
     if len(rows) == 0:
         return everything_suspect(schema, n)
     texts = lines.take(pa.array(rows))
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(rows)], pa.int32()),
                                                      texts.cast(pa.string())), "\n")
+    data = joined.cast(pa.large_binary())[0].as_buffer()
     table = pcsv.read_csv(
-        pa.BufferReader(joined.cast(pa.binary())[0].as_buffer()),
-        read_options=pcsv.ReadOptions(column_names=names, use_threads=False),
+        pa.BufferReader(data),
+        # One Arrow block for the whole text: a record never straddles two.
+        read_options=pcsv.ReadOptions(column_names=names, use_threads=False,
+                                      block_size=max(1 << 20, data.size + 1)),
         parse_options=pcsv.ParseOptions(newlines_in_values=False),
         convert_options=pcsv.ConvertOptions(
-            column_types={c: pa.string() for c in names}, null_values=[""],
+            column_types={c: pa.string() for c in names},
+            null_values=list(dict.fromkeys(["", null_value])),
             strings_can_be_null=True, quoted_strings_can_be_null=True))
     if table.num_rows != len(rows):
         return everything_suspect(schema, n)

@@ -1,4 +1,5 @@
-"""Source files for ingest: list them through fsspec, cut them into tasks, read a task.
+"""Source files for ingest: list them through fsspec and cut them into tasks (which
+:mod:`markerstore.ingest.blocks` reads).
 
 Spark cannot reach every fsspec URL (s3:// needs hadoop-aws), so executors read sources
 through fsspec themselves. A task is a whole file, or for a large JSON-lines file a
@@ -9,7 +10,7 @@ byte range; a range starts after the first newline at or after its start (unless
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,29 +114,3 @@ def pack(tasks: Sequence[SourceTask], cores: int, task_bytes: int) -> list[list[
         bins[least].append(i)
         heapq.heappush(loads, (load + tasks[i].size, held + 1, least))
     return [sorted(b) for b in bins]
-
-
-def read_lines(task: SourceTask, storage_options: dict[str, Any] | None = None
-               ) -> Iterator[tuple[int, int | None, str]]:
-    """(byte offset, line number or None, text) of each line of a line-oriented task.
-
-    Line numbers (1-based) are known for whole files; a byte range gives offsets only."""
-    compression = "infer" if task.whole_file else None
-    with fsspec.open(task.url, "rb", compression=compression,
-                     **(storage_options or {})) as handle:
-        offset = task.start
-        if task.start:
-            handle.seek(task.start - 1)
-            previous = handle.read(1)
-            if previous != b"\n":
-                skipped = handle.readline()  # the line that began in the previous range
-                offset += len(skipped)
-        line_number = 0
-        while task.end is None or offset < task.end:
-            raw = handle.readline()
-            if not raw:
-                break
-            line_number += 1
-            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            yield offset, (line_number if task.start == 0 else None), text
-            offset += len(raw)

@@ -24,12 +24,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from markerstore import config
 from markerstore.commit import TaskAttempt, TaskResult, TaskSpec
 from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
-from markerstore.ingest.blocks import BLOCK_BYTES, Block, read_blocks
+from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
 from markerstore.ingest.payload import csv_payloads, json_payloads
-from markerstore.ingest.reader import Parsed, json_query, parse_csv, parse_json
+from markerstore.ingest.reader import Parsed, blank_lines, json_query, parse_csv, parse_json
 from markerstore.ingest.sources import SourceTask
 
 PARQUET_BATCH_ROWS = 64_000
@@ -46,9 +47,31 @@ def _attempt() -> TaskAttempt:
 
 
 def split_header(header: str | None) -> list[str]:
-    import csv
+    """The column names of a CSV header record (empty if it is not one)."""
+    from errortable.csvtext import CsvError, split_record
 
-    return next(csv.reader([header or ""]), [])
+    if not header:
+        return []
+    try:
+        return [name for name, _ in split_record(header)]
+    except CsvError:
+        return []
+
+
+def reading_options(settings: Mapping[str, Any] | None, schema: pa.Schema
+                    ) -> tuple[ReadOptions, Any]:
+    """How the ingest reads records, from its options (markerstore.config): the block
+    reader's options and errortable's ParseOptions for this target schema."""
+    from errortable.parsing import ParseOptions
+
+    resolved = config.resolve(settings)
+    text_columns = frozenset(f.name for f in schema if pa.types.is_string(f.type)
+                             or pa.types.is_large_string(f.type)) \
+        if resolved[config.INGEST_VALUE_AS_TEXT] else frozenset()
+    return (ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
+                        resolved[config.INGEST_ENCODING_ERRORS]),
+            ParseOptions(resolved[config.INGEST_NULL_VALUE], resolved[config.INGEST_EMPTY_VALUE],
+                         resolved[config.INGEST_NON_NUMERIC], text_columns))
 
 
 def with_reason(errors: pa.Table) -> pa.Table:
@@ -67,7 +90,8 @@ class IngestTask:
     def __init__(self, spec: TaskSpec, validator: Any, capture: Any,
                  storage_options: Mapping[str, Any] | None = None,
                  splits: Sequence[Sequence[tuple[SourceTask, str | None]]] = (),
-                 block_bytes: int = BLOCK_BYTES) -> None:
+                 block_bytes: int = BLOCK_BYTES,
+                 options: Mapping[str, Any] | None = None) -> None:
         self.spec = replace(spec, validator=None)
         self.validator = validator
         self.capture = capture
@@ -77,6 +101,7 @@ class IngestTask:
         self.schema: pa.Schema = validator.target_schema
         self.extra_ok = getattr(validator, "extra_columns", "error") == "ignore"
         self.query = json_query(self.schema, self.extra_ok)
+        self.read_options, self.parse_options = reading_options(options, self.schema)
 
     def __call__(self, descriptors: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield self.run(descriptors).to_arrow()
@@ -110,7 +135,8 @@ class IngestTask:
              attempt: TaskAttempt) -> None:
         timer = _Timer(writer.summary.seconds)
         ctx = self._context(task.url, attempt, task.start)
-        for good, errors in self.results(task, header, ctx, timer):
+        source = writer.summary.source  # what the parser counts: the commit checks it
+        for good, errors in self.results(task, header, ctx, timer, source):
             with timer("write_rows"):
                 if errors is not None and errors.num_rows:
                     writer.write_errors(errors)
@@ -118,20 +144,34 @@ class IngestTask:
                     writer.write(batch)
 
     def results(self, task: SourceTask, header: str | None, ctx: Any,
-                timer: _Timer | None = None) -> Iterator[tuple[pa.Table, pa.Table | None]]:
-        """(good rows, error rows or None) of each block of the task, in order."""
+                timer: _Timer | None = None, source: dict[str, int] | None = None
+                ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
+        """(good rows, error rows or None) of each block of the task, in order. What the
+        parser reads is added to `source`: ``records`` (a JSON line that is not blank, a
+        CSV record after the header, a Parquet row), ``lines`` (physical lines)."""
         timer = timer or _Timer({})
+        source = {} if source is None else source
+        source.setdefault("records", 0)
         if task.format == "parquet":
-            yield from self._parquet(task, ctx, timer)
+            yield from self._parquet(task, ctx, timer, source)
             return
         columns = split_header(header) if task.format == "csv" else None
+        source.setdefault("lines", 0)
+        # A header that is no CSV record (a line break in an unquoted name: lines that end
+        # with CR alone) stays a record, so it fails as one; dropped, it would take the
+        # file's every line with it.
+        header_left = columns is not None and task.start == 0 and bool(columns or not header)
         for block in timer.each("read", read_blocks(task, self.storage_options,
-                                                    self.block_bytes)):
-            if columns is not None and block.first_line == 1:  # the CSV header line
-                block = Block(2, block.lines.slice(1))
+                                                    self.block_bytes, self.read_options)):
+            _count(source, "lines", block.line_count)
+            if header_left:  # the CSV header: the file's first record
+                block, header_left = _without_header(block), False
+            # a record the parser reads: every one but a blank one, those set apart too
+            _count(source, "records", len(block) - blank_lines(block.records, task.format)
+                   + len(block.raw))
             yield self._block(block, task.format, columns, ctx, timer)
 
-    def _parquet(self, task: SourceTask, ctx: Any, timer: _Timer
+    def _parquet(self, task: SourceTask, ctx: Any, timer: _Timer, source: dict[str, int]
                  ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
         import fsspec
         import pyarrow.parquet as pq
@@ -139,6 +179,7 @@ class IngestTask:
         with fsspec.open(task.url, "rb", **self.storage_options) as handle:
             batches = pq.ParquetFile(handle).iter_batches(batch_size=PARQUET_BATCH_ROWS)
             for batch in timer.each("read", batches):
+                _count(source, "records", batch.num_rows)
                 with timer("validate"):
                     good, errors = self.validator.split_arrow(batch, ctx)
                     errors = with_reason(errors)
@@ -148,14 +189,17 @@ class IngestTask:
                timer: _Timer) -> tuple[pa.Table, pa.Table | None]:
         with timer("parse"):
             if fmt == "csv":
-                parsed = parse_csv(block.lines, self.schema, columns, self.extra_ok)
+                p = self.parse_options
+                parsed = parse_csv(block.records, self.schema, columns, self.extra_ok,
+                                   p.null_value, p.empty_value)
             else:
-                parsed = parse_json(block.lines, self.schema, self.query)
+                parsed = parse_json(block.records, self.schema, self.query)
         with timer("validate"):
             good, errors = self._validate(block, parsed, fmt, columns, ctx)
         with timer("reference"):
             more, more_errors = self._reference(block, parsed.suspects, fmt, columns, ctx)
-        found = [t for t in (errors, more_errors) if t is not None and t.num_rows]
+        raw = self._raw(block.raw, ctx)
+        found = [t for t in (raw, errors, more_errors) if t is not None and t.num_rows]
         errors = None if not found else found[0] if len(found) == 1 else \
             pa.concat_tables(found)
         if more is not None and more.num_rows:
@@ -167,12 +211,14 @@ class IngestTask:
         """The Validator's stages (null, key, partition, checks) over the parsed rows, with
         the `record` of a failing row computed from its line as the per-record path does."""
         def payloads(rows: list[int]) -> list[str]:
-            lines = block.lines.take(pa.array(parsed.rows[rows]))
+            lines = block.records.take(pa.array(parsed.rows[rows]))
             if fmt == "csv":
-                return csv_payloads(lines.to_pylist(), columns or [])
+                p = self.parse_options
+                return csv_payloads(lines.to_pylist(), columns or [], p.null_value,
+                                    p.empty_value)
             return json_payloads(lines.to_pylist())
 
-        numbers = cast(Sequence[int], parsed.rows + block.first_line)
+        numbers = cast(Sequence[int], block.lines[parsed.rows])
         good, errors = self.validator.split_typed(parsed.table, ctx, numbers, payloads)
         return good, (with_reason(errors) if errors.num_rows else None)
 
@@ -185,18 +231,43 @@ class IngestTask:
             return None, None
         from errortable.parsing import parse_csv_block, parse_json_block
 
-        texts = block.lines.take(pa.array(suspects)).to_pylist()
-        numbers = (suspects + block.first_line).tolist()
+        texts = block.records.take(pa.array(suspects)).to_pylist()
+        numbers = block.lines[suspects].tolist()
+        offsets = block.offsets[suspects].tolist()
         if fmt == "csv":
-            parsed = parse_csv_block(texts, ctx, header=columns, line_numbers=numbers)
+            parsed = parse_csv_block(texts, ctx, header=columns, line_numbers=numbers,
+                                     offsets=offsets, options=self.parse_options)
         else:
-            parsed = parse_json_block(texts, ctx, line_numbers=numbers)
+            parsed = parse_json_block(texts, ctx, line_numbers=numbers, offsets=offsets,
+                                      options=self.parse_options)
         good, errors = self.validator.split_records_arrow(parsed.records, ctx,
                                                           line_numbers=parsed.line_numbers)
         found = [t for t in (parsed.errors, errors) if t.num_rows]
         if not found:
             return good, None
         return good, with_reason(found[0] if len(found) == 1 else pa.concat_tables(found))
+
+    def _raw(self, raw: Sequence[RawRecord], ctx: Any) -> pa.Table | None:
+        """The error records of the records the reader set apart (not UTF-8, too large)."""
+        if not raw:
+            return None
+        from errortable.parsing import encoding_failure, raw_errors, size_failure
+
+        limit = self.read_options.max_record_bytes
+        failures = [encoding_failure(r.line, r.data, r.offset) if r.reason == "encoding"
+                    else size_failure(r.line, r.data, r.size, limit, r.offset) for r in raw]
+        return with_reason(raw_errors(failures, ctx))
+
+
+def _without_header(block: Block) -> Block:
+    """`block` (a file's first) without its first record, the CSV header."""
+    if block.raw and (len(block) == 0 or block.raw[0].offset < block.offsets[0]):
+        return replace(block, raw=block.raw[1:])
+    return block.take(np.arange(1, len(block), dtype=np.int64))
+
+
+def _count(source: dict[str, int], kind: str, n: int) -> None:
+    source[kind] = source.get(kind, 0) + n
 
 
 class _Timer:

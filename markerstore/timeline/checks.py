@@ -98,6 +98,8 @@ def check_commit(payload: Any, instant: str, where: str) -> dict[str, Any]:
         check_str(payload.get(key), key, where)
     check_counts(payload.get("counts"), "counts", where)
     check_counts(payload.get("error_records"), "error_records", where)
+    for key in ("source_records", "source_lines"):
+        check_count(payload.get(key), key, where)
     timestamp = payload.get("timestamp")
     if timestamp is not None and (isinstance(timestamp, bool)
                                   or not isinstance(timestamp, (int, float))

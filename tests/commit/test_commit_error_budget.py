@@ -16,6 +16,7 @@ from markerstore.commit.driver import ErrorTableSpec
 from markerstore.errors import ConfigError, ErrorBudgetExceeded
 from markerstore.timeline import COMPLETED, ROLLEDBACK
 from tests.support.commit_checks import assert_clean, data_files, open_table, run_job_tasks, split
+from tests.support.readback import assert_records
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.int64()), ("payload", pa.string())])
 CHECKS = {"not_tenth": "id % 10 <> 0", "small_id": "id < 990"}  # 100 + 9 bad of 1,000
@@ -73,11 +74,9 @@ def test_a_write_within_its_budget_commits_data_and_error_rows(location: Any) ->
                        markerstore__write__error__table__max_fraction="0.11")
     job, results = _write(table)
     result = job.commit(results)
-    assert result.rows_written == 891 and result.error_records == {"check": 109}
     assert table.state(job.instant) == COMPLETED
-    rows = errortable.query(table.path, "SELECT count(*) FROM errors",
-                            table.storage.storage_options).fetchall()
-    assert rows == [(109,)]
+    assert_records(table, 1000, rows=891, errors={"check": 109})
+    assert result.rows_written == 891 and result.error_records == {"check": 109}
 
 
 def test_fail_fast_fails_on_the_first_bad_row(tmp_path: Any) -> None:

@@ -106,6 +106,26 @@ def test_rows_in_must_equal_rows_written(location: Any) -> None:
     assert_clean(table)
 
 
+def test_source_records_must_equal_rows_written_plus_error_rows(tmp_path: Any) -> None:
+    """Tasks that read the source themselves report what their parser counted: one
+    record lost between the parser and the files rolls the write back; the counts that
+    add up are in the commit metadata and the result."""
+    table = Table(str(tmp_path / "t"))
+    for records, lines in ((101, 120), (100, 120)):
+        job = WriteJob(table).start()
+        result = run_task(job.spec, batches(100), TaskAttempt(0, 1, 0, 1))
+        result.summary.source.update(records=records, lines=lines)
+        if records != 100:
+            with pytest.raises(MarkerStoreError, match="101 source records but 100 written"):
+                job.commit([result])
+            assert table.state(job.instant) == "rolledback"
+            continue
+        commit = job.commit([result])
+        assert commit.source == {"records": 100, "lines": 120}
+        meta = table.commit_metadata(job.instant)
+        assert (meta["source_records"], meta["source_lines"]) == (100, 120)
+
+
 def test_no_outputs_commits_an_empty_instant(location: Any) -> None:
     table = open_table(location)
     job = WriteJob(table).start()

@@ -20,6 +20,7 @@ from markerstore.commit.task import split_by_partition
 from markerstore.markers import DirectWriteMarkers, IOType
 from markerstore.testing.s3 import S3Proxy
 from tests.support.commit_checks import TINY, batches, data_files, open_table, uploads
+from tests.support.readback import data_rows
 
 
 def test_file_names_round_trip() -> None:
@@ -298,6 +299,8 @@ def test_validator_and_error_sink_count_error_records(tmp_path: Any) -> None:
     assert result.summary.error_files == [{"rows": 7}]
     commit = job.commit([result])
     assert commit.rows_written == 93 and commit.error_records == {"check": 4, "cast": 3}
+    # what the table and the sink hold: 100 rows in, 93 in the committed files, 7 stored
+    assert data_rows(table).num_rows == 93 and sum(t.num_rows for t in sinks[0].rows) == 7
     assert table.commit_metadata(job.instant)["error_records"] == {"check": 4, "cast": 3}
     assert table.commit_metadata(job.instant)["rows_in"] == 100
 

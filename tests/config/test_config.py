@@ -117,9 +117,12 @@ def _readme_options() -> dict[str, list[str]]:
 
 
 def _shown(default: object) -> set[str]:
-    """How the README may show a default: (none), `value`, or `N MiB` for whole MiB."""
+    """How the README may show a default: (none), (empty), `value`, or `N MiB` for whole
+    MiB."""
     if default is None:
         return {"(none)"}
+    if default == "":
+        return {"(empty)"}
     mib = 1024 * 1024
     if isinstance(default, int) and not isinstance(default, bool) and default % mib == 0:
         return {f"`{default}`", f"`{default // mib} MiB`"}

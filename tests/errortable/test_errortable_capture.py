@@ -142,7 +142,7 @@ def test_json_lines_parse_errors_keep_file_and_line() -> None:
 
 def test_csv_lines_cast_text_and_report_bad_lines() -> None:
     schema = pa.schema([("id", pa.string()), ("amount", pa.int64()), ("day", pa.date32())])
-    lines = ["id,amount,day", "a,1,2024-01-02", "b,,2024-01-03", "c,2", 'd,"3,2024-01-04',
+    lines = ["id,amount,day", "a,1,2024-01-02", "b,,2024-01-03", "c,2", 'd,"3"4,2024-01-04',
              "e,x,2024-01-05", "f,4,not-a-date"]
     parsed = parse_csv_lines(lines, {"source_file": "in.csv"})
     assert [e["context"]["sourceLine"] for e in parsed.errors] == ["4", "5"]
@@ -152,3 +152,41 @@ def test_csv_lines_cast_text_and_report_bad_lines() -> None:
     assert [e["context"]["sourceLine"] for e in errors] == ["6", "7"]
     assert str(good.column("day")[0]) == "2024-01-02"
     assert json.loads(errors[0]["record"]) == {"id": "e", "amount": "x", "day": "2024-01-05"}
+
+
+@pytest.mark.parametrize(("value", "target"), [
+    (1.5, pa.int64()), (-0.5, pa.int32()), (float("nan"), pa.int64()), (True, pa.float64()),
+    (False, pa.int64()), ("0x10", pa.int64()), ("0X1f", pa.uint8()),
+])
+def test_a_value_is_never_converted_into_another_one(value: object, target: pa.DataType
+                                                     ) -> None:
+    """What pa.array and Arrow's cast would take and the record does not say (a fraction
+    truncated to an integer, a boolean as a number, hexadecimal text as an integer) is a
+    cast error naming the value; its exact neighbours still convert."""
+    schema = pa.schema([("v", target)])
+    records = [{"v": value}, {"v": 1.0}, {"v": "12"}, {"v": 7}, {"v": None}]
+    good, errors = Validator(schema).split_records(records, CaptureContext())
+    assert good.column("v").to_pylist() == [1, 12, 7, None]
+    (error,) = errors
+    assert error["context"]["reason"] == "cast" and error["context"]["column"] == "v"
+    assert str(value).lower().split(".")[0] in error["message"].lower()
+
+
+def test_text_with_a_plus_sign_is_a_number() -> None:
+    """'+5' is 5 for an integer column as '+1.5' is 1.5 for a double (Arrow refuses the
+    first only); '+' before anything but digits still fails."""
+    schema = pa.schema([("n", pa.int64()), ("d", pa.float64())])
+    records = [{"n": "+5", "d": "+1.5"}, {"n": "+x", "d": "1"}, {"n": "+0x10", "d": "2"}]
+    good, errors = Validator(schema).split_records(records, CaptureContext())
+    assert good.to_pylist() == [{"n": 5, "d": 1.5}]
+    assert [e["context"]["reason"] for e in errors] == ["cast", "cast"]
+
+
+def test_an_integer_for_a_double_is_its_nearest_double() -> None:
+    """As 0.1 or 123456789012345678901234567890 are: 2**53 + 1 is 2**53 (pyarrow refused
+    it); an integer past the double range is a cast error, never infinity."""
+    schema = pa.schema([("d", pa.float64())])
+    records = [{"d": 2**53 + 1}, {"d": 10**400}, {"d": 3}]
+    good, errors = Validator(schema).split_records(records, CaptureContext())
+    assert good.column("d").to_pylist() == [2.0**53, 3.0]
+    assert [e["context"]["reason"] for e in errors] == ["cast"]

@@ -18,6 +18,7 @@ from markerstore.errors import ErrorTableError
 from markerstore.markers import DirectWriteMarkers, IOType, WriteMarkers
 from markerstore.timeline import COMPLETED, INFLIGHT, ROLLEDBACK
 from tests.support.errortable_writes import batch, full_write, run_task, start
+from tests.support.readback import assert_records
 
 
 def count(path: str | Table, storage_options: dict[str, Any] | None = None,
@@ -29,6 +30,7 @@ def count(path: str | Table, storage_options: dict[str, Any] | None = None,
 def test_local_error_table_end_to_end(location: Any) -> None:
     target = Table(location.url, location.storage_options)
     write = full_write(target, [batch(3, {"cast": 2, "check": 1}), batch(2, {"key": 1})])
+    assert_records(target, 9, rows=5, errors={"cast": 2, "check": 1, "key": 1})
     assert write.rows_in == write.rows_written + write.error_rows == 9
     meta = target.commit_metadata(write.instant)
     assert meta["error_records"] == {"cast": 2, "check": 1, "key": 1}

@@ -15,6 +15,7 @@ from markerstore.commit.runner import run_task
 from markerstore.commit.stats import TaskAttempt
 from markerstore.timeline import COMPLETED, ROLLEDBACK
 from tests.support.errortable_writes import CHECKS, SCHEMA, batch
+from tests.support.readback import assert_records
 
 
 def _source(n_good: int, bad: dict[str, int]) -> pa.RecordBatch:
@@ -39,6 +40,7 @@ def test_a_write_job_commits_its_error_rows_with_it(tmp_path: Any) -> None:
     assert first.summary.error_records == {"cast": 2, "check": 1}
     assert errortable.read(ec.url).fetchall() == []  # nothing before the main commit
     result = job.commit([first, winner])  # checks rows in = written + error rows
+    assert_records(table, 9, rows=5, errors={"cast": 2, "check": 1, "key": 1})  # read back
     assert result.error_records == {"cast": 2, "check": 1, "key": 1}
     assert errortable.read(table.path).aggregate("count(*)").fetchall() == [(4,)]  # lazily
     metrics.reset()

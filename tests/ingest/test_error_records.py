@@ -8,34 +8,42 @@ import random
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import errortable
 from errortable import parse_csv_lines, parse_json_lines
 from errortable.parsing import parse_csv_block, parse_json_block
 from markerstore.commit import TaskSpec
-from markerstore.ingest.blocks import Block, split_lines
+from markerstore.ingest.blocks import split_records
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.task import IngestTask, _Timer
 from tests.ingest.test_differential import CHECKS, CSV_DDL, DDL, _csv_text, _good, _variants
 
 
 def _plain(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records without uid and ts, the context as pairs; without sourceOffset, which only
+    the block path knows (tests/ingest/test_parsing_csv.py checks it)."""
     out = []
     for r in records:
         context = r["context"]
         pairs = list(context.items()) if isinstance(context, dict) else list(context)
+        pairs = [(k, v) for k, v in pairs if k != "sourceOffset"]
         out.append({**{k: v for k, v in r.items() if k not in ("uid", "ts", "reason")},
                     "context": pairs})
     return out
 
 
-def _per_record(texts: list[str], numbers: list[int], fmt: str, validator: Any, ctx: Any,
-                header: list[str] | None) -> list[dict[str, Any]]:
+def _per_record(data: bytes, first: int, fmt: str, validator: Any, ctx: Any,
+                header: list[str] | None, options: Any) -> list[dict[str, Any]]:
+    """The per-record path over the physical lines of `data` (it joins CSV records)."""
+    lines = data.split(b"\n")
     if fmt == "csv":
-        parsed = parse_csv_lines(texts, ctx, header=header, line_numbers=numbers)
+        parsed = parse_csv_lines([line + b"\n" for line in lines[:-1]] + lines[-1:], ctx,
+                                 header=header, first_line=first, options=options)
     else:
-        parsed = parse_json_lines(texts, ctx, line_numbers=numbers)
+        parsed = parse_json_lines([line.removesuffix(b"\r") for line in lines], ctx,
+                                  first_line=first, options=options)
     _, errors = validator.split_records(parsed.records, ctx, line_numbers=parsed.line_numbers)
     return list(parsed.errors) + list(errors)
 
@@ -43,24 +51,28 @@ def _per_record(texts: list[str], numbers: list[int], fmt: str, validator: Any, 
 def _both(data: bytes, fmt: str, validator: Any, header: list[str] | None = None,
           extra: dict[str, str] | None = None, every_line_suspect: bool = False
           ) -> tuple[list[Any], list[Any]]:
-    lines = split_lines(data)
-    block = Block(7, lines)
+    block = split_records(data, fmt, first_line=7, offset=100)
     ctx = errortable.CaptureContext(task_attempt="t-1", source_file="s3://in/x",
                                     commit_time="20261122000000000", extra=extra or {})
     task = IngestTask(TaskSpec("file:///unused", "i", "u", "direct"), validator,
                       errortable.CaptureContext)
     if every_line_suspect:  # all through the parser and split_records
-        _, table = task._reference(block, np.arange(len(lines), dtype=np.int64), fmt, header,
+        _, table = task._reference(block, np.arange(len(block), dtype=np.int64), fmt, header,
                                    ctx)
+        raw = task._raw(block.raw, ctx)
+        if raw is not None:
+            table = raw if table is None else pa.concat_tables([raw, table])
     else:  # the vectorized pass, split_typed for its rows, the parser for its suspects
         _, table = task._block(block, fmt, header, ctx, _Timer({}))
     new = [] if table is None else table.to_pylist()
-    old = _per_record(lines.to_pylist(), list(range(7, 7 + len(lines))), fmt, validator,
-                      ctx, header)
+    old = _per_record(data, 7, fmt, validator, ctx, header, task.parse_options)
     assert table is None or table.column("reason").to_pylist() == [
         dict(r["context"])["reason"] for r in new]
-    if every_line_suspect:  # the same records in the same order
-        return _plain(old), _plain(new)
+    if every_line_suspect:  # the same records in the same order (the raw ones first)
+        def line(r: dict[str, Any]) -> int:
+            return int(dict(r["context"])["sourceLine"])
+
+        return _plain(sorted(old, key=line)), _plain(sorted(new, key=line))
     if fmt == "csv":  # a CSV parse error's `schema` is known once a line of the same
         # parser call parsed (the per-record path sees every line, the task its suspects)
         old = [{**r, "schema": None} if dict(r["context"])["reason"] == "parse" else r
@@ -132,5 +144,10 @@ def test_a_pii_policy_gives_the_per_record_records(policy: dict[str, Any]) -> No
                                      config=ErrorTableConfig(**policy))
     old, new = _both(b"\n".join(lines), "json", validator)
     assert len(old) > 50 and new == old
+    raw = ("parse", "encoding")  # built as raw text; the task writer applies the policy
     assert not any("name 1" in str(r["record"]) for r in new if
-                   dict(r["context"])["reason"] != "parse")
+                   dict(r["context"])["reason"] not in raw)
+    builder = errortable.RecordBuilder(ErrorTableConfig(**policy))
+    stored = [builder.protect({**r, "context": dict(r["context"])}) for r in new
+              if dict(r["context"])["reason"] in raw]
+    assert stored and not any(r["record"] or "recordBase64" in r["context"] for r in stored)

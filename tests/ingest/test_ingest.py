@@ -16,11 +16,13 @@ import pytest
 import errortable
 from errortable import ErrorTables
 from markerstore import Table
+from markerstore.cli.demo import read_back
 from markerstore.commit import recover
 from markerstore.ingest import sample
 from markerstore.ingest.pipeline import ingest
 from markerstore.sql import sql as sql_views
 from markerstore.testing.s3 import MotoS3
+from tests.support.readback import assert_records
 
 pytestmark = pytest.mark.spark
 
@@ -41,9 +43,15 @@ def test_ingest_json_with_checks(spark: Any, tmp_path: Path) -> None:
     result = ingest(str(tmp_path / "src"), url, schema=sample.SCHEMA_DDL, checks=sample.CHECKS,
                     key=sample.KEY, partition_by=sample.PARTITION_BY, spark=spark,
                     markers="direct", progress=False)
-    assert result.rows_read == info.rows
-    assert result.error_records == {k: v for k, v in info.bad.items() if v}
+    bad = {k: v for k, v in info.bad.items() if v}
+    assert_records(url, info.rows, instant=result.commit.instant, rows=info.good, errors=bad)
+    assert read_back(Table(url), result.commit.instant, info.rows, bad) == (info.good, bad)
+    # and the counts the ingest reports are those
+    assert result.rows_read == info.rows and result.error_records == bad
     assert result.commit.rows_written == info.good
+    assert (result.source_records, result.source_lines) == (info.rows, info.rows)
+    meta = Table(url).commit_metadata(result.commit.instant)
+    assert (meta["source_records"], meta["source_lines"]) == (info.rows, info.rows)
     # Three small files on the session's cores: packed into one Spark task per core.
     assert (result.source_tasks, result.spark_tasks) == (
         3, min(3, spark.sparkContext.defaultParallelism))
@@ -61,15 +69,19 @@ def test_ingest_json_with_checks(spark: Any, tmp_path: Path) -> None:
 def test_ingest_csv_and_parquet_with_inferred_schema(spark: Any, tmp_path: Path) -> None:
     csv_dir = tmp_path / "csv"
     csv_dir.mkdir()
-    (csv_dir / "a.csv").write_text("id,name,score\n1,a,1.5\n2,b,x\n3,c,2.5\n4,d,3\n5,e,\"oops\n")
+    (csv_dir / "a.csv").write_text("id,name,score\n1,a,1.5\n2,b,x\n3,c,2.5\n4,d,3\n\n5,e,\"oops\n")
     result = ingest(str(csv_dir), str(tmp_path / "t1"), schema="id BIGINT, name STRING, "
                     "score DOUBLE", spark=spark, progress=False, markers="direct")
+    assert_records(str(tmp_path / "t1"), 5, rows=3, errors={"cast": 1, "parse": 1})
+    assert (result.source_records, result.source_lines) == (5, 7)  # a header, a blank line
     assert result.commit.rows_written == 3
     assert sum(result.error_records.values()) == 2
     pq.write_table(pa.table({"id": [1, 2, None], "v": ["a", "b", "c"]}),
                    str(tmp_path / "in.parquet"))
     result = ingest(str(tmp_path / "in.parquet"), str(tmp_path / "t2"), key="id", spark=spark,
                     progress=False, markers="direct")
+    assert_records(str(tmp_path / "t2"), 3, rows=2, errors={"key": 1})
+    assert (result.source_records, result.source_lines) == (3, 0)
     assert result.commit.rows_written == 2 and result.error_records == {"key": 1}
 
 
@@ -78,6 +90,8 @@ def test_empty_source_gives_an_empty_commit(spark: Any, tmp_path: Path) -> None:
     result = ingest(str(tmp_path / "empty.json"), str(tmp_path / "t"), schema="a BIGINT",
                     spark=spark, progress=False, markers="direct")
     assert result.commit.rows_written == 0 and result.commit.num_files == 0
+    assert_records(str(tmp_path / "t"), 0)
+    assert (result.source_records, result.source_lines) == (0, 0)
     assert Table(str(tmp_path / "t")).state(result.commit.instant) == "completed"
 
 
@@ -113,8 +127,8 @@ def test_cli_ingest_from_and_to_s3(moto_s3: MotoS3, s3_bucket: str, tmp_path: Pa
     summary = json.loads(out.stdout)
     assert summary["rows_read"] == info.rows and summary["rows_written"] == info.good
     assert summary["storage_requests"]["total"] > 0
-    rows = sql_views(Table(table, opts), "SELECT sum(rows) FROM files").fetchall()
-    assert rows == [(info.good,)]
+    assert_records(table, info.rows, storage_options=opts, rows=info.good,
+                   errors={k: v for k, v in info.bad.items() if v})
 
 
 @pytest.mark.slow

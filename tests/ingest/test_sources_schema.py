@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from markerstore.ingest.blocks import read_blocks
 from markerstore.ingest.schema import SchemaError, avro_to_arrow, ddl_to_arrow, load_schema
-from markerstore.ingest.sources import SourceError, SourceTask, list_tasks, pack, read_lines
+from markerstore.ingest.sources import SourceError, SourceTask, list_tasks, pack
 
 
 def test_ddl_schema() -> None:
@@ -75,11 +76,12 @@ def test_byte_ranges_read_every_line_exactly_once(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
     for split in (7, 64, 100, 1000, 10**9):
         tasks = list_tasks(str(path), split_bytes=split)
-        got = [text for task in tasks for _, _, text in read_lines(task)]
+        got = [text for task in tasks for block in read_blocks(task, block_bytes=50)
+               for text in block.records.to_pylist()]
         assert got == lines, split
     whole = list_tasks(str(path))[0]
-    numbered = list(read_lines(whole))
-    assert numbered[0][:2] == (0, 1) and numbered[-1][1] == 500
+    blocks = list(read_blocks(whole, block_bytes=1000))
+    assert (blocks[0].offsets[0], blocks[0].lines[0], blocks[-1].lines[-1]) == (0, 1, 500)
 
 
 def test_csv_is_never_split(tmp_path: Path) -> None:
@@ -95,7 +97,8 @@ def test_gzip_is_read_whole(tmp_path: Path) -> None:
         handle.write('{"a": 1}\n{"a": 2}\n')
     tasks = list_tasks(str(path), split_bytes=4)
     assert len(tasks) == 1 and tasks[0].format == "json"
-    assert [t for _, _, t in read_lines(tasks[0])] == ['{"a": 1}', '{"a": 2}']
+    assert [t for b in read_blocks(tasks[0]) for t in b.records.to_pylist()] == [
+        '{"a": 1}', '{"a": 2}']
 
 
 def _sized(*sizes: int) -> list[SourceTask]:

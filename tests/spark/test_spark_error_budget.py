@@ -12,6 +12,7 @@ from markerstore import Table
 from markerstore.audit.verify import verify_all
 from markerstore.errors import ErrorBudgetExceeded
 from markerstore.spark import write
+from tests.support.readback import assert_records
 
 pytestmark = pytest.mark.spark
 
@@ -47,4 +48,5 @@ def test_a_spark_write_over_its_budget_is_rolled_back(spark: Any, tmp_path: Any)
     result = write(_df(spark), url, partition_by="day", options=options, key="id",
                    checks={"non_negative": "amount >= 0"})
     assert result.rows_written == 400 - negative - 8
-    assert errortable.query(url, "SELECT count(*) FROM errors").fetchall() == [(negative + 8,)]
+    assert_records(url, 400, instant=result.instant, rows=400 - negative - 8,
+                   errors={"check": negative, "key": 8})

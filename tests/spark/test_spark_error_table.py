@@ -15,6 +15,7 @@ from markerstore.errors import WriteAbortedError
 from markerstore.spark import write
 from markerstore.sql import sql as sql_views
 from tests.support.entry_points import ENTRIES, write_with
+from tests.support.readback import assert_records
 
 pytestmark = pytest.mark.spark
 
@@ -35,8 +36,10 @@ def test_bad_rows_go_to_the_error_table_with_the_commit(spark: Any, tmp_path: An
                         checks={"non_negative": "amount >= 0"})
     null_keys = 400 // 50
     negative = sum(1 for i in range(400) if i % 50 and (i % 7) - 1.0 < 0)
+    assert_records(url, 400, rows=400 - null_keys - negative,
+                   errors={"key": null_keys, "check": negative})
     assert result.error_records == {"key": null_keys, "check": negative}
-    assert result.rows_written + null_keys + negative == 400
+    assert result.rows_written == 400 - null_keys - negative
     errors = errortable.read(url + "_errors")
     by_reason = dict(errors.query("e", "SELECT reason, count(*) FROM e GROUP BY 1").fetchall())
     assert by_reason == {"key": null_keys, "check": negative}

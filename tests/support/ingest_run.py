@@ -1,0 +1,55 @@
+"""The ingest's task path without Spark (tests only): read a source file the way a Spark
+task of `markerstore ingest` reads it (IngestTask.results: blocks, the vectorized pass, the
+reference parser for suspects, the error records), and give its rows and error records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import errortable
+from markerstore.commit import TaskSpec
+from markerstore.ingest.infer import csv_header
+from markerstore.ingest.schema import ddl_to_arrow
+from markerstore.ingest.sources import list_tasks
+from markerstore.ingest.task import IngestTask
+
+
+def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None = None,
+        block_bytes: int | None = None, split_bytes: int | None = None,
+        extra_columns: str = "error", key: str | None = None
+        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(rows, error records with their context as a dict) of ingesting `data` written to
+    `path` (its extension gives the format); rows sorted by :func:`ordered` (a block
+    gives the rows of its suspect records after the others)."""
+    path.write_bytes(data)
+    tasks = list_tasks(str(path), split_bytes=split_bytes) if split_bytes else \
+        list_tasks(str(path))
+    validator = errortable.Validator(ddl_to_arrow(ddl), key, extra_columns=extra_columns)
+    kwargs: dict[str, Any] = {} if options is None else {"options": options}
+    if block_bytes is not None:
+        kwargs["block_bytes"] = block_bytes
+    task = IngestTask(TaskSpec("file:///unused", "i", "u", "direct"), validator,
+                      errortable.CaptureContext, **kwargs)
+    rows: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    for t in tasks:
+        header = csv_header(t, None) if t.format == "csv" else None
+        ctx = errortable.CaptureContext(task_attempt="t", source_file=t.url)
+        for good, found in task.results(t, header, ctx):
+            rows += good.to_pylist()
+            if found is not None:
+                errors += [{**e, "context": dict(e["context"])} for e in found.to_pylist()]
+    return ordered(rows), errors
+
+
+def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows in a fixed order (by their repr)."""
+    return sorted(rows, key=repr)
+
+
+def reasons(errors: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(reason, source line) of each error record, by line."""
+    return sorted(((e["context"]["reason"], e["context"].get("sourceLine", ""))
+                   for e in errors), key=lambda r: (int(r[1] or 0), r[0]))
