@@ -43,17 +43,17 @@ def ingest_argv(source: str, url: str, options: dict[str, Any], *extra: str) -> 
 
 
 def test_ingest_configured_by_spark_defaults(cluster: Cluster, client: Runner) -> None:
-    """The issue's case: `--master spark://...` and nothing else about Spark on the command
-    line, no SPARK_LOCAL_IP; spark-defaults.conf names the driver's address (ingest used
-    to pin it to loopback, and the master relaunched executors without end). The ingest
+    """Nothing about Spark on the command line, no SPARK_LOCAL_IP: spark-defaults.conf
+    names the master and the driver's address (ingest used to pin the address to
+    loopback, and the master relaunched executors without end; and its own default
+    master, local[*], overrode spark.master). The ingest
     runs on the cluster's executors (the master lists its application) and commits
     exactly."""
     release_driver()
     url, source, options = ingest_source(cluster, client, "ingest-defaults")
     before = len(cluster.applications("markerstore-ingest"))
     started = time.monotonic()
-    proc = cluster.run("driver", ingest_argv(source, url, options, "--master",
-                                             cluster.master_url),
+    proc = cluster.run("driver", ingest_argv(source, url, options),
                        timeout=INGEST_TIMEOUT,
                        env={"SPARK_CONF_DIR": str(cluster.folder / "conf")})
     record("ingest_spark_defaults_s", round(time.monotonic() - started, 1))
