@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ MARKER_INFIX = ".marker."
 
 DIRECT = "DIRECT"
 BATCHED = "BATCHED"
+SEGMENT_RE = re.compile(r"^segment-(\d{1,20})\.(parquet|avro)$")  # a batched segment file
 MECHANISMS = (DIRECT, BATCHED)
 
 
@@ -297,8 +299,10 @@ def read_marker_type(storage: Storage, instant: str, files: list[str] | None = N
 
     A folder that holds markers but no MARKERS.type, or an empty one, is an error (never a
     guess: guessing is how rollbacks became silent no-ops elsewhere), unless the caller
-    knows what such a folder holds (`untyped`: a terminal instant's leftover folder can
-    only have got direct markers since its MARKERS.type went).
+    knows what such a folder holds (`untyped`: a terminal instant's leftover folder got
+    its files after its MARKERS.type went: direct markers of a task that outlived the
+    instant, or segments a marker server appended while the instant ended; a folder of
+    segments alone reads as batched, any other as `untyped`).
     """
     folder = marker_folder(storage, instant)
     path = f"{folder}/{MARKER_TYPE_FILE}"
@@ -310,8 +314,16 @@ def read_marker_type(storage: Storage, instant: str, files: list[str] | None = N
         if not files:
             return None
         if untyped is not None:
-            return untyped
+            return _untyped_mechanism(files, untyped)
         raise MarkerTypeError(
             f"{storage.url(path)} is missing but the folder holds {len(files)} file(s); "
             "the marker mechanism is unknown, so the markers cannot be read safely") from None
     return parse_marker_type(raw, storage.url(path))
+
+
+def _untyped_mechanism(files: list[str], untyped: str) -> str:
+    names = [f.rsplit("/", 1)[-1] for f in files]
+    names = [n for n in names if not n.startswith(".")]
+    if names and all(SEGMENT_RE.match(n) for n in names):
+        return BATCHED
+    return untyped

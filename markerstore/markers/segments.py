@@ -43,6 +43,7 @@ from markerstore.errors import CorruptTableError, MarkerTypeError, StorageError
 from markerstore.markers.base import (
     BATCHED,
     MARKER_COLUMNS,
+    SEGMENT_RE,
     MarkerName,
     marker_folder,
     read_marker_type,
@@ -52,7 +53,6 @@ from markerstore.storage import Storage
 
 FORMATS = ("parquet", "avro")
 SEGMENT_PREFIX = "segment-"
-SEGMENT_RE = re.compile(r"^segment-(\d{1,20})\.(parquet|avro)$")
 SEQ_WIDTH = 10
 KEY_COLUMNS = ("partition", "file", "io_type")
 DETAIL_KEYS = ("task_attempt", "size", "checksum", "pending_upload")

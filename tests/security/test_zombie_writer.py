@@ -25,8 +25,15 @@ from markerstore import CommitConflictError, Table
 from markerstore.commit import WriteJob, recover
 from markerstore.commit import rollback as commit_rollback
 from markerstore.commit.verify import verify
-from markerstore.markers import DIRECT, DirectWriteMarkers, ensure_marker_type
-from markerstore.markers.base import marker_folder
+from markerstore.markers import (
+    BATCHED,
+    DIRECT,
+    DirectWriteMarkers,
+    ensure_marker_type,
+    read_marker_type,
+)
+from markerstore.markers.base import MarkerName, marker_folder
+from markerstore.markers.segments import marker_row, rows_to_table, write_segment
 from markerstore.testing.s3 import MotoS3
 from tests.support.commit_checks import data_files, run_job_tasks, split
 from tests.support.files import exists, marked_write, write_file
@@ -125,3 +132,27 @@ def check_cleaning(location: Location, state: str, cleaner: Any) -> None:
     assert table.state(instant) == state
     if record is not None:  # the rollback's record is the rollback's, not the cleanup's
         assert table._timeline.rollback_info(instant) == record
+
+
+@pytest.mark.parametrize("state", ["rolledback", "completed"])
+def test_a_segment_that_raced_the_end_of_its_instant_is_cleaned(foldered: Location,
+                                                               state: str) -> None:
+    """A marker server appends a segment while its instant commits or rolls back: the
+    folder then holds segments and no MARKERS.type. Cleaning reads them as batched and
+    deletes the files they name (before, it read them as direct markers and refused)."""
+    table = Table(foldered.url)
+    instant = table.start_commit(heartbeat=False)
+    if state == "completed":
+        table.commit(instant, [])
+    else:
+        commit_rollback(table, instant, force=True)
+    late = write_file(table, f"p/late_0-1-9_{instant}.parquet")
+    write_segment(table.storage, instant, rows_to_table([marker_row(
+        MarkerName.build("p", f"late_0-1-9_{instant}.parquet", "CREATE"), {}, 0)]),
+        "parquet", lambda: 3)
+    assert read_marker_type(table.storage, instant, untyped=DIRECT) == BATCHED
+
+    table.clean_markers()
+    assert not exists(table, late)
+    assert not table.storage.exists(marker_folder(table.storage, instant))
+    assert table.state(instant) == state
