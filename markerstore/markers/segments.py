@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import io
 import json
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
