@@ -4,6 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# `make test` runs on two pytest-xdist workers (one Spark session each); TEST_WORKERS=0
+# runs in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: help setup java browser test test-fast test-cluster demo bench soak soak-test lint clean
 
@@ -14,7 +17,7 @@ help:
 	@echo "make test-cluster - a Spark cluster of hosts (network namespaces; root), faults between them"
 	@echo "make bench  - run the benchmarks and write docs/BENCHMARKS.md"
 	@echo "make soak   - the kill campaign (long): writes docs/RELIABILITY.md"
-	@echo "make soak-test - its slice in tests/soak, Spark driver kills included"
+	@echo "make soak-test - the campaign tests: fault campaigns, Spark driver and executor kills"
 	@echo "make lint   - ruff and mypy"
 
 $(PY):
@@ -43,7 +46,7 @@ browser:
 	  fi; }
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not campaign" $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -m "not spark and not slow" $(PYTEST_ARGS)
@@ -64,8 +67,10 @@ SOAK_ARGS ?=
 soak: setup
 	$(PY) -m markerstore.testing.soak $(SOAK_ARGS)
 
+# The tests marked `campaign` (long fault campaigns, Spark driver and executor kills), the
+# Spark driver kills of tests/soak included; CI runs them after `make test`.
 soak-test: setup
-	MARKERSTORE_SOAK_SPARK=1 $(PY) -m pytest tests/soak $(PYTEST_ARGS)
+	MARKERSTORE_SOAK_SPARK=1 $(PY) -m pytest -m campaign $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check markerstore errortable tests benchmarks

@@ -142,3 +142,32 @@ def secret(tmp_path: Path) -> Path:
     path = tmp_path / "secret.csv"
     path.write_text(f"name\n{SECRET}\n")
     return path
+
+
+# `make test` runs the suite on two pytest-xdist workers (`--dist loadgroup`): each worker
+# has its own Spark session and moto server, and tests are handed out one by one. What
+# shares an expensive fixture beyond one test runs on one worker: the cluster of hosts
+# (network namespaces with fixed names), the Spark Connect server, the browser, and each
+# file with a module-scoped fixture.
+SHARED_FIXTURES = {"connect_server": "connect", "browser": "browser"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    path = Path(str(item.path))
+    if "cluster" in path.parts:
+        return "cluster"
+    closure = getattr(item, "fixturenames", ())
+    for fixture, group in SHARED_FIXTURES.items():
+        if fixture in closure:
+            return group
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(d.scope == "module" for defs_ in defs.values() for d in defs_):
+        return path.name
+    return None

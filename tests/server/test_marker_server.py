@@ -202,6 +202,7 @@ def test_metrics(mem_table: Table, serve: Serve, http: Any) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.campaign
 def test_segment_count_stays_bounded_at_100k_markers(serve: Serve) -> None:
     table = Table("memory://bound-test/table")
     instant = table.start_commit(heartbeat=False)

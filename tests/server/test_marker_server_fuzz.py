@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import urllib3
 
 from markerstore import MarkerClient, Table
@@ -210,6 +211,7 @@ class Fuzzer:
         return self.send(method, url, body, self.headers())
 
 
+@pytest.mark.campaign
 def test_fuzzed_requests_never_5xx_and_never_hurt_good_clients(tmp_path: Path,
                                                                serve: Serve) -> None:
     root = tmp_path / "t"

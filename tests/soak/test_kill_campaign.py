@@ -19,6 +19,7 @@ from markerstore.testing.spark_kills import check_table, driver_kill_campaign
 
 
 @pytest.mark.slow
+@pytest.mark.campaign
 @pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_killed_marker_server_loses_no_acknowledged_marker(kind: str, tmp_path: Any,
                                                            request: pytest.FixtureRequest
@@ -41,6 +42,7 @@ def test_killed_marker_server_loses_no_acknowledged_marker(kind: str, tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.campaign
 @pytest.mark.spark
 @pytest.mark.timeout(900)
 @pytest.mark.skipif(not os.environ.get("MARKERSTORE_SOAK_SPARK"),

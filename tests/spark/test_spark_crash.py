@@ -17,7 +17,7 @@ from markerstore import Table
 from markerstore.sql import sql as sql_views
 from tests.support.commit_checks import assert_clean, assert_exactly_committed, open_table, uploads
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.campaign]
 SCRIPT = ["-m", "tests.support.spark_crash_writer"]
 OPTIONS = {"markerstore.write.target_file_size": 8000, "markerstore.write.commit.threads": 1}
 

@@ -112,6 +112,7 @@ def run_driver(args: dict[str, Any]) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.campaign
 def test_driver_killed_after_the_sink_commit_replays_nothing_twice(tmp_path: Path) -> None:
     """The driver (JVM and Python) is SIGKILLed right after batch 1's instant completes,
     before Spark's checkpoint records batch 1. Restarted from the same checkpoint, Spark
