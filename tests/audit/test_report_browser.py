@@ -67,7 +67,6 @@ def test_the_report_in_a_browser(browser: Browser, report: tuple[Path, dict[str,
     page = browser.open(url)
     try:
         seen = page.evaluate(INSPECT)
-        ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(str(ARTIFACTS / "report-light.png"))
     finally:
         page.close()

@@ -13,6 +13,7 @@ import asyncio
 import base64
 import itertools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -62,6 +63,7 @@ class Page:
 
     def screenshot(self, path: str) -> str:
         data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "wb") as out:
             out.write(base64.b64decode(data["data"]))
         return path
