@@ -17,7 +17,6 @@ from typing import Any
 import click
 
 from markerstore._optional import import_optional
-from markerstore.config import json_or_text
 from markerstore.errors import (
     ConfigError,
     InstantNotFoundError,
@@ -26,6 +25,7 @@ from markerstore.errors import (
     SqlRefusedError,
     TableNotFoundError,
 )
+from markerstore.option_values import json_or_text
 from markerstore.render.text import fields_lines, table_lines, visible
 from markerstore.table import Table
 from markerstore.timeline.timeline import META_DIR

@@ -43,6 +43,7 @@ from markerstore import config
 from markerstore.commit import CommitResult, TaskResult, TaskSpec, WriteJob
 from markerstore.commit.runner import TaskHook
 from markerstore.errors import ConfigError
+from markerstore.option_values import json_or_text
 from markerstore.server.jobhost import JobHost, attach_query_host
 from markerstore.spark.writer import (
     DriverAddress,
@@ -89,12 +90,12 @@ def parse_options(options: Mapping[str, str]) -> SourceRequest:
         if name in ("path", "checkpointlocation"):
             checkpoint = value if name == "checkpointlocation" else checkpoint
         elif name == config.SOURCE_STORAGE_OPTIONS:
-            parsed = config.json_or_text(value)
+            parsed = json_or_text(value)
             if not isinstance(parsed, dict):
                 raise ConfigError(f"option {raw}: expected a JSON object, got {value!r}")
             storage.update(parsed)
         elif name.startswith(config.SOURCE_STORAGE_OPTION_PREFIX):
-            storage[name[len(config.SOURCE_STORAGE_OPTION_PREFIX):]] = config.json_or_text(value)
+            storage[name[len(config.SOURCE_STORAGE_OPTION_PREFIX):]] = json_or_text(value)
         elif name.startswith(config.SOURCE_CHECK_PREFIX):
             checks[name[len(config.SOURCE_CHECK_PREFIX):]] = value
         elif name == config.SOURCE_PARTITION_BY:

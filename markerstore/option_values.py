@@ -1,0 +1,148 @@
+"""How option values are parsed: the value types behind :mod:`markerstore.config`'s
+options (booleans, bounded integers, choices, sizes, folder names, field paths)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Parser = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str
+    default: Any
+    parse: Parser
+    doc: str
+    aliases: tuple[str, ...] = ()
+
+
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def json_or_text(value: str) -> Any:
+    """A storage option's value as given on a command line or to Spark: JSON when it parses
+    as JSON (true, 5, {...}), else the text as is."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def int_min(minimum: int) -> Parser:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError(f"expected an integer, got {value!r}")
+        number = int(str(value).strip())
+        if number < minimum:
+            raise ValueError(f"expected an integer >= {minimum}, got {number}")
+        return number
+
+    return parse
+
+
+def choice(*choices: str, synonyms: Mapping[str, str] | None = None) -> Parser:
+    def parse(value: Any) -> str:
+        text = str(value).strip().lower()
+        text = (synonyms or {}).get(text, text)
+        if text not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return text
+
+    return parse
+
+
+def optional_fraction(value: Any) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"expected a fraction between 0 and 1, got {value!r}")
+    number = float(str(value).strip())
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"expected a fraction between 0 and 1, got {value!r}")
+    return number
+
+
+def optional_int_min(minimum: int) -> Parser:
+    parse = int_min(minimum)
+
+    def parse_optional(value: Any) -> int | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        return parse(value)
+
+    return parse_optional
+
+
+_SIZE = re.compile(r"^\d+(?:\.\d+)?\s*(?:[KMGT]i?B|B)$", re.IGNORECASE)
+
+
+def memory_size(value: Any) -> str:
+    """A memory size as DuckDB takes it: a number and a unit (B, KB, MB, GB, TB, KiB...)."""
+    text = str(value).strip()
+    if not _SIZE.match(text):
+        raise ValueError(f"expected a size such as 512MB or 4GiB, got {text!r}")
+    return text
+
+
+def text(value: Any) -> str:
+    """A string as given (spaces kept: a CSV token may be one); None is empty."""
+    return "" if value is None else str(value)
+
+
+def optional_str(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+_FOLDER_NAME_RE = re.compile(r"^[A-Za-z0-9_.=-]+$")
+
+
+def folder_name(value: Any) -> str:
+    """One folder name: letters, digits, ``_ . = -``; not ``.`` or ``..``."""
+    text = str(value).strip()
+    if not text or not _FOLDER_NAME_RE.match(text) or text in (".", ".."):
+        raise ValueError(f"expected a folder name (letters, digits, _ . = -), got {value!r}")
+    return text
+
+
+def optional_folder_name(value: Any) -> str | None:
+    return None if value is None or not str(value).strip() else folder_name(value)
+
+
+def optional_path(value: Any) -> str | None:
+    """A path or URL without its trailing slashes; empty means not set."""
+    if value is None:
+        return None
+    text = str(value).strip().rstrip("/")
+    return text or None
+
+
+def field_paths(value: Any) -> tuple[str, ...]:
+    """A list of field paths: a list, or a comma-separated string ("email, address.street")."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    result = []
+    for item in items:
+        path = str(item).strip()
+        if not path:
+            continue
+        if any(not part for part in path.split(".")):
+            raise ValueError(f"field path {path!r} has an empty segment")
+        result.append(path)
+    return tuple(result)
