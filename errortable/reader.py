@@ -397,7 +397,9 @@ def register_errors(con: duckdb.DuckDBPyConnection,
     replayed: list[pa.Table] = []
     filesystems: dict[str, Any] = {}
     for k, (reader, source_filter) in enumerate(readers):
-        dataset, avro = reader.sources_for(source_filter)
+        with reader.table.pinned_timeline():  # its files and replay log: one listing
+            dataset, avro = reader.sources_for(source_filter)
+            log = reader.replayed()
         if isinstance(dataset, ParquetFiles) and dataset.fs is not None \
                 and not _registered(con, filesystems, dataset.fs):
             # another filesystem of the same protocol: through pyarrow instead
@@ -411,7 +413,6 @@ def register_errors(con: duckdb.DuckDBPyConnection,
         if avro is not None:
             con.register(f"__{name}_avro_{k}", avro)
             parts.append(f"SELECT * FROM __{name}_avro_{k}")
-        log = reader.replayed()
         if log.num_rows:
             replayed.append(log)
     if not parts:

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
@@ -175,6 +176,13 @@ class Table:
     def timeline(self) -> list[InstantInfo]:
         """Every instant with its state, oldest first."""
         return self._timeline.instants()
+
+    def pinned_timeline(self) -> AbstractContextManager[None]:
+        """``with table.pinned_timeline():`` lists the timeline once for the whole block:
+        every read of this Table sees the same instants (one consistent view for a report
+        or an audit, and one LIST instead of one per read). A commit or rollback made
+        through this Table inside the block lists afresh."""
+        return self._timeline.pinned()
 
     def state(self, instant: str) -> str:
         return self._timeline.state(instant)

@@ -78,11 +78,25 @@ def build(table: str | Table, storage_options: Mapping[str, Any] | None = None, 
           since: str | None = None, verify: bool = False) -> Report:
     """The report of `table` (a path, URL or Table), of the commits from `since` on
     (:func:`parse_since`), with ``markerstore verify``'s findings when `verify`."""
+    t = table if isinstance(table, Table) else Table(table, storage_options)
+    first = parse_since(since)
+    with t.pinned_timeline():  # one listing of the timeline: every section sees the same
+        data, findings = _sections(t, since, first)
+    if verify:
+        data["recovery"]["verify"] = _verify(t, findings)
+    data["verdict"] = {"healthy": not findings, "findings": findings,
+                       "summary": "healthy" if not findings else
+                       f"{len(findings)} finding{'s' if len(findings) != 1 else ''}"}
+    data["notes"] = notes(data)
+    return Report(data)
+
+
+def _sections(t: Table, since: str | None, first: str | None
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every section but verify's, and the findings met on the way."""
     from errortable.access import register_table_errors
     from markerstore.sql.views import connect, unreadable_commits
 
-    t = table if isinstance(table, Table) else Table(table, storage_options)
-    first = parse_since(since)
     findings: list[dict[str, Any]] = []
     table_id = _table_id(t, findings)
     corrupt = unreadable_commits(t)
@@ -112,13 +126,7 @@ def build(table: str | Table, storage_options: Mapping[str, Any] | None = None, 
         "recovery": _recovery(t, con, findings),
     }
     data["quality"]["error_table"] = not problems and _has_error_table(t)
-    if verify:
-        data["recovery"]["verify"] = _verify(t, findings)
-    data["verdict"] = {"healthy": not findings, "findings": findings,
-                       "summary": "healthy" if not findings else
-                       f"{len(findings)} finding{'s' if len(findings) != 1 else ''}"}
-    data["notes"] = notes(data)
-    return Report(data)
+    return data, findings
 
 
 def _table_id(table: Table, findings: list[dict[str, Any]]) -> str | None:

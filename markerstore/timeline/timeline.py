@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -124,14 +126,37 @@ class Timeline:
         self.storage = storage
         self.folder = storage.path(TIMELINE_DIR)
         self._metadata_cache: dict[str, dict[str, Any]] = {}
+        self._pins = 0
+        self._pinned: list[InstantInfo] | None = None
 
     def _file(self, instant: str, suffix: str) -> str:
         return f"{self.folder}/{instant}{suffix}"
 
     # --- reading -----------------------------------------------------------------------
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Within the block the timeline is listed once: every read through this object
+        sees the same instants (a report's one consistent view, and one LIST instead of
+        one per view). A transition made through this object lists afresh."""
+        self._pins += 1
+        try:
+            yield
+        finally:
+            self._pins -= 1
+            if not self._pins:
+                self._pinned = None
+
     def instants(self) -> list[InstantInfo]:
         """Every instant and its state, oldest first (one LIST, plus one GET per completed
-        instant not seen before)."""
+        instant not seen before; none within :meth:`pinned` after the first)."""
+        if self._pinned is not None:
+            return list(self._pinned)
+        result = self._list_instants()
+        if self._pins:
+            self._pinned = result
+        return list(result)
+
+    def _list_instants(self) -> list[InstantInfo]:
         names = self.storage.ls(self.folder)
         by_instant: dict[str, list[str]] = {}
         for name in names:
@@ -227,6 +252,7 @@ class Timeline:
         """A new instant, requested then inflight. Unique: the requested file is created
         with create-if-absent, and a taken id moves on by a millisecond. `extra` is kept
         in the requested file (see :meth:`requested_info`)."""
+        self._pinned = None
         candidate = next_instant_candidate()
         for _ in range(1000):
             requested = {"instant": candidate, "write_uuid": write_uuid,
@@ -243,6 +269,7 @@ class Timeline:
     def complete(self, instant: str, metadata: dict[str, Any]) -> None:
         """Write the completed instant atomically; CommitConflictError if another writer
         completed or rolled it back first."""
+        self._pinned = None
         payload = {**metadata, "instant": instant, "state": COMPLETED}
         body = _dumps(payload)
         if self.storage.create_if_absent(self._file(instant, ".commit"), body):
@@ -258,6 +285,7 @@ class Timeline:
     def claim_rollback(self, instant: str) -> None:
         """Fence the instant before a rollback deletes anything: after this, no commit of
         it can complete. InstantCompletedError if it completed first."""
+        self._pinned = None
         tombstone = {"instant": instant, "state": TOMBSTONE_STATE, "claimed_at": _now_iso(),
                      **writer_identity()}
         self.storage.put(self._file(instant, _FENCE), _dumps(tombstone))
@@ -271,6 +299,7 @@ class Timeline:
                 f"instant {instant} is completed; completed commits are never rolled back")
 
     def finish_rollback(self, instant: str, info: dict[str, Any]) -> None:
+        self._pinned = None
         payload = {**info, "instant": instant, "state": ROLLEDBACK, "rolled_back_at": _now_iso()}
         self.storage.put(self._file(instant, ".rollback"), _dumps(payload))
 

@@ -120,3 +120,40 @@ def test_leftover_markers_of_completed_instant_are_cleaned(location: Location) -
     assert table.clean_markers() == [instant]
     assert exists(table, "a.parquet")
     assert sql_views(table, "SELECT count(*) FROM markers").fetchall() == [(0,)]
+
+
+def _commit_one(table: Table, name: str) -> str:
+    instant = table.start_commit(heartbeat=False, rollback_failed=False)
+    marked_write(table, instant, [f"p=1/{name}"])
+    table.commit(instant, [f"p=1/{name}"])
+    return instant
+
+
+def test_a_pinned_timeline_is_listed_once_and_reads_the_same_instants(
+        location: Location) -> None:
+    reader = Table(location.url, location.storage_options)
+    writer = Table(location.url, location.storage_options)
+    first = _commit_one(writer, "a.parquet")
+    reader.storage.reset_requests()
+    with reader.pinned_timeline():
+        before = reader.timeline()
+        second = _commit_one(writer, "b.parquet")  # another writer, during the block
+        assert reader.timeline() == before and [i.instant for i in before] == [first]
+        assert [i for i, _ in reader.completed()] == [first]
+        assert reader.state(first) == "completed"
+        listed = reader.storage.requests()["LIST"]
+    assert listed == 1  # one listing for every read of the block
+    assert [i.instant for i in reader.timeline()] == [first, second]  # after it: fresh
+
+
+def test_a_commit_through_the_pinned_table_lists_afresh(location: Location) -> None:
+    table = Table(location.url, location.storage_options)
+    with table.pinned_timeline():
+        assert table.timeline() == []
+        instant = _commit_one(table, "a.parquet")
+        assert [(i.instant, i.state) for i in table.timeline()] == [(instant, "completed")]
+        started = table.start_commit(heartbeat=False, rollback_failed=False)
+        assert table.timeline()[-1].instant == started
+        table.rollback(started, force=True)  # its writer (this process) is alive
+        assert [(i.instant, i.state) for i in table.timeline()] == [
+            (instant, "completed"), (started, "rolledback")]
