@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from markerstore.timeline import INFLIGHT, REQUESTED, ROLLEDBACK
+from markerstore.timeline import COMPLETED, INFLIGHT, REQUESTED, ROLLEDBACK
 
 MAX_POINTS = 60           # commits (or groups of commits) drawn per chart
 RECENT_COMMITS = 20       # commits listed one by one
@@ -52,7 +52,8 @@ def commit_points(con: duckdb.DuckDBPyConnection, since: str | None) -> dict[str
                coalesce(error_records, 0) AS error_records,
                coalesce(files_cleaned, 0) AS files_cleaned, completed_at,
                epoch(completed_at) - epoch(instant_time) AS duration_s,
-               json_extract(metadata, '$.error_records') AS by_reason
+               json_extract(metadata, '$.error_records') AS by_reason,
+               json_extract_string(metadata, '$.recovered') AS recovered
         FROM commits {where}""", params)
     states = dict(con.sql("SELECT state, count(*) FROM report_commits GROUP BY 1").fetchall())
     completed = int(states.get("completed", 0))
@@ -94,18 +95,24 @@ def commit_points(con: duckdb.DuckDBPyConnection, since: str | None) -> dict[str
 def events(con: duckdb.DuckDBPyConnection, points: list[dict[str, Any]]
            ) -> list[dict[str, Any]]:
     """Rollbacks and instants still in flight, each placed at the point of the first
-    completed commit after it (or after the last point)."""
+    completed commit after it (or after the last point), and writes rolled forward by a
+    recovery, at their own point."""
     found = rows(con, f"""
-        SELECT instant, state FROM report_commits
+        SELECT instant, state, recovered FROM report_commits
         WHERE state IN ('{ROLLEDBACK}', '{INFLIGHT}', '{REQUESTED}', 'corrupt')
+           OR (state = '{COMPLETED}' AND recovered IS NOT NULL)
         ORDER BY instant DESC LIMIT {MAX_EVENTS}""")
     firsts = [p["first_instant"] for p in points]
     placed = []
     for event in reversed(found):
-        at = next((i for i, first in enumerate(firsts) if first > event["instant"]),
-                  len(points))
-        kind = {ROLLEDBACK: "rolled back", "corrupt": "corrupt"}.get(event["state"],
-                                                                     "in flight")
+        after = next((i for i, first in enumerate(firsts) if first > event["instant"]),
+                     len(points))
+        if event["state"] == COMPLETED:
+            kind, at = "rolled forward", max(after - 1, 0)
+        else:
+            kind = {ROLLEDBACK: "rolled back", "corrupt": "corrupt"}.get(event["state"],
+                                                                         "in flight")
+            at = after
         placed.append({"instant": event["instant"], "kind": kind, "point": at})
     return placed
 

@@ -22,7 +22,13 @@ from markerstore.audit import collect
 from markerstore.errors import ConfigError, CorruptTableError, MarkerStoreError
 from markerstore.render import page
 from markerstore.table import Table
-from markerstore.timeline import INFLIGHT, REQUESTED, format_instant, is_instant
+from markerstore.timeline import (
+    INFLIGHT,
+    REQUESTED,
+    ROLLED_FORWARD,
+    format_instant,
+    is_instant,
+)
 
 FORMAT_VERSION = 1
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
@@ -184,7 +190,7 @@ def _schema(table: Table, path: str) -> list[dict[str, str]] | None:
 def _recovery(table: Table, con: duckdb.DuckDBPyConnection,
               findings: list[dict[str, Any]]) -> dict[str, Any]:
     """Instants in flight (alive or not), their markers and pending uploads, the recent
-    rollbacks."""
+    rollbacks and the recent writes a recovery rolled forward."""
     markers = collect.markers(con)
     inflight = []
     for info in table.timeline():
@@ -202,9 +208,13 @@ def _recovery(table: Table, con: duckdb.DuckDBPyConnection,
                                      "roll back (markerstore rollback)"})
     rolled = [i for i, in con.sql("SELECT instant FROM commits WHERE state = 'rolledback' "
                                   "ORDER BY instant DESC LIMIT 10").fetchall()]
+    forward = [i for i, in con.sql(
+        "SELECT instant FROM commits WHERE state = 'completed' AND "
+        f"json_extract_string(metadata, '$.recovered') = '{ROLLED_FORWARD}' "
+        "ORDER BY instant DESC LIMIT 10").fetchall()]
     return {"inflight": inflight, "dead_writers": sum(not i["writer_alive"] for i in inflight),
             "pending_uploads": sum(i["pending_uploads"] for i in inflight),
-            "recent_rollbacks": rolled, "verify": None}
+            "recent_rollbacks": rolled, "recent_roll_forwards": forward, "verify": None}
 
 
 def _verify(table: Table, findings: list[dict[str, Any]]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from markerstore.errors import CorruptTableError
 from markerstore.markers import RollbackResult, marker_folder
 from markerstore.storage import Storage
 from markerstore.table import Table
-from markerstore.timeline import COMPLETED, ROLLEDBACK, Timeline, is_instant
+from markerstore.timeline import COMPLETED, ROLLED_FORWARD, ROLLEDBACK, Timeline, is_instant
 
 log = logging.getLogger(__name__)
 TERMINAL = (COMPLETED, ROLLEDBACK)
@@ -134,7 +134,8 @@ def try_roll_forward(table: Table, instant: str) -> RollbackResult | None:
             return None
         staging.discard_losers(plan.files)
         staging.publish(plan.files)
-        table.commit(instant, [f.to_entry() for f in plan.files], plan.metadata)
+        table.commit(instant, [f.to_entry() for f in plan.files],
+                     {**plan.metadata, "recovered": ROLLED_FORWARD})
     except Exception as exc:
         if _completed(table, instant):
             log.warning("instant %s: completed, though a later step failed: %s", instant, exc)

@@ -28,7 +28,8 @@ from markerstore.render.text import visible
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with any colour vision.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
-EVENT_COLORS = {"rolled back": "#D55E00", "in flight": "#CC79A7", "corrupt": "#E69F00"}
+EVENT_COLORS = {"rolled back": "#D55E00", "in flight": "#CC79A7", "corrupt": "#E69F00",
+                "rolled forward": "#009E73"}
 # Drawn in these, then rewritten so the page's colours apply.
 _FOREGROUND = "#010203"
 _GRID = "#040506"

@@ -63,12 +63,15 @@ def commit_charts(points: Sequence[Mapping[str, Any]],
                   events: Sequence[Mapping[str, Any]] = (), *, grouped: bool = False
                   ) -> list[Chart]:
     """Rows written, error records by reason, error rate and commit duration per commit
-    (or group of commits), with rollbacks and instants in flight as event lines."""
+    (or group of commits), with rollbacks, roll forwards and instants in flight as event
+    lines."""
     if not points:
         return []
     labels = [point_label(p) for p in points]
     per = "per group of commits" if grouped else "per commit"
-    marks = [(float(e["point"]), str(e["kind"]), str(e["instant"])) for e in events]
+    # a roll forward is drawn on its own commit's bar; the others before the next commit
+    marks = [(float(e["point"]) + (0.5 if e["kind"] == "rolled forward" else 0.0),
+              str(e["kind"]), str(e["instant"])) for e in events]
     rows = [p["rows"] for p in points]
     reasons = sorted({r for p in points for r in p.get("by_reason", {})},
                      key=lambda r: (r not in REASON_COLORS, list(REASON_COLORS).index(r)

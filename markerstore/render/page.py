@@ -149,6 +149,9 @@ def _recovery(data: Mapping[str, Any]) -> str:
     if rec["recent_rollbacks"]:
         parts.append("<h3>Recent rollbacks</h3>" + table_html(
             [{"instant": i} for i in rec["recent_rollbacks"]]))
+    if rec.get("recent_roll_forwards"):
+        parts.append("<h3>Recently rolled forward</h3>" + table_html(
+            [{"instant": i} for i in rec["recent_roll_forwards"]]))
     check = rec["verify"]
     if check is None:
         parts.append("<p class='note'>Verify was not run (<code>--verify</code> runs "

@@ -1,5 +1,6 @@
 """Instants, their states, and heartbeats."""
 
+from markerstore.timeline.checks import ROLLED_FORWARD
 from markerstore.timeline.heartbeat import Heartbeats, HeartbeatThread
 from markerstore.timeline.timeline import (
     COMPLETED,
@@ -16,7 +17,7 @@ from markerstore.timeline.timeline import (
 )
 
 __all__ = [
-    "COMPLETED", "INFLIGHT", "META_DIR", "REQUESTED", "ROLLEDBACK", "STATES",
+    "COMPLETED", "INFLIGHT", "META_DIR", "REQUESTED", "ROLLEDBACK", "ROLLED_FORWARD", "STATES",
     "Heartbeats", "HeartbeatThread", "InstantInfo", "Timeline",
     "format_instant", "is_instant", "parse_instant",
 ]

@@ -19,6 +19,8 @@ from markerstore.paths import path_problem
 MAX_INT = 2 ** 63 - 1
 COMPLETED_STATE = "completed"
 TOMBSTONE_STATE = "rolledback"
+# A completed commit's "recovered": how a recovery completed it, when one did.
+ROLLED_FORWARD = "roll_forward"
 
 
 def check_count(value: Any, name: str, where: str, *, optional: bool = True) -> None:
@@ -94,7 +96,7 @@ def check_commit(payload: Any, instant: str, where: str) -> dict[str, Any]:
         check_path(path, f"replaced_files[{i}]", where)
     if "error_files" in payload:
         check_file_entries(payload["error_files"], "error_files", where)
-    for key in ("operation", "write_uuid", "error_table", "error_instant"):
+    for key in ("operation", "write_uuid", "error_table", "error_instant", "recovered"):
         check_str(payload.get(key), key, where)
     check_counts(payload.get("counts"), "counts", where)
     check_counts(payload.get("error_records"), "error_records", where)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from markerstore import Table
+from markerstore.audit import build as build_report
 from markerstore.commit import read_plan
 from markerstore.commit import rollback as commit_rollback
 from markerstore.commit import s3 as s3ops
@@ -76,6 +77,18 @@ def test_next_write_recovers_a_crashed_commit(location: Any, step: str) -> None:
     assert_exactly_committed(table, expected_rows(outcome, "replace") + 30)
     assert read_plan(table.storage, crashed["instant"]) is None
     assert_clean(table)
+    if outcome != "back":  # a roll forward says so in the commit, and the report shows it
+        recovered = table.commit_metadata(crashed["instant"]).get("recovered")
+        assert recovered == ("roll_forward" if outcome == "forward" else None)
+        built = build_report(table)
+        report = built.to_dict()
+        marked = [(e["instant"], e["kind"]) for e in report["commits"]["events"]]
+        forward = report["recovery"]["recent_roll_forwards"]
+        assert ((crashed["instant"], "rolled forward") in marked) == (outcome == "forward")
+        assert forward == ([crashed["instant"]] if outcome == "forward" else [])
+        if outcome == "forward" and location.kind == "local":
+            page = built.to_html()
+            assert "Recently rolled forward" in page and crashed["instant"] in page
 
 
 @pytest.mark.parametrize("step", ["after_reconcile", "publish", "after_complete"])

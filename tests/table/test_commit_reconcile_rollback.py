@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 
@@ -110,6 +111,26 @@ def test_commit_rejects_reserved_metadata_and_outside_paths() -> None:
         table.commit(instant, ["memory://elsewhere/x.parquet"])
     with pytest.raises(ValueError, match="not inside the table"):
         table.commit(instant, ["../x.parquet"])
+
+
+@pytest.mark.parametrize("metadata, named", [
+    ({"error_table": 5}, "error_table must be a string"),
+    ({"error_records": {"parse": "many"}}, "error_records.parse"),
+    ({"replaced_files": ["/etc/passwd"]}, "replaced_files[0]"),
+    ({"recovered": ["roll_forward"]}, "recovered must be a string"),
+])
+def test_commit_refuses_metadata_its_readers_would_call_corrupt(
+        metadata: dict[str, object], named: str) -> None:
+    """What the timeline's readers check is checked before the commit is written: a
+    value of the wrong type is one ValueError, and the instant stays inflight with its
+    file, never a completed commit that every later read calls corrupt."""
+    table = Table("memory://checked/t")
+    instant = table.start_commit(heartbeat=False)
+    marked_write(table, instant, ["day=1/a.parquet"])
+    with pytest.raises(ValueError, match=re.escape(named)):
+        table.commit(instant, ["day=1/a.parquet"], metadata=metadata)
+    assert table.state(instant) == "inflight" and exists(table, "day=1/a.parquet")
+    assert table.commit(instant, ["day=1/a.parquet"])["counts"]["files"] == 1
 
 
 def test_rollback_twice_from_markers_alone(location: Location) -> None:
