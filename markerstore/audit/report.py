@@ -19,6 +19,7 @@ import duckdb
 
 from markerstore import config
 from markerstore.audit import collect
+from markerstore.audit.verify import last_verify
 from markerstore.errors import ConfigError, CorruptTableError, MarkerStoreError
 from markerstore.render import page
 from markerstore.table import Table
@@ -190,7 +191,7 @@ def _schema(table: Table, path: str) -> list[dict[str, str]] | None:
 def _recovery(table: Table, con: duckdb.DuckDBPyConnection,
               findings: list[dict[str, Any]]) -> dict[str, Any]:
     """Instants in flight (alive or not), their markers and pending uploads, the recent
-    rollbacks and the recent writes a recovery rolled forward."""
+    rollbacks and the recent writes a recovery rolled forward, the last verify's summary."""
     markers = collect.markers(con)
     inflight = []
     for info in table.timeline():
@@ -214,7 +215,8 @@ def _recovery(table: Table, con: duckdb.DuckDBPyConnection,
         "ORDER BY instant DESC LIMIT 10").fetchall()]
     return {"inflight": inflight, "dead_writers": sum(not i["writer_alive"] for i in inflight),
             "pending_uploads": sum(i["pending_uploads"] for i in inflight),
-            "recent_rollbacks": rolled, "recent_roll_forwards": forward, "verify": None}
+            "recent_rollbacks": rolled, "recent_roll_forwards": forward, "verify": None,
+            "last_verify": last_verify(table)}
 
 
 def _verify(table: Table, findings: list[dict[str, Any]]) -> dict[str, Any]:

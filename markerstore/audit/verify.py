@@ -4,14 +4,21 @@ tables a table has, and which files its expire commits removed."""
 
 from __future__ import annotations
 
+import json
+import logging
+import socket
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from markerstore.commit.verify import GRACE_DEFAULT, VerifyReport
+from markerstore.commit.verify import GRACE_DEFAULT, NOTICES, VerifyReport
 from markerstore.errors import ConfigError
 from markerstore.table import Table
 from markerstore.timeline import META_DIR
+
+log = logging.getLogger(__name__)
+LAST_VERIFY_FILE = f"{META_DIR}/verify.json"  # the last `markerstore verify`'s summary
+_MAX_LAST_VERIFY_BYTES = 1 << 20
 
 
 def _expired_files(meta: Mapping[str, Any]) -> Iterable[str]:
@@ -46,3 +53,52 @@ def verify_all(path: str | Table, storage_options: Mapping[str, Any] | None = No
             reports.append(verify(error_table, repair=repair, grace=grace,
                                   absent=_expired_files))
     return reports
+
+
+def record_last_verify(table: Table, reports: list[VerifyReport], *, repair: bool,
+                       grace: timedelta) -> bool:
+    """Keep a summary of this verify in the table (``.markerstore/verify.json``, replaced
+    each time) for ``markerstore report``. Best effort: a table this process may only read
+    keeps its last record, and False is returned."""
+    findings = [f for r in reports for f in r.findings]
+    kinds: dict[str, int] = {}
+    for finding in findings:
+        kinds[finding.kind] = kinds.get(finding.kind, 0) + 1
+    summary = {
+        "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(), "repair": repair,
+        "grace_s": int(grace.total_seconds()),
+        "consistent": all(r.consistent for r in reports),
+        "findings": sum(f.kind not in NOTICES for f in findings), "by_kind": kinds,
+        "tables": [r.table for r in reports],
+        "files_listed": sum(r.files_listed for r in reports),
+    }
+    try:
+        table.storage.put(table.storage.path(LAST_VERIFY_FILE),
+                          json.dumps(summary, indent=1, sort_keys=True).encode())
+    except Exception as exc:  # read-only credentials, a read-only mount: not verify's failure
+        log.info("%s: the verify summary was not recorded (%s)", table, exc)
+        return False
+    return True
+
+
+def last_verify(table: Table) -> dict[str, Any] | None:
+    """The summary :func:`record_last_verify` kept, None if there is none; a summary that
+    cannot be read is ``{"unreadable": reason}`` (it is a report, not the table's state)."""
+    path = table.storage.path(LAST_VERIFY_FILE)
+    try:
+        with table.storage.open_read(path) as handle:
+            raw = handle.read(_MAX_LAST_VERIFY_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:
+        return {"unreadable": f"{type(exc).__name__}: {exc}"[:300]}
+    try:
+        summary = json.loads(raw) if len(raw) <= _MAX_LAST_VERIFY_BYTES else None
+    except (ValueError, RecursionError):
+        summary = None
+    fields = {"at": str, "consistent": bool, "findings": int, "repair": bool}
+    if not isinstance(summary, dict) or any(
+            not isinstance(summary.get(k), t) for k, t in fields.items()):
+        return {"unreadable": f"{LAST_VERIFY_FILE} is not a verify summary"}
+    return summary

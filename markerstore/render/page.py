@@ -154,8 +154,7 @@ def _recovery(data: Mapping[str, Any]) -> str:
             [{"instant": i} for i in rec["recent_roll_forwards"]]))
     check = rec["verify"]
     if check is None:
-        parts.append("<p class='note'>Verify was not run (<code>--verify</code> runs "
-                     "<code>markerstore verify</code>'s checks).</p>")
+        parts.append(_last_verify(rec.get("last_verify")))
     else:
         verdict = "consistent" if check["consistent"] else \
             f"{len(check['findings'])} finding(s)"
@@ -165,6 +164,23 @@ def _recovery(data: Mapping[str, Any]) -> str:
         if check["findings"]:
             parts.append(table_html(check["findings"]))
     return "".join(parts)
+
+
+def _last_verify(last: Mapping[str, Any] | None) -> str:
+    """The summary the last ``markerstore verify`` kept in the table, if any."""
+    run = ("<code>--verify</code> runs <code>markerstore verify</code>'s checks now")
+    if last is None:
+        return f"<p class='note'>No verify recorded for this table ({run}).</p>"
+    if "unreadable" in last:
+        return (f"<p class='note'>The last verify's summary cannot be read: "
+                f"{text(last['unreadable'])} ({run}).</p>")
+    verdict = ("consistent" if last["consistent"] else
+               f"{figure('recovery.last_verify.findings', last['findings'])} finding(s)")
+    repaired = ", with --repair" if last.get("repair") else ""
+    return (f"<h3>Last verify</h3><p>{text(str(last['at']))} on "
+            f"{text(str(last.get('host', '?')))}{repaired}: {verdict} "
+            f"({figure('recovery.last_verify.files_listed', last.get('files_listed'))} "
+            f"files on storage). <span class='note'>{run}.</span></p>")
 
 
 SECTIONS = (("commits", "Commits over time", _commits), ("quality", "Data quality", _quality),

@@ -177,7 +177,7 @@ def test_the_command_writes_the_page_and_prints_the_same_figures(table: Table,
     assert run.exit_code == 0, run.output
     assert run.output == f"{out}: report of {table.storage.url()} (healthy)\n"
     page = out.read_text()
-    assert page.startswith("<!DOCTYPE html>") and "Verify was not run" in page
+    assert page.startswith("<!DOCTYPE html>") and "No verify recorded" in page
     as_json = CliRunner().invoke(cli, ["report", table.path, "--json"])
     data = json.loads(as_json.output)
     expected = build(table).to_dict()
@@ -201,3 +201,62 @@ def test_verify_findings_make_the_verdict(tmp_path: Path,
     assert "Verify: 1 finding(s)" in report._repr_html_()
     assert data["verdict"]["summary"] == "1 finding"
     assert data["verdict"]["findings"][0]["what"] == "day=orphan/stray.parquet"
+
+
+def test_the_last_verify_is_in_the_report(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`markerstore verify` keeps a summary in the table; the report shows it when
+    `--verify` is not given, the verdict of then, not a check of now."""
+    table = written(str(tmp_path / "events"))
+    monkeypatch.setattr(page, "available", lambda: False)  # the text, without charts
+    assert build(table).to_dict()["recovery"]["last_verify"] is None
+    assert "No verify recorded" in build(table)._repr_html_()
+    (Path(table.path) / "day=orphan").mkdir()
+    (Path(table.path) / "day=orphan" / "stray.parquet").write_bytes(b"x")
+    assert CliRunner().invoke(cli, ["verify", table.path]).exit_code == 1
+    report = build(table)
+    last = report.to_dict()["recovery"]["last_verify"]
+    assert (last["consistent"], last["findings"], last["repair"]) == (False, 1, False)
+    assert last["by_kind"] == {"orphan_file": 1} and last["tables"][0] == table.storage.url()
+    html = report._repr_html_()
+    assert "Last verify" in html and 'data-figure="recovery.last_verify.findings">1<' in html
+    assert report.to_dict()["verdict"]["healthy"]  # the verdict is of now
+
+    repaired = CliRunner().invoke(cli, ["verify", table.path, "--repair", "--grace", "0"])
+    assert repaired.exit_code == 1  # a file not named as markerstore names files is kept
+    assert build(table).to_dict()["recovery"]["last_verify"]["repair"] is True
+    (Path(table.path) / "day=orphan" / "stray.parquet").unlink()
+    assert CliRunner().invoke(cli, ["verify", table.path]).exit_code == 0
+    last = build(table).to_dict()["recovery"]["last_verify"]
+    assert (last["consistent"], last["findings"]) == (True, 0)
+
+    summary = Path(table.path) / ".markerstore" / "verify.json"
+    before = summary.read_bytes()
+    assert CliRunner().invoke(cli, ["verify", table.path, "--no-record"]).exit_code == 0
+    assert summary.read_bytes() == before
+    summary.write_text('{"at": 5}')
+    assert "unreadable" in build(table).to_dict()["recovery"]["last_verify"]
+    assert "cannot be read" in build(table)._repr_html_()
+
+
+def test_verify_of_a_read_only_table_records_nothing_and_still_answers(tmp_path: Path
+                                                                        ) -> None:
+    import os
+
+    table = written(str(tmp_path / "events"))
+    meta = Path(table.path) / ".markerstore"
+    if os.geteuid() == 0:  # root writes through permissions: a link out of the table
+        outside = tmp_path / "elsewhere"
+        outside.mkdir()
+        (meta / "verify.json").symlink_to(outside / "verify.json")
+    else:
+        meta.chmod(0o555)
+    try:
+        result = CliRunner().invoke(cli, ["verify", table.path])
+    finally:
+        meta.chmod(0o755)
+    assert result.exit_code == 0, result.output
+    assert "consistent" in result.output
+    assert not (tmp_path / "elsewhere" / "verify.json").exists()
+    assert "unreadable" in (build(table).to_dict()["recovery"]["last_verify"] or {
+        "unreadable": "absent"})

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from errortable import ErrorTables
 from markerstore import Table
-from markerstore.audit.verify import verify_all
+from markerstore.audit.verify import LAST_VERIFY_FILE, verify_all
 from markerstore.cli.main import cli
 from markerstore.commit import WriteJob
 from markerstore.commit.driver import ErrorTableSpec
@@ -153,6 +153,10 @@ def test_each_injected_finding_is_reported_and_nothing_changes(location: Any) ->
     rows = json.loads(out.output)
     assert {r["kind"] for r in rows} == set(_kinds(reports))
     assert all(set(r) >= {"kind", "path", "size", "instant", "action"} for r in rows)
+    # The command's one write: its summary for `markerstore report`, nothing else.
+    summary = table.storage.path(LAST_VERIFY_FILE)
+    assert [p for p, _ in _snapshot(table) if p != summary] == [p for p, _ in before]
+    table.storage.delete(summary)
     assert _snapshot(table) == before
     text = CliRunner().invoke(cli, ["verify", table.path, *_options(table)])
     assert text.exit_code == 1 and injected["orphan"] in text.output
