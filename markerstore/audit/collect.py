@@ -53,7 +53,9 @@ def commit_points(con: duckdb.DuckDBPyConnection, since: str | None) -> dict[str
                coalesce(files_cleaned, 0) AS files_cleaned, completed_at,
                epoch(completed_at) - epoch(instant_time) AS duration_s,
                json_extract(metadata, '$.error_records') AS by_reason,
-               json_extract_string(metadata, '$.recovered') AS recovered
+               json_extract_string(metadata, '$.recovered') AS recovered,
+               CASE WHEN json_type(metadata, '$.checks') = 'ARRAY'
+                    THEN CAST(json_extract(metadata, '$.checks') AS VARCHAR[]) END AS checks
         FROM commits {where}""", params)
     states = dict(con.sql("SELECT state, count(*) FROM report_commits GROUP BY 1").fetchall())
     completed = int(states.get("completed", 0))
@@ -130,41 +132,53 @@ def quality(con: duckdb.DuckDBPyConnection, points: list[dict[str, Any]],
     by_reason = {r: int(n) for r, n in con.sql(
         "SELECT coalesce(reason, 'unknown'), sum(n) FROM report_groups GROUP BY 1 "
         "ORDER BY 2 DESC, 1").fetchall()}
-    firsts = [p["first_instant"] for p in points]
-    checks: dict[str, dict[str, Any]] = {}
-    for name, instant, failed in con.sql(
-            "SELECT check_name, source_instant, sum(n) FROM report_groups "
-            "WHERE reason = 'check' AND check_name IS NOT NULL GROUP BY ALL").fetchall():
-        check = checks.setdefault(name, {"check": name, "failed": 0,
-                                         "failed_per_point": [0] * len(points)})
-        check["failed"] += int(failed)
-        at = _point_of(firsts, instant)
-        if at is not None:
-            check["failed_per_point"][at] += int(failed)
-    rows_in = sum(p["rows_in"] for p in points)
-    for check in checks.values():
-        per_point = check.pop("failed_per_point")
-        check["pass_rate"] = round(1 - check["failed"] / rows_in, 6) if rows_in else None
-        check["pass_rate_per_point"] = [
-            round(1 - f / p["rows_in"], 6) if p["rows_in"] else None
-            for f, p in zip(per_point, points)]
+    checks = _check_pass_rates(con, points)
     return {"error_rows": total, "by_reason": by_reason,
-            "checks": sorted(checks.values(), key=lambda c: c["check"]),
+            "checks": checks,
             "fingerprints": fingerprints(con, since)}
 
 
-def _point_of(firsts: list[str], instant: str | None) -> int | None:
-    """The point holding `instant`: the last whose first commit is not after it."""
-    if instant is None or not firsts or instant < firsts[0]:
-        return None
-    low, high = 0, len(firsts)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if firsts[middle] <= instant:
-            low = middle
-        else:
-            high = middle
-    return low
+def _check_pass_rates(con: duckdb.DuckDBPyConnection, points: list[dict[str, Any]]
+                      ) -> list[dict[str, Any]]:
+    """Each named check's failures and pass rate, overall and per point. A commit's
+    metadata names the checks its write applied (``checks``): a check is rated over the
+    rows of those commits only, and one that never failed is listed at 100%. Commits
+    written before checks were recorded count for every check."""
+    if not points:
+        return []
+    groups = len(points)
+    failed: dict[str, list[int]] = {}
+    for name, point, n in con.execute("""
+            WITH c AS (SELECT instant, ntile(?) OVER (ORDER BY instant) - 1 AS point
+                       FROM report_commits WHERE state = 'completed')
+            SELECT g.check_name, c.point, sum(g.n) FROM report_groups g
+            JOIN c ON c.instant = g.source_instant
+            WHERE g.reason = 'check' AND g.check_name IS NOT NULL GROUP BY ALL""",
+                                      [groups]).fetchall():
+        failed.setdefault(name, [0] * groups)[point] += int(n)
+    applied: dict[str | None, list[int]] = {}
+    for name, point, n in con.execute("""
+            WITH c AS (SELECT rows + error_records AS rows_in, checks,
+                              ntile(?) OVER (ORDER BY instant) - 1 AS point
+                       FROM report_commits WHERE state = 'completed')
+            SELECT name, point, sum(rows_in) FROM (
+                SELECT unnest(checks) AS name, point, rows_in FROM c WHERE checks IS NOT NULL
+                UNION ALL SELECT NULL, point, rows_in FROM c WHERE checks IS NULL)
+            GROUP BY ALL""", [groups]).fetchall():
+        applied.setdefault(name, [0] * groups)[point] += int(n)
+    legacy = applied.pop(None, [0] * groups)
+    result = []
+    for name in sorted(set(failed) | {n for n in applied if n is not None}):
+        fails = failed.get(name, [0] * groups)
+        rows_in = [a + b for a, b in zip(applied.get(name, [0] * groups), legacy)]
+        rows_in = [r if r >= f else p["rows_in"] for r, f, p in zip(rows_in, fails, points)]
+        total_in, total_failed = sum(rows_in), sum(fails)
+        result.append({
+            "check": name, "failed": total_failed,
+            "pass_rate": round(1 - total_failed / total_in, 6) if total_in else None,
+            "pass_rate_per_point": [round(1 - f / r, 6) if r else None
+                                    for f, r in zip(fails, rows_in)]})
+    return result
 
 
 def fingerprints(con: duckdb.DuckDBPyConnection, since: str | None) -> list[dict[str, Any]]:

@@ -114,14 +114,14 @@ def commit_charts(points: Sequence[Mapping[str, Any]],
 
 def check_chart(checks: Sequence[Mapping[str, Any]], points: Sequence[Mapping[str, Any]],
                 *, grouped: bool = False) -> Chart | None:
-    """The pass rate of each named check per commit (checks that failed at least once)."""
+    """The pass rate of each named check per commit: no bar where no commit of the point
+    applied the check."""
     if not checks or not points:
         return None
     per = "per group of commits" if grouped else "per commit"
-    series = [Series(str(c["check"]), [1.0 if r is None else r
-                                       for r in c["pass_rate_per_point"]],
+    series = [Series(str(c["check"]), list(c["pass_rate_per_point"]),
                      PALETTE[i % len(PALETTE)]) for i, c in enumerate(checks)]
-    worst = min(v for s in series for v in s.values if v is not None)
+    worst = min((v for s in series for v in s.values if v is not None), default=1.0)
     floor = max(0.0, math.floor((worst - (1 - worst)) * 100) / 100) if worst < 1 else 0.9
     return Chart("check-pass-rate", f"Pass rate of each check {per}",
                  [point_label(p) for p in points], series, "rows passing", "commit time",

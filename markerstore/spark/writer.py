@@ -272,6 +272,8 @@ def start_job(table: Table, schema: StructType, *, partition_by: Sequence[str] =
     """Start a write on the driver: recover failed writes, open the instant (and the error
     instant), ready the markers. Shared by :func:`write` and the data source."""
     error_table = _error_table_spec(schema, table.settings, key, checks, validator)
+    if error_table is not None and validator is None:  # the checks applied: pass rates
+        metadata = {**(metadata or {}), "checks": sorted(checks or {})}
     job = WriteJob(table, partition_by=partition_by, marker_url=marker_url,
                    marker_token=marker_token, validator=validator, error_sink=error_sink,
                    task_hook=task_hook, error_table=error_table, metadata=metadata,

@@ -96,6 +96,8 @@ def check_commit(payload: Any, instant: str, where: str) -> dict[str, Any]:
         check_path(path, f"replaced_files[{i}]", where)
     if "error_files" in payload:
         check_file_entries(payload["error_files"], "error_files", where)
+    for i, name in enumerate(check_list(payload.get("checks", []), "checks", where)):
+        check_str(name, f"checks[{i}]", where, optional=False)
     for key in ("operation", "write_uuid", "error_table", "error_instant", "recovered"):
         check_str(payload.get(key), key, where)
     check_counts(payload.get("counts"), "counts", where)

@@ -260,3 +260,27 @@ def test_verify_of_a_read_only_table_records_nothing_and_still_answers(tmp_path:
     assert not (tmp_path / "elsewhere" / "verify.json").exists()
     assert "unreadable" in (build(table).to_dict()["recovery"]["last_verify"] or {
         "unreadable": "absent"})
+
+
+def test_a_check_is_rated_over_the_commits_that_applied_it(tmp_path: Path) -> None:
+    """A commit's `checks` name what its write applied: a check that never failed is
+    listed at 100%, a commit that did not apply a check does not rate it (None), and a
+    commit from before checks were recorded counts for every check."""
+    table = Table(str(tmp_path / "events"))
+
+    def applied(*names: str) -> Any:
+        return lambda write: write.metadata.update(checks=list(names))
+
+    full_write(table, [batch(8, {"check": 2}, day=DAYS[0])])  # no record: every check
+    full_write(table, [batch(9, {"check": 1}, day=DAYS[1])],
+               before_main=applied("positive_amount", "has_day"))
+    full_write(table, [batch(10, {}, day=DAYS[2])], before_main=applied())
+    checks = {c["check"]: c for c in build(table).to_dict()["quality"]["checks"]}
+    assert sorted(checks) == ["has_day", "positive_amount"]
+    positive = checks["positive_amount"]
+    assert positive["failed"] == 3
+    assert positive["pass_rate_per_point"] == [0.8, 0.9, None]
+    assert positive["pass_rate"] == round(1 - 3 / 20, 6)
+    never = checks["has_day"]
+    assert never["failed"] == 0 and never["pass_rate"] == 1.0
+    assert never["pass_rate_per_point"] == [1.0, 1.0, None]  # the first: before records

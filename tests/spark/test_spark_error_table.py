@@ -11,6 +11,7 @@ import pytest
 import errortable
 from errortable import table_sql
 from markerstore import Table
+from markerstore.audit import build as build_report
 from markerstore.errors import WriteAbortedError
 from markerstore.spark import write
 from markerstore.sql import sql as sql_views
@@ -33,7 +34,7 @@ def test_bad_rows_go_to_the_error_table_with_the_commit(spark: Any, tmp_path: An
     url = str(tmp_path / "events")
     df = _df(spark)
     result = write_with(entry, spark, df, url, partition_by="day", options=ENABLED, key="id",
-                        checks={"non_negative": "amount >= 0"})
+                        checks={"non_negative": "amount >= 0", "has_day": "day IS NOT NULL"})
     null_keys = 400 // 50
     negative = sum(1 for i in range(400) if i % 50 and (i % 7) - 1.0 < 0)
     assert_records(url, 400, rows=400 - null_keys - negative,
@@ -46,6 +47,12 @@ def test_bad_rows_go_to_the_error_table_with_the_commit(spark: Any, tmp_path: An
     table = Table(url)
     assert sql_views(table, "SELECT sum(rows) FROM files").fetchall() == [(result.rows_written,)]
     assert table_sql(table, "SELECT count(*) FROM errors").fetchall() == [(null_keys + negative,)]
+    # The commit names the checks it applied: the report rates the one that never failed too.
+    assert table.completed()[-1][1]["checks"] == ["has_day", "non_negative"]
+    checks = {c["check"]: c for c in build_report(table).to_dict()["quality"]["checks"]}
+    assert (checks["has_day"]["failed"], checks["has_day"]["pass_rate"]) == (0, 1.0)
+    assert checks["non_negative"]["failed"] == negative
+    assert checks["non_negative"]["pass_rate"] == round(1 - negative / 400, 6)
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
