@@ -4,7 +4,8 @@ The table is built synthetically. Ten template commits are written through the r
 (``Table.start_commit``/``commit`` with a marker first, errortable's ``ErrorCommit`` and
 task writer): each records one small data file (the report reads the timeline, not the
 data), and the first carries an error commit of 10,000 generated error rows (DuckDB
-writes them: five reasons, 40 fingerprints, checks, source files and lines). The 10,000
+writes them: five reasons, seven checks, 35 fingerprints each of one reason and check as the
+writer's are, source files and lines). The 10,000
 commits are copies of these ten under new instants: their timeline files with the
 instants, paths and completion times rewritten, their data and error files hard-linked
 (committing 10,000 times through the API takes hours here: each commit lists the
@@ -47,8 +48,9 @@ SELECT uuid()::VARCHAR AS uid, (epoch(now()) + i / 1000)::VARCHAR AS ts,
   'CheckFailed: check ''c' || (i % 7)::VARCHAR || ''' failed' AS message,
   MAP(['commitTime', 'tableName', 'reason', 'errorClass', 'check', 'fingerprint',
        'recordKey', 'sourceFile', 'sourceLine'],
-      ['$INSTANT', 'events', $REASON, 'CheckFailed', 'c' || (i % 7)::VARCHAR,
-       'fp' || (hash(i) % 40)::VARCHAR, 'k' || i::VARCHAR,
+      ['$INSTANT', 'events', $REASON, 'CheckFailed',
+       CASE WHEN i % 5 = 2 THEN 'c' || (i % 7)::VARCHAR END,
+       'fp' || (i % 35)::VARCHAR, 'k' || i::VARCHAR,
        's3://raw/part-' || (i % 13)::VARCHAR || '.json', (i % 100000)::VARCHAR]) AS context
 FROM range($ROWS) t(i)
 """
