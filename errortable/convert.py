@@ -110,7 +110,28 @@ def cast(source: pa.Array, target: pa.DataType) -> pa.Array:
             value = source.filter(hexadecimal)[0].as_py()
             raise pa.ArrowInvalid(f"Failed to parse string: '{value}' as a scalar of type "
                                   f"{target}")
-    return pc.cast(source, target, safe=True)
+    result = pc.cast(source, target, safe=True)
+    if pa.types.is_floating(target) and not pa.types.is_integer(source.type):
+        _refuse_overflow(source, result, target)
+    return result
+
+
+_INFINITY_TEXT = r"^\s*[+-]?(?i:inf|infinity)\s*$"
+
+
+def _refuse_overflow(source: pa.Array, result: pa.Array, target: pa.DataType) -> None:
+    """A finite number that the floating point type cannot hold is a cast error, as an
+    integer out of range is (Arrow makes it an infinity): ``1e39`` as a FLOAT, ``1e400``
+    as a DOUBLE. An infinity the source says (``inf``, ``-Infinity``) stays one."""
+    infinite = pc.is_inf(result)
+    if not pc.any(infinite).as_py():
+        return
+    said = pc.match_substring_regex(source, _INFINITY_TEXT) if is_textual(source.type) \
+        else pc.is_inf(pc.cast(source, pa.float64()))
+    overflow = pc.and_(infinite, pc.invert(pc.fill_null(said, False)))
+    if pc.any(overflow).as_py():
+        value = source.filter(overflow)[0].as_py()
+        raise pa.ArrowInvalid(f"Float value {value!r:.40} is out of range for {target}")
 
 
 def arrow_converter(source: pa.Array, target: pa.DataType) -> Callable[[int, int], pa.Array]:
@@ -163,6 +184,8 @@ def from_python(values: list[Any], target: pa.DataType) -> pa.Array:
         # refuses one past 2**53); one past the double range is an OverflowError.
         values = [float(v) if type(v) is int else v for v in values]
     try:
+        if target == pa.float32():  # through float64: an overflow is an error (cast)
+            return cast(pa.array(values, type=pa.float64()), target)
         return pa.array(values, type=target)
     except CAST_ERRORS:
         if is_textual(target) or not all(v is None or isinstance(v, str) for v in values):
