@@ -220,8 +220,9 @@ class JobCommitter:
                         "error_records": errors, "staging": self.staging.mode,
                         "scopes": scopes,
                         **{f"source_{kind}": n for kind, n in sorted(self.source.items())}}
-            if error_files:
-                metadata["error_files"] = error_files
+            if error_files:  # the error table's files; your own sink's, as it said them
+                key = "error_files" if self.error_commit is not None else "error_sink_files"
+                metadata[key] = error_files
             if self.error_commit is not None:
                 # Keep exactly the winning attempts' error files; the main commit names
                 # them, so data and error rows become visible in one atomic write.

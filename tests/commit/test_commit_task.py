@@ -303,6 +303,10 @@ def test_validator_and_error_sink_count_error_records(tmp_path: Any) -> None:
     assert data_rows(table).num_rows == 93 and sum(t.num_rows for t in sinks[0].rows) == 7
     assert table.commit_metadata(job.instant)["error_records"] == {"check": 4, "cast": 3}
     assert table.commit_metadata(job.instant)["rows_in"] == 100
+    # The sink's own descriptions are kept as they are, and every reader can read the
+    # commit (a fresh Table reads the commit file as another process would).
+    fresh = Table(table.path).commit_metadata(job.instant)
+    assert fresh["error_sink_files"] == [{"rows": 7}] and "error_files" not in fresh
 
 
 def test_error_reasons_from_a_column_or_an_error_record_context() -> None:
