@@ -52,6 +52,7 @@ from markerstore.commit.staging import Staging, staging_for
 from markerstore.commit.stats import FileStats, TaskResult
 from markerstore.errors import (
     CommitConflictError,
+    CorruptTableError,
     ErrorBudgetExceeded,
     MarkerStoreError,
     ReconcileError,
@@ -59,6 +60,7 @@ from markerstore.errors import (
 from markerstore.markers import ReconcileResult, RollbackResult
 from markerstore.table import DataFile, Table
 from markerstore.timeline import COMPLETED, INFLIGHT, REQUESTED
+from markerstore.timeline.checks import check_file_entries
 
 log = logging.getLogger(__name__)
 
@@ -220,9 +222,8 @@ class JobCommitter:
                         "error_records": errors, "staging": self.staging.mode,
                         "scopes": scopes,
                         **{f"source_{kind}": n for kind, n in sorted(self.source.items())}}
-            if error_files:  # the error table's files; your own sink's, as it said them
-                key = "error_files" if self.error_commit is not None else "error_sink_files"
-                metadata[key] = error_files
+            if error_files:
+                metadata[_error_files_key(error_files)] = error_files
             if self.error_commit is not None:
                 # Keep exactly the winning attempts' error files; the main commit names
                 # them, so data and error rows become visible in one atomic write.
@@ -382,3 +383,15 @@ class JobCommitter:
         Idempotent."""
         return rollback(self.table, self.instant, force=True, roll_forward=False,
                         error_tables=self.error_tables)
+
+
+def _error_files_key(error_files: list[dict[str, Any]]) -> str:
+    """Where the commit keeps the error sink's descriptions: ``error_files`` when they are
+    file entries (a table-relative path, sizes and rows: the error table's files, which
+    readers follow), else ``error_sink_files``, kept as your own sink said them (the
+    commit stays readable whatever they hold)."""
+    try:
+        check_file_entries(error_files, "error_files", "")
+    except CorruptTableError:
+        return "error_sink_files"
+    return "error_files"

@@ -51,7 +51,8 @@ class BatchValidator(Protocol):
 class ErrorSink(Protocol):
     """Stores one task attempt's error rows. `commit` returns JSON-able descriptions of
     the files it wrote (reported to the driver with the task's summary, and kept as they
-    are in the commit metadata's ``error_sink_files``)."""
+    are in the commit metadata: ``error_files`` when they are file entries, else
+    ``error_sink_files``)."""
 
     def write(self, errors: pa.Table) -> None: ...
 
