@@ -60,22 +60,22 @@ def commit_points(con: duckdb.DuckDBPyConnection, since: str | None) -> dict[str
     states = dict(con.sql("SELECT state, count(*) FROM report_commits GROUP BY 1").fetchall())
     completed = int(states.get("completed", 0))
     groups = min(completed, MAX_POINTS)
+    # Each completed commit with its point: the charts' groups of consecutive commits.
+    con.execute("""CREATE OR REPLACE TEMP TABLE report_points AS
+        SELECT *, ntile(?) OVER (ORDER BY instant) - 1 AS point
+        FROM report_commits WHERE state = 'completed'""", [max(groups, 1)])
     points = rows(con, """
-        WITH c AS (SELECT *, ntile(?) OVER (ORDER BY instant) - 1 AS point
-                   FROM report_commits WHERE state = 'completed')
         SELECT point, min(instant) AS first_instant, max(instant) AS last_instant,
                count(*) AS commits, sum(rows) AS rows, sum(error_records) AS error_records,
                sum(files) AS files, sum(bytes) AS bytes, sum(files_cleaned) AS files_cleaned,
                round(max(duration_s), 3) AS duration_s
-        FROM c GROUP BY point ORDER BY point""", [max(groups, 1)]) if groups else []
+        FROM report_points GROUP BY point ORDER BY point""")
     reasons = rows(con, """
-        WITH c AS (SELECT instant, by_reason, ntile(?) OVER (ORDER BY instant) - 1 AS point
-                   FROM report_commits WHERE state = 'completed'),
-             e AS (SELECT point, unnest(json_keys(by_reason)) AS reason, by_reason FROM c
-                   WHERE json_type(by_reason) = 'OBJECT')
+        WITH e AS (SELECT point, unnest(json_keys(by_reason)) AS reason, by_reason
+                   FROM report_points WHERE json_type(by_reason) = 'OBJECT')
         SELECT point, reason, sum(CAST(json_extract(by_reason, '$."' || reason || '"')
                                        AS BIGINT)) AS n
-        FROM e GROUP BY ALL ORDER BY point, reason""", [max(groups, 1)]) if groups else []
+        FROM e GROUP BY ALL ORDER BY point, reason""")
     for point in points:
         point["by_reason"] = {}
         point["rows_in"] = int(point["rows"]) + int(point["error_records"])
@@ -100,7 +100,7 @@ def events(con: duckdb.DuckDBPyConnection, points: list[dict[str, Any]]
     completed commit after it (or after the last point), and writes rolled forward by a
     recovery, at their own point."""
     found = rows(con, f"""
-        SELECT instant, state, recovered FROM report_commits
+        SELECT instant, state FROM report_commits
         WHERE state IN ('{ROLLEDBACK}', '{INFLIGHT}', '{REQUESTED}', 'corrupt')
            OR (state = '{COMPLETED}' AND recovered IS NOT NULL)
         ORDER BY instant DESC LIMIT {MAX_EVENTS}""")
@@ -148,23 +148,19 @@ def _check_pass_rates(con: duckdb.DuckDBPyConnection, points: list[dict[str, Any
         return []
     groups = len(points)
     failed: dict[str, list[int]] = {}
-    for name, point, n in con.execute("""
-            WITH c AS (SELECT instant, ntile(?) OVER (ORDER BY instant) - 1 AS point
-                       FROM report_commits WHERE state = 'completed')
+    for name, point, n in con.sql("""
             SELECT g.check_name, c.point, sum(g.n) FROM report_groups g
-            JOIN c ON c.instant = g.source_instant
-            WHERE g.reason = 'check' AND g.check_name IS NOT NULL GROUP BY ALL""",
-                                      [groups]).fetchall():
+            JOIN report_points c ON c.instant = g.source_instant
+            WHERE g.reason = 'check' AND g.check_name IS NOT NULL GROUP BY ALL""").fetchall():
         failed.setdefault(name, [0] * groups)[point] += int(n)
     applied: dict[str | None, list[int]] = {}
-    for name, point, n in con.execute("""
-            WITH c AS (SELECT rows + error_records AS rows_in, checks,
-                              ntile(?) OVER (ORDER BY instant) - 1 AS point
-                       FROM report_commits WHERE state = 'completed')
+    for name, point, n in con.sql("""
+            WITH c AS (SELECT rows + error_records AS rows_in, checks, point
+                       FROM report_points)
             SELECT name, point, sum(rows_in) FROM (
                 SELECT unnest(checks) AS name, point, rows_in FROM c WHERE checks IS NOT NULL
                 UNION ALL SELECT NULL, point, rows_in FROM c WHERE checks IS NULL)
-            GROUP BY ALL""", [groups]).fetchall():
+            GROUP BY ALL""").fetchall():
         applied.setdefault(name, [0] * groups)[point] += int(n)
     legacy = applied.pop(None, [0] * groups)
     result = []

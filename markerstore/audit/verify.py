@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -61,15 +62,15 @@ def record_last_verify(table: Table, reports: list[VerifyReport], *, repair: boo
     each time) for ``markerstore report``. Best effort: a table this process may only read
     keeps its last record, and False is returned."""
     findings = [f for r in reports for f in r.findings]
-    kinds: dict[str, int] = {}
-    for finding in findings:
-        kinds[finding.kind] = kinds.get(finding.kind, 0) + 1
+    kinds: Counter[str] = Counter()
+    for report in reports:
+        kinds.update(report.counts())
     summary = {
         "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "repair": repair,
         "grace_s": int(grace.total_seconds()),
         "consistent": all(r.consistent for r in reports),
-        "findings": sum(f.kind not in NOTICES for f in findings), "by_kind": kinds,
+        "findings": sum(f.kind not in NOTICES for f in findings), "by_kind": dict(kinds),
         "tables": [r.table for r in reports],
         "files_listed": sum(r.files_listed for r in reports),
     }

@@ -268,9 +268,14 @@ class Timeline:
 
     def complete(self, instant: str, metadata: dict[str, Any]) -> None:
         """Write the completed instant atomically; CommitConflictError if another writer
-        completed or rolled it back first."""
+        completed or rolled it back first, ValueError (nothing written) for metadata that
+        readers would call corrupt."""
         self._pinned = None
         payload = {**metadata, "instant": instant, "state": COMPLETED}
+        try:  # what readers check, checked before it is written: never an unreadable commit
+            check_commit(payload, instant, self.commit_url(instant))
+        except CorruptTableError as exc:
+            raise ValueError(f"commit metadata of instant {instant}: {exc.entry}") from None
         body = _dumps(payload)
         if self.storage.create_if_absent(self._file(instant, ".commit"), body):
             self._metadata_cache[instant] = json.loads(body)
