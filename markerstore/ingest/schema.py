@@ -28,10 +28,17 @@ _PRIMITIVES: dict[str, pa.DataType] = {
 
 
 def _split_top_level(text: str) -> list[str]:
+    """`text` cut at its commas outside brackets and backquoted names (`a,b` is one)."""
     parts: list[str] = []
     current: list[str] = []
     depth = 0
+    quoted = False
     for char in text:
+        if char == "`":
+            quoted = not quoted
+        if quoted or char == "`":
+            current.append(char)
+            continue
         if char in "<(":
             depth += 1
         elif char in ">)":
@@ -43,8 +50,9 @@ def _split_top_level(text: str) -> list[str]:
             current = []
         else:
             current.append(char)
-    if depth != 0:
-        raise SchemaError(f"unbalanced brackets in schema {text!r}")
+    if depth != 0 or quoted:
+        raise SchemaError(f"unbalanced {'backquotes' if quoted else 'brackets'} in schema "
+                          f"{text!r}")
     if "".join(current).strip():
         parts.append("".join(current).strip())
     return parts

@@ -25,10 +25,18 @@ def test_ddl_schema() -> None:
     assert schema.field("day").type == pa.date32()
 
 
+def test_backquoted_names_hold_commas_and_brackets() -> None:
+    """Spark's DDL quotes a name with backquotes: a comma or bracket there is part of it
+    (a CSV header such as `a,b` read with another separator)."""
+    schema = ddl_to_arrow("`a,b` STRING, `x<y)` INT, s STRUCT<`p,q`: INT, r: STRING>")
+    assert schema.names == ["a,b", "x<y)", "s"]
+    assert schema.field("s").type == pa.struct([("p,q", pa.int32()), ("r", pa.string())])
+
+
 @pytest.mark.parametrize(("ddl", "fragment"), [
     ("", "empty"), ("id", "expected 'name TYPE'"), ("id BIGINTX", "unknown type 'BIGINTX'"),
     ("a INT, a INT", "appear twice"), ("d DECIMAL(60,2)", "precision 1..38"),
-    ("a ARRAY<INT", "unbalanced"),
+    ("a ARRAY<INT", "unbalanced brackets"), ("`a STRING", "unbalanced backquotes"),
 ])
 def test_bad_ddl(ddl: str, fragment: str) -> None:
     with pytest.raises(SchemaError, match=fragment):
