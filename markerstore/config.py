@@ -17,6 +17,7 @@ from markerstore.errors import ConfigError
 from markerstore.option_values import (
     Option,
     choice,
+    csv_separator,
     field_paths,
     folder_name,
     int_min,
@@ -79,6 +80,8 @@ SQL_TIME_LIMIT_MS = "markerstore.sql.sandbox.time_limit_ms"
 SQL_MEMORY_LIMIT = "markerstore.sql.sandbox.memory_limit"
 SERVER_HEADER_TIMEOUT_MS = "markerstore.markers.server.header_timeout_ms"
 HEARTBEAT_MAX_CLOCK_SKEW_MS = "markerstore.heartbeat.max_clock_skew_ms"
+INGEST_CSV_SEP = "markerstore.ingest.csv.sep"
+INGEST_CSV_HEADER = "markerstore.ingest.csv.header"
 INGEST_NULL_VALUE = "markerstore.ingest.csv.nullValue"
 INGEST_EMPTY_VALUE = "markerstore.ingest.csv.emptyValue"
 INGEST_NON_NUMERIC = "markerstore.ingest.json.allowNonNumericNumbers"
@@ -230,6 +233,14 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(SQL_MEMORY_LIMIT, "2GB", memory_size,
            "SQL sandbox: DuckDB's memory_limit for the query (a size such as 512MB or 4GiB).",
            ()),
+    Option(INGEST_CSV_SEP, ",", csv_separator,
+           "Ingest, CSV (Spark's sep): the field separator, one ASCII character other than "
+           "the quote and a line break (\\t for a tab).", ("sep", "delimiter")),
+    Option(INGEST_CSV_HEADER, True, parse_bool,
+           "Ingest, CSV (Spark's header, whose default there is false): the first record of "
+           "each file names the columns; false: every record is data and the columns are "
+           "the schema's in order (an inferred schema names them _c0, _c1, ...).",
+           ("header",)),
     Option(INGEST_NULL_VALUE, "", text,
            "Ingest, CSV (Spark's nullValue): a field equal to this, quoted or not, is null; "
            "an empty unquoted field is always null.", ("nullValue",)),

@@ -102,6 +102,21 @@ def text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+# Spark's escapes for a CSV separator (CSVExprUtils.toChar), as a command line gives them.
+_SEPARATOR_ESCAPES = {"\\t": "\t", "\\b": "\b", "\\f": "\f", "\\'": "'", "\\\\": "\\"}
+
+
+def csv_separator(value: Any) -> str:
+    """The field separator of a CSV record: one ASCII character other than the quote and a
+    line break, or one of Spark's escapes for it (``\\t`` for a tab)."""
+    given = "" if value is None else str(value)
+    sep = _SEPARATOR_ESCAPES.get(given, given)
+    if len(sep) != 1 or not sep.isascii() or sep in '"\r\n':
+        raise ValueError("expected one ASCII character other than a quote or a line break "
+                         f"(\\t for a tab), got {given!r}")
+    return sep
+
+
 def optional_str(value: Any) -> str | None:
     if value is None:
         return None

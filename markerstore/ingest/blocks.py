@@ -44,11 +44,13 @@ ENCODING, SIZE = "encoding", "size"  # why a record is raw (the error record's r
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """How records are read: the size limit of one record, and what bytes that are not
-    UTF-8 become ("strict": an error record; "replace": text with U+FFFD)."""
+    """How records are read: the size limit of one record, what bytes that are not UTF-8
+    become ("strict": an error record; "replace": text with U+FFFD), and the separator of
+    CSV fields (a quote opens a quoted field only at a field's start)."""
 
     max_record_bytes: int = MAX_RECORD_BYTES
     encoding_errors: str = "strict"
+    delimiter: str = ","
 
     @property
     def prefix_bytes(self) -> int:
@@ -95,15 +97,16 @@ def split_records(data: bytes, fmt: str = "json", first_line: int = 1, offset: i
     """The records of `data` (whole records; with `final`, the last may lack its newline)
     as a block: `data` starts at byte `offset` of the file, on line `first_line`."""
     newlines = newlines_of(data)
-    ends = _ends(data, fmt, final, newlines)
+    ends = _ends(data, fmt, final, newlines, options.delimiter)
     return _cut(data, ends, newlines, fmt, first_line, offset, options)
 
 
-def _ends(data: bytes, fmt: str, final: bool, newlines: np.ndarray) -> np.ndarray:
+def _ends(data: bytes, fmt: str, final: bool, newlines: np.ndarray, delimiter: str = ","
+          ) -> np.ndarray:
     """Where the records of `data` end (just after their newline; and the end of `data`
     for a last record without one, when `final`)."""
     if fmt == "csv":
-        return record_ends(data, final, newlines=newlines)
+        return record_ends(data, final, delimiter, newlines)
     ends = newlines + 1
     if final and len(data) and not data.endswith(b"\n"):
         ends = np.append(ends, len(data))
@@ -246,7 +249,7 @@ class _Reader:
             chunk = self.handle.read(self.block_bytes)
             data = self.carry + chunk if self.carry else chunk
             newlines = newlines_of(data)
-            ends = _ends(data, self.task.format, not chunk, newlines)
+            ends = _ends(data, self.task.format, not chunk, newlines, self.options.delimiter)
             ended = False
             if end is not None and len(ends):  # the records that start before the end
                 starts = np.concatenate([[0], ends[:-1]])
@@ -276,7 +279,8 @@ class _Reader:
         """The record that starts `data` and passed the limit, read through to its end a
         block at a time (the bytes after it carried on): one raw record of its true size."""
         prefix = data[:self.options.prefix_bytes]
-        scanner = QuoteScanner(bytes) if self.task.format == "csv" else None
+        scanner = (QuoteScanner(bytes, self.options.delimiter) if self.task.format == "csv"
+                   else None)
         size = lines = 0
         tail = b""  # the last two bytes read of the record: its line end
         self.carry = b""

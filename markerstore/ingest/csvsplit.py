@@ -13,7 +13,6 @@ a quote costs one scan for quotes.
 from __future__ import annotations
 
 import functools
-import re
 
 import numpy as np
 import pyarrow as pa
@@ -22,11 +21,16 @@ import pyarrow.compute as pc
 _QUOTE, _NEWLINE = ord('"'), ord("\n")
 
 
+def re2_char(char: str) -> str:
+    """`char` as a literal in an RE2 expression, in a character class too."""
+    return char if char.isalnum() else f"\\x{{{ord(char):02x}}}"
+
+
 @functools.lru_cache(maxsize=16)
 def _patterns(delimiter: str) -> tuple[str, str]:
     """(ends inside a quoted field when the line starts outside one, the same when it starts
     inside one): RE2 expressions over a line without its newline."""
-    d = re.escape(delimiter)
+    d = re2_char(delimiter)
     quoted = '[^"]*(?:""[^"]*)*'
     tail = f'(?:[^{d}"][^{d}]*)?'  # after a closing quote: ordinary characters
     field = f'(?:"{quoted}"{tail}|[^{d}"][^{d}]*)?'

@@ -10,17 +10,17 @@ from typing import Any
 import pyarrow as pa
 
 from markerstore.errors import SchemaError
-from markerstore.ingest.blocks import read_blocks
+from markerstore.ingest.blocks import ReadOptions, read_blocks
 from markerstore.ingest.sources import SourceTask
 
 SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
 
 
-def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit: int
-             ) -> list[str]:
+def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit: int,
+             options: ReadOptions) -> list[str]:
     """The first `limit` text records of a task (a CSV record may span lines)."""
     found: list[str] = []
-    for block in read_blocks(task, dict(storage_options or {}), SAMPLE_BYTES):
+    for block in read_blocks(task, dict(storage_options or {}), SAMPLE_BYTES, options):
         found += block.records.slice(0, limit - len(found)).to_pylist()
         if len(found) >= limit:
             break
@@ -28,8 +28,11 @@ def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit:
 
 
 def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
-                 sample_lines: int = 2000) -> pa.Schema:
-    """A schema from the first records of the source (Parquet: the file's own schema)."""
+                 sample_lines: int = 2000, options: ReadOptions | None = None,
+                 header: bool = True) -> pa.Schema:
+    """A schema from the first records of the source (Parquet: the file's own schema).
+    CSV records are read with `options` (its separator); without a `header` record the
+    columns are named as Spark names them, _c0, _c1, ..."""
     first = tasks[0]
     if first.format == "parquet":
         import fsspec
@@ -37,17 +40,27 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
 
         with fsspec.open(first.url, "rb", **dict(storage_options or {})) as handle:
             return pq.read_schema(handle)
+    options = options or ReadOptions()
     lines: list[str] = []
     for task in tasks:
-        lines += [t for t in _records(task, storage_options, sample_lines) if t.strip()]
+        lines += [t for t in _records(task, storage_options, sample_lines, options)
+                  if t.strip()]
         if len(lines) >= sample_lines:
             break
     lines = lines[:sample_lines]
     if first.format == "csv":
         import pyarrow.csv as pcsv
 
-        table = pcsv.read_csv(pa.BufferReader("\n".join(lines).encode()),
-                              parse_options=pcsv.ParseOptions(newlines_in_values=True))
+        if not lines:
+            raise SchemaError("cannot infer a schema: the CSV source holds no record; "
+                              "pass --schema")
+        table = pcsv.read_csv(
+            pa.BufferReader("\n".join(lines).encode()),
+            read_options=pcsv.ReadOptions(autogenerate_column_names=not header),
+            parse_options=pcsv.ParseOptions(delimiter=options.delimiter,
+                                            newlines_in_values=True))
+        if not header:
+            table = table.rename_columns([f"_c{i}" for i in range(table.num_columns)])
         return table.schema
     records = []
     for text in lines:
@@ -76,11 +89,12 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
     return pa.schema(fields)
 
 
-def csv_header(task: SourceTask, storage_options: Mapping[str, Any] | None) -> str:
+def csv_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
+               options: ReadOptions | None = None) -> str:
     """The header of a CSV file: its first record (a byte order mark dropped); empty when
     the file has none, or when that record is not text."""
     for block in read_blocks(SourceTask(task.url, task.format), dict(storage_options or {}),
-                             SAMPLE_BYTES):
+                             SAMPLE_BYTES, options or ReadOptions()):
         if block.raw and (len(block) == 0 or block.raw[0].offset < block.offsets[0]):
             return ""
         return str(block.records[0].as_py()) if len(block) else ""

@@ -25,6 +25,7 @@ from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
 from markerstore.ingest.session import is_connect, progress_bar, spark_session
 from markerstore.ingest.sources import SourceTask, list_tasks, pack
+from markerstore.ingest.task import read_options
 from markerstore.render.html import fields_html
 
 __all__ = ["IngestResult", "infer_schema", "ingest", "spark_session"]
@@ -104,20 +105,21 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     started = time.perf_counter()
     src_options = dict(source_storage_options if source_storage_options is not None
                        else storage_options or {})
-    tasks = list_tasks(source, src_options, fmt)
-    target = _target_schema(schema, tasks, src_options)
-    columns = [] if partition_by is None else (
-        [partition_by] if isinstance(partition_by, str) else list(partition_by))
     settings = dict(options or {})
     settings.setdefault(config.MARKERS_TYPE, markers)
     settings.setdefault(ENABLED, "true" if error_table else "false")
+    resolved = config.resolve(settings)  # a bad option fails here, before anything is read
+    tasks = list_tasks(source, src_options, fmt)
+    target = _target_schema(schema, tasks, src_options, resolved)
+    columns = [] if partition_by is None else (
+        [partition_by] if isinstance(partition_by, str) else list(partition_by))
     # Validate key, partition columns and checks on the driver, before anything is written.
     probe = errortable.Validator(target, key, columns, dict(checks or {}))
     del probe
 
     session = spark or spark_session(master, conf=conf, remote=remote)
     plan = IngestPlan(target, key, columns, dict(checks or {}), src_options,
-                      _task_splits(session, tasks, src_options, settings), settings)
+                      _task_splits(session, tasks, src_options, resolved), settings)
     splits = plan.splits
 
     def frame(job: Any) -> Any:
@@ -143,21 +145,23 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
 
 
 def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
-                   src_options: Mapping[str, Any]) -> pa.Schema:
+                   src_options: Mapping[str, Any], settings: config.Settings) -> pa.Schema:
     if isinstance(schema, pa.Schema):
         return schema
     if schema:
         return load_schema(schema, dict(src_options))
-    return infer_schema(tasks, src_options)
+    return infer_schema(tasks, src_options, options=read_options(settings),
+                        header=settings[config.INGEST_CSV_HEADER])
 
 
 def _task_splits(session: Any, tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
-                 settings: Mapping[str, Any]) -> Splits:
+                 settings: config.Settings) -> Splits:
     """The source splits of each Spark task (packed by bytes, one wave per core at least),
-    with the CSV header line of each split's file."""
+    with the CSV header line of each split's file (none with ``header=false``)."""
     from markerstore.ingest.session import default_parallelism
 
-    task_bytes = config.resolve(settings)[config.INGEST_TASK_BYTES]
-    packed = pack(tasks, default_parallelism(session), task_bytes)
-    headers = {t.url: csv_header(t, src_options) for t in tasks if t.format == "csv"}
+    packed = pack(tasks, default_parallelism(session), settings[config.INGEST_TASK_BYTES])
+    reading = read_options(settings)
+    headers = {t.url: csv_header(t, src_options, reading) for t in tasks
+               if t.format == "csv" and settings[config.INGEST_CSV_HEADER]}
     return [[(tasks[i], headers.get(tasks[i].url)) for i in split] for split in packed]

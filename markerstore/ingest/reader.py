@@ -25,6 +25,7 @@ import pyarrow.csv as pcsv
 
 from errortable.convert import cast
 from markerstore import duck
+from markerstore.ingest.csvsplit import re2_char
 
 _INTS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
          pa.int64(): "BIGINT", pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT",
@@ -280,16 +281,18 @@ def _bisect(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
     return (arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)), failed
 
 
-def csv_pattern(width: int) -> str:
+def csv_pattern(width: int, delimiter: str = ",") -> str:
     """A CSV line of exactly `width` well-formed fields (quoted or plain, no control
-    characters) that is not blank: what Python's csv module (strict) and Arrow's CSV
-    reader read alike."""
-    field = r'(?:[^",\x00-\x1f]*|"(?:[^"\x00-\x1f]|"")*")'
-    return "^" + ",".join([field] * width) + "$"
+    characters) separated by `delimiter`: what errortable's parser and Arrow's CSV reader
+    read alike."""
+    d = re2_char(delimiter)
+    field = f'(?:[^"{d}\\x00-\\x1f]*|"(?:[^"\\x00-\\x1f]|"")*")'
+    return "^" + d.join([field] * width) + "$"
 
 
 def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
-              extra_ok: bool, null_value: str = "", empty_value: str = "") -> Parsed:
+              extra_ok: bool, null_value: str = "", empty_value: str = "",
+              delimiter: str = ",") -> Parsed:
     """The clean rows of a block of CSV records (after the header), and its suspects: a
     record on one line, every field plain or quoted (no line break), read by Arrow with
     Spark's null rules (an empty plain field, and a field equal to `null_value`, quoted or
@@ -301,10 +304,11 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
     if n == 0 or not names or len(set(names)) != len(names) or (
             not extra_ok and not set(names) <= target):
         return everything_suspect(schema, n)
-    clean = pc.and_(pc.match_substring_regex(lines, csv_pattern(len(names))),
+    d = re2_char(delimiter)
+    clean = pc.and_(pc.match_substring_regex(lines, csv_pattern(len(names), delimiter)),
                     pc.match_substring_regex(lines, f"[^{_SPACES}]"))
     if empty_value != null_value:
-        clean = pc.and_(clean, pc.invert(pc.match_substring_regex(lines, '(^|,)""(,|$)')))
+        clean = pc.and_(clean, pc.invert(pc.match_substring_regex(lines, f'(^|{d})""({d}|$)')))
     rows = np.flatnonzero(pc.fill_null(clean, False).to_numpy(zero_copy_only=False))
     if len(rows) == 0:
         return everything_suspect(schema, n)
@@ -317,7 +321,7 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
         # One Arrow block for the whole text: a record never straddles two.
         read_options=pcsv.ReadOptions(column_names=names, use_threads=False,
                                       block_size=max(1 << 20, data.size + 1)),
-        parse_options=pcsv.ParseOptions(newlines_in_values=False),
+        parse_options=pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=False),
         convert_options=pcsv.ConvertOptions(
             column_types={c: pa.string() for c in names},
             null_values=list(dict.fromkeys(["", null_value])),

@@ -46,14 +46,14 @@ def _attempt() -> TaskAttempt:
                        context.taskAttemptId())
 
 
-def split_header(header: str | None) -> list[str]:
+def split_header(header: str | None, delimiter: str = ",") -> list[str]:
     """The column names of a CSV header record (empty if it is not one)."""
     from errortable.csvtext import CsvError, split_record
 
     if not header:
         return []
     try:
-        return [name for name, _ in split_record(header)]
+        return [name for name, _ in split_record(header, delimiter)]
     except CsvError:
         return []
 
@@ -68,10 +68,16 @@ def reading_options(settings: Mapping[str, Any] | None, schema: pa.Schema
     text_columns = frozenset(f.name for f in schema if pa.types.is_string(f.type)
                              or pa.types.is_large_string(f.type)) \
         if resolved[config.INGEST_VALUE_AS_TEXT] else frozenset()
-    return (ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
-                        resolved[config.INGEST_ENCODING_ERRORS]),
+    return (read_options(resolved),
             ParseOptions(resolved[config.INGEST_NULL_VALUE], resolved[config.INGEST_EMPTY_VALUE],
                          resolved[config.INGEST_NON_NUMERIC], text_columns))
+
+
+def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
+    """The block reader's options from the ingest's options (markerstore.config)."""
+    resolved = config.resolve(settings)
+    return ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
+                       resolved[config.INGEST_ENCODING_ERRORS], resolved[config.INGEST_CSV_SEP])
 
 
 def with_reason(errors: pa.Table) -> pa.Table:
@@ -102,6 +108,7 @@ class IngestTask:
         self.extra_ok = getattr(validator, "extra_columns", "error") == "ignore"
         self.query = json_query(self.schema, self.extra_ok)
         self.read_options, self.parse_options = reading_options(options, self.schema)
+        self.csv_header = config.resolve(options)[config.INGEST_CSV_HEADER]
 
     def __call__(self, descriptors: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield self.run(descriptors).to_arrow()
@@ -155,12 +162,13 @@ class IngestTask:
         if task.format == "parquet":
             yield from self._parquet(task, ctx, timer, source)
             return
-        columns = split_header(header) if task.format == "csv" else None
+        columns = self._columns(task, header)
         source.setdefault("lines", 0)
         # A header that is no CSV record (a line break in an unquoted name: lines that end
         # with CR alone) stays a record, so it fails as one; dropped, it would take the
         # file's every line with it.
-        header_left = columns is not None and task.start == 0 and bool(columns or not header)
+        header_left = (columns is not None and self.csv_header and task.start == 0
+                       and bool(columns or not header))
         for block in timer.each("read", read_blocks(task, self.storage_options,
                                                     self.block_bytes, self.read_options)):
             _count(source, "lines", block.line_count)
@@ -170,6 +178,15 @@ class IngestTask:
             _count(source, "records", len(block) - blank_lines(block.records, task.format)
                    + len(block.raw))
             yield self._block(block, task.format, columns, ctx, timer)
+
+    def _columns(self, task: SourceTask, header: str | None) -> list[str] | None:
+        """The columns of a CSV task's records, in order: its file's header record's, or
+        with ``header=false`` the schema's; None for JSON."""
+        if task.format != "csv":
+            return None
+        if not self.csv_header:
+            return list(self.schema.names)
+        return split_header(header, self.read_options.delimiter)
 
     def _parquet(self, task: SourceTask, ctx: Any, timer: _Timer, source: dict[str, int]
                  ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
@@ -191,7 +208,7 @@ class IngestTask:
             if fmt == "csv":
                 p = self.parse_options
                 parsed = parse_csv(block.records, self.schema, columns, self.extra_ok,
-                                   p.null_value, p.empty_value)
+                                   p.null_value, p.empty_value, self.read_options.delimiter)
             else:
                 parsed = parse_json(block.records, self.schema, self.query)
         with timer("validate"):
@@ -215,7 +232,7 @@ class IngestTask:
             if fmt == "csv":
                 p = self.parse_options
                 return csv_payloads(lines.to_pylist(), columns or [], p.null_value,
-                                    p.empty_value)
+                                    p.empty_value, self.read_options.delimiter)
             return json_payloads(lines.to_pylist())
 
         numbers = cast(Sequence[int], block.lines[parsed.rows])
@@ -235,8 +252,10 @@ class IngestTask:
         numbers = block.lines[suspects].tolist()
         offsets = block.offsets[suspects].tolist()
         if fmt == "csv":
-            parsed = parse_csv_block(texts, ctx, header=columns, line_numbers=numbers,
-                                     offsets=offsets, options=self.parse_options)
+            parsed = parse_csv_block(texts, ctx, header=columns,
+                                     delimiter=self.read_options.delimiter,
+                                     line_numbers=numbers, offsets=offsets,
+                                     options=self.parse_options)
         else:
             parsed = parse_json_block(texts, ctx, line_numbers=numbers, offsets=offsets,
                                       options=self.parse_options)

@@ -1,5 +1,6 @@
 """Every input of the parsing issue, end to end through Spark: `markerstore.ingest` with the
-default options and `markerstore ingest` with nullValue and allowNonNumericNumbers set.
+default options and `markerstore ingest` with nullValue, allowNonNumericNumbers and sep
+(a tab-separated file) set.
 A CSV record with quoted newlines is one row; 100,000 '[' is one error record, not a failed
 job; bytes that are not UTF-8 are an encoding error record whose bytes the error table
 gives back; NaN follows allowNonNumericNumbers; "" follows nullValue; a nested value for a
@@ -36,10 +37,10 @@ JSON = (b'{"id": 10, "a": "ok"}\n' + b"[" * 100_000 + b"\n" + NOT_UTF8 + b"\n"
         b'{"id": 11, "d": NaN}\n{"id": 12, "a": [1, 2], "b": {"x": 1}}\n')
 
 
-def _source(tmp_path: Path) -> Path:
+def _source(tmp_path: Path, sep: bytes = b",") -> Path:
     src = tmp_path / "src"
     src.mkdir()
-    (src / "records.csv").write_bytes(CSV)
+    (src / "records.csv").write_bytes(CSV.replace(b",", sep))  # no comma inside a field
     (src / "lines.json").write_bytes(JSON)
     return src
 
@@ -86,9 +87,9 @@ def test_ingest_reads_every_input_of_the_issue(spark: Any, tmp_path: Path) -> No
 
 def test_cli_ingest_with_parsing_options(tmp_path: Path) -> None:
     table = tmp_path / "t"
-    out = cli("ingest", str(_source(tmp_path)), str(table), "--schema", SCHEMA, "--master",
-              "local[2]", "--no-progress", "--json", "--option", "nullValue=\\N",
-              "--option", "allowNonNumericNumbers=false")
+    out = cli("ingest", str(_source(tmp_path, b"\t")), str(table), "--schema", SCHEMA,
+              "--master", "local[2]", "--no-progress", "--json", "--option", "nullValue=\\N",
+              "--option", "allowNonNumericNumbers=false", "--option", "sep=\\t")
     assert out.returncode == 0, out.stderr[-2000:]
     rows, errors = _rows(table), _errors(table)
     _common(rows, errors)
@@ -100,6 +101,7 @@ def test_cli_ingest_with_parsing_options(tmp_path: Path) -> None:
     assert summary["source_records"] == 9
     assert_records(str(table), 9, rows=6, errors={"encoding": 1, "parse": 2})
     help_text = CliRunner().invoke(ingest_command, ["--help"]).output
-    assert "nullValue" in help_text and "allowNonNumericNumbers" in help_text
+    assert all(name in help_text for name in ("sep", "header", "nullValue",
+                                              "allowNonNumericNumbers"))
     assert base64.b64encode(NOT_UTF8).decode() in str(
         errortable.read(str(table) + "_errors").fetchall())

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import errortable
+from markerstore import config
 from markerstore.commit import TaskSpec
 from markerstore.ingest.infer import csv_header
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.sources import list_tasks
-from markerstore.ingest.task import IngestTask
+from markerstore.ingest.task import IngestTask, read_options
 
 
 def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None = None,
@@ -34,8 +35,10 @@ def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None 
                       errortable.CaptureContext, **kwargs)
     rows: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
+    headers = config.resolve(options)[config.INGEST_CSV_HEADER]
     for t in tasks:
-        header = csv_header(t, None) if t.format == "csv" else None
+        header = (csv_header(t, None, read_options(options))
+                  if t.format == "csv" and headers else None)
         ctx = errortable.CaptureContext(task_attempt="t", source_file=t.url)
         for good, found in task.results(t, header, ctx):
             rows += good.to_pylist()

@@ -389,7 +389,30 @@ def option_corpora() -> list[Corpus]:
                         ("spaces", " ")):
         add(f"string_{name}", "{id},,," + value + ",")
         add(f"bigint_{name}", "{id}," + value + ",,,")
-    return [strict, nulls]
+    return [strict, nulls, *dialect_corpora()]
+
+
+def dialect_corpora() -> list[Corpus]:
+    """Another separator (`sep`), and files without a header (`header=false`)."""
+    semi = Corpus("csv_semicolon", "csv", DDL, head=HEADER.replace(b",", b";") + b"\n",
+                  options={"sep": ";"})
+    add = _Builder(semi, 6_000_001).add
+    add("record_all_fields", "{id};1;1.5;x;true")
+    add("string_comma", "{id};;;a,b;")
+    add("string_quoted_sep", '{id};;;"a;b";')
+    add("string_quoted_lf_and_sep", '{id};;;"a;\nb";')
+    add("string_quoted_empty", '{id};;;"";')
+    add("record_comma_separated", "{id},1,1.5,x,true")
+    tabs = Corpus("csv_tab_no_header", "csv", DDL, options={"sep": "\t", "header": "false"})
+    add = _Builder(tabs, 7_000_001).add
+    add("record_all_fields", "{id}\t1\t1.5\tx\ttrue")
+    add("string_comma_semicolon", "{id}\t\t\ta,b;c\t")
+    add("string_quoted_tab", '{id}\t\t\t"a\tb"\t')
+    add("string_quoted_crlf", '{id}\t\t\t"a\r\nb"\t')
+    add("record_all_empty", "{id}\t\t\t\t")
+    add("record_header_like", "id\tn\td\ts\tb")
+    add("file_first_record_is_data", "{id}\t2\t2.5\ty\tfalse", alone=True)
+    return [semi, tabs]
 
 
 def corpora() -> list[Corpus]:
