@@ -85,6 +85,7 @@ INGEST_CSV_HEADER = "markerstore.ingest.csv.header"
 INGEST_NULL_VALUE = "markerstore.ingest.csv.nullValue"
 INGEST_EMPTY_VALUE = "markerstore.ingest.csv.emptyValue"
 INGEST_NON_NUMERIC = "markerstore.ingest.json.allowNonNumericNumbers"
+INGEST_JSON_MULTILINE = "markerstore.ingest.json.multiLine"
 INGEST_VALUE_AS_TEXT = "markerstore.ingest.json.value_as_text"
 INGEST_ENCODING_ERRORS = "markerstore.ingest.encoding.errors"
 INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
@@ -252,6 +253,11 @@ _DEFINITIONS: tuple[Option, ...] = (
            "Ingest, JSON (Spark's allowNonNumericNumbers): read NaN, Infinity and -Infinity "
            "as doubles; false: such a record is a parse error (RFC 8259 has no such "
            "tokens).", ("allowNonNumericNumbers",)),
+    Option(INGEST_JSON_MULTILINE, False, parse_bool,
+           "Ingest, JSON (Spark's multiLine): each file is one JSON document, read whole; "
+           "its records are the elements of a top-level array (any other document is one "
+           "record). The document counts as one record for record.max_bytes.",
+           ("multiLine",)),
     Option(INGEST_VALUE_AS_TEXT, True, parse_bool,
            "Ingest, JSON: a STRING column takes a number, boolean, array or object as its "
            "JSON text, as written (as Spark does); false: such a value is a cast error.",

@@ -110,7 +110,8 @@ def _summary_text(summary: dict[str, Any]) -> None:
               help="A markerstore option (see `markerstore options`; repeatable). Parsing "
                    "options keep Spark's names: sep, header, nullValue, emptyValue (CSV; "
                    "sep='\\t' for a tab), "
-                   "allowNonNumericNumbers (JSON); and markerstore.ingest.encoding.errors="
+                   "allowNonNumericNumbers, multiLine (JSON); and "
+                   "markerstore.ingest.encoding.errors="
                    "strict|replace, markerstore.ingest.record.max_bytes, "
                    "markerstore.ingest.json.value_as_text.")
 @click.option("--progress/--no-progress", default=None,

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from errortable.csvtext import QuoteScanner
 from markerstore.ingest.csvsplit import newlines_of, record_ends
+from markerstore.ingest.jsondoc import record_spans
 from markerstore.ingest.sources import SourceTask
 
 BLOCK_BYTES = 16 * 1024 * 1024
@@ -46,11 +47,14 @@ ENCODING, SIZE = "encoding", "size"  # why a record is raw (the error record's r
 class ReadOptions:
     """How records are read: the size limit of one record, what bytes that are not UTF-8
     become ("strict": an error record; "replace": text with U+FFFD), and the separator of
-    CSV fields (a quote opens a quoted field only at a field's start)."""
+    CSV fields (a quote opens a quoted field only at a field's start); with
+    `json_document`, a JSON file is one document whose records are the elements of its
+    top-level array (:mod:`~markerstore.ingest.jsondoc`)."""
 
     max_record_bytes: int = MAX_RECORD_BYTES
     encoding_errors: str = "strict"
     delimiter: str = ","
+    json_document: bool = False  # Spark's multiLine: a JSON file is one document
 
     @property
     def prefix_bytes(self) -> int:
@@ -135,13 +139,19 @@ def _cut(data: bytes, ends: np.ndarray, newlines: np.ndarray, fmt: str, first_li
     else:  # a record spans as many lines as the newlines before its end
         before = np.searchsorted(newlines[:within], ends)
         lines = first_line + np.concatenate([[0], before[:-1]]).astype(np.int64)
-    offsets = offset + starts
+    line_count = within + (0 if data.endswith(b"\n") else 1)  # physical lines
+    return _spans_block(data, starts, stops, lines, offset + starts, options, line_count)
+
+
+def _spans_block(data: bytes, starts: np.ndarray, stops: np.ndarray, lines: np.ndarray,
+                 offsets: np.ndarray, options: ReadOptions, line_count: int) -> Block:
+    """The block of the records at ``data[starts[i]:stops[i]]`` (at least one)."""
+    k = len(starts)
     pairs = np.empty(2 * k, dtype=np.int64)
     pairs[0::2], pairs[1::2] = starts, stops
     spans = pa.Array.from_buffers(pa.large_binary(), 2 * k - 1,
                                   [None, pa.py_buffer(pairs), pa.py_buffer(data)])
     texts = spans.take(pa.array(np.arange(0, 2 * k - 1, 2, dtype=np.int64)))
-    line_count = within + (0 if data.endswith(b"\n") else 1)  # physical lines
     return _set_apart(data, texts, starts, stops, lines, offsets, options, line_count)
 
 
@@ -228,7 +238,32 @@ def read_blocks(task: SourceTask, storage_options: dict[str, Any] | None = None,
                 ) -> Iterator[Block]:
     """The task's records, block by block (each block about `block_bytes` of input)."""
     with _open(task, storage_options) as handle:
-        yield from _Reader(handle, task, block_bytes, options).blocks()
+        if options.json_document and task.format == "json":
+            yield _document(handle, block_bytes, options)
+        else:
+            yield from _Reader(handle, task, block_bytes, options).blocks()
+
+
+def _document(handle: Any, block_bytes: int, options: ReadOptions) -> Block:
+    """A JSON file as one document: the block of its records (the elements of its top-level
+    array, or the whole document); a document over the size limit is one raw record of
+    its true size, read through a block at a time."""
+    data = handle.read(options.max_record_bytes + 1)
+    if len(data) > options.max_record_bytes:
+        size, lines, tail = len(data), data.count(b"\n"), data[-1:]
+        while chunk := handle.read(block_bytes):
+            size, lines, tail = size + len(chunk), lines + chunk.count(b"\n"), chunk[-1:]
+        record = RawRecord(1, 0, size, data[:options.prefix_bytes], SIZE)
+        return Block(pa.array([], pa.large_string()), np.zeros(0, np.int64),
+                     np.zeros(0, np.int64), (record,), lines + (tail != b"\n"))
+    starts, stops = record_spans(data, len(BOM) if data.startswith(BOM) else 0)
+    newlines = newlines_of(data)
+    line_count = len(newlines) + (1 if data and not data.endswith(b"\n") else 0)
+    if len(starts) == 0:
+        return Block(pa.array([], pa.large_string()), np.zeros(0, np.int64),
+                     np.zeros(0, np.int64), (), line_count)
+    lines = 1 + np.searchsorted(newlines, starts)
+    return _spans_block(data, starts, stops, lines, starts, options, line_count)
 
 
 class _Reader:

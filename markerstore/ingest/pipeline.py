@@ -55,7 +55,8 @@ class IngestResult:
 
     @property
     def source_records(self) -> int:
-        """Records the tasks' parsers read: a JSON line that is not blank, a CSV record
+        """Records the tasks' parsers read: a JSON line that is not blank (with
+        multiLine, an element of a document's top-level array), a CSV record
         (which may span lines) after the header, a Parquet row. Each is one row written
         or one error record: the commit checks it, else the write is rolled back."""
         return int(self.commit.source.get("records", 0))
@@ -109,7 +110,8 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     settings.setdefault(config.MARKERS_TYPE, markers)
     settings.setdefault(ENABLED, "true" if error_table else "false")
     resolved = config.resolve(settings)  # a bad option fails here, before anything is read
-    tasks = list_tasks(source, src_options, fmt)
+    tasks = list_tasks(source, src_options, fmt,
+                       json_documents=resolved[config.INGEST_JSON_MULTILINE])
     target = _target_schema(schema, tasks, src_options, resolved)
     columns = [] if partition_by is None else (
         [partition_by] if isinstance(partition_by, str) else list(partition_by))

@@ -55,9 +55,10 @@ def detect_format(path: str) -> str | None:
 
 
 def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
-               fmt: str | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES
-               ) -> list[SourceTask]:
-    """The read tasks of a source: a file, a folder (recursively), or a glob."""
+               fmt: str | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES,
+               json_documents: bool = False) -> list[SourceTask]:
+    """The read tasks of a source: a file, a folder (recursively), or a glob. With
+    `json_documents` (Spark's multiLine) a JSON file is one document, read whole."""
     if fmt is not None and fmt not in FORMATS:
         raise SourceError(f"unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
     fs, root = fsspec.core.url_to_fs(source, **(storage_options or {}))
@@ -84,7 +85,8 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
         compressed = path.lower().endswith((".gz", ".bz2", ".zst"))
         # CSV is read whole: its header is the file's first line, and a quoted field may
         # hold a newline, so a byte range cannot tell where its first record starts.
-        if file_format in ("parquet", "csv") or compressed or size <= split_bytes:
+        whole = file_format in ("parquet", "csv") or json_documents
+        if whole or compressed or size <= split_bytes:
             tasks.append(SourceTask(url, file_format, size=size))
         else:
             for start in range(0, size, split_bytes):

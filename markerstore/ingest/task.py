@@ -77,7 +77,8 @@ def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
     """The block reader's options from the ingest's options (markerstore.config)."""
     resolved = config.resolve(settings)
     return ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
-                       resolved[config.INGEST_ENCODING_ERRORS], resolved[config.INGEST_CSV_SEP])
+                       resolved[config.INGEST_ENCODING_ERRORS], resolved[config.INGEST_CSV_SEP],
+                       resolved[config.INGEST_JSON_MULTILINE])
 
 
 def with_reason(errors: pa.Table) -> pa.Table:
@@ -154,8 +155,9 @@ class IngestTask:
                 timer: _Timer | None = None, source: dict[str, int] | None = None
                 ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
         """(good rows, error rows or None) of each block of the task, in order. What the
-        parser reads is added to `source`: ``records`` (a JSON line that is not blank, a
-        CSV record after the header, a Parquet row), ``lines`` (physical lines)."""
+        parser reads is added to `source`: ``records`` (a JSON line that is not blank or a
+        document's element, a CSV record after the header, a Parquet row), ``lines``
+        (physical lines)."""
         timer = timer or _Timer({})
         source = {} if source is None else source
         source.setdefault("records", 0)

@@ -19,14 +19,18 @@ from markerstore.ingest.task import IngestTask, read_options
 
 def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None = None,
         block_bytes: int | None = None, split_bytes: int | None = None,
-        extra_columns: str = "error", key: str | None = None
+        extra_columns: str = "error", key: str | None = None,
+        counts: dict[str, int] | None = None
         ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(rows, error records with their context as a dict) of ingesting `data` written to
     `path` (its extension gives the format); rows sorted by :func:`ordered` (a block
-    gives the rows of its suspect records after the others)."""
+    gives the rows of its suspect records after the others). `counts` gets the source
+    records and lines the parser read, as the commit does."""
     path.write_bytes(data)
-    tasks = list_tasks(str(path), split_bytes=split_bytes) if split_bytes else \
-        list_tasks(str(path))
+    resolved = config.resolve(options)
+    documents = resolved[config.INGEST_JSON_MULTILINE]
+    tasks = list_tasks(str(path), split_bytes=split_bytes, json_documents=documents) \
+        if split_bytes else list_tasks(str(path), json_documents=documents)
     validator = errortable.Validator(ddl_to_arrow(ddl), key, extra_columns=extra_columns)
     kwargs: dict[str, Any] = {} if options is None else {"options": options}
     if block_bytes is not None:
@@ -35,12 +39,12 @@ def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None 
                       errortable.CaptureContext, **kwargs)
     rows: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
-    headers = config.resolve(options)[config.INGEST_CSV_HEADER]
+    headers = resolved[config.INGEST_CSV_HEADER]
     for t in tasks:
         header = (csv_header(t, None, read_options(options))
                   if t.format == "csv" and headers else None)
         ctx = errortable.CaptureContext(task_attempt="t", source_file=t.url)
-        for good, found in task.results(t, header, ctx):
+        for good, found in task.results(t, header, ctx, source=counts):
             rows += good.to_pylist()
             if found is not None:
                 errors += [{**e, "context": dict(e["context"])} for e in found.to_pylist()]

@@ -415,8 +415,27 @@ def dialect_corpora() -> list[Corpus]:
     return [semi, tabs]
 
 
+def document_corpus() -> Corpus:
+    """JSON files as documents (`multiLine`): each case a file of its own."""
+    docs = Corpus("json_documents", "json", DDL, options={"multiLine": "true"})
+    add = _Builder(docs, 8_000_001).add
+    for name, text, records in (
+            ("array_pretty", '[\n  {"id": {id}, "n": 1},\n  {"id": {id}, "s": "a\\nb"}\n]', 2),
+            ("object_pretty", '{\n  "id": {id},\n  "d": 1.5\n}', 1),
+            ("array_empty", "[]", 0),
+            ("array_strings_with_brackets", '[{"id": {id}, "s": "],[{,\\""}]', 1),
+            ("array_one_cast_error", '[{"id": {id}, "n": 1},\n {"id": {id}, "n": "x"}]', 2),
+            ("array_scalar_element", '[{"id": {id}},\n 5]', 2),
+            ("array_trailing_comma", '[{"id": {id}},]', 1),
+            ("json_lines", '{"id": {id}}\n{"id": {id}}', 1),
+            ("bom_array", '\ufeff[{"id": {id}}]', 1)):
+        add(name, text, records=records, alone=True)
+    return docs
+
+
 def corpora() -> list[Corpus]:
-    return [json_corpus(), csv_corpus(), *wide_corpora(), *option_corpora()]
+    return [json_corpus(), csv_corpus(), *wide_corpora(), *option_corpora(),
+            document_corpus()]
 
 
 if __name__ == "__main__":
