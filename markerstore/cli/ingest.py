@@ -74,7 +74,9 @@ def _summary_text(summary: dict[str, Any]) -> None:
 @click.argument("source")
 @click.argument("table")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv", "parquet"]),
-              help="Source format (default: from the file extensions).")
+              help="Source format (default: from the file extensions: .json, .jsonl, "
+                   ".ndjson; .csv, .tsv and .tab (tab-separated); .parquet, .pq; each may "
+                   "end in .gz, .bz2 or .zst).")
 @click.option("--schema", help="Target schema: a DDL string ('id BIGINT, name STRING') or an "
                                "Avro schema file (.avsc). Default: inferred from the source.")
 @click.option("--check", "checks", multiple=True, metavar="NAME=SQL_EXPR",

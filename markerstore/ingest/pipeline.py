@@ -24,7 +24,7 @@ from markerstore.ingest.infer import csv_header, infer_schema
 from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
 from markerstore.ingest.session import is_connect, progress_bar, spark_session
-from markerstore.ingest.sources import SourceTask, list_tasks, pack
+from markerstore.ingest.sources import SourceTask, implied_separator, list_tasks, pack
 from markerstore.ingest.task import read_options
 from markerstore.render.html import fields_html
 
@@ -112,6 +112,11 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     resolved = config.resolve(settings)  # a bad option fails here, before anything is read
     tasks = list_tasks(source, src_options, fmt,
                        json_documents=resolved[config.INGEST_JSON_MULTILINE])
+    if config.INGEST_CSV_SEP not in resolved.given:  # .tsv files are tab-separated
+        implied = implied_separator(tasks)
+        if implied is not None:
+            settings[config.INGEST_CSV_SEP] = implied
+            resolved = config.resolve(settings)
     target = _target_schema(schema, tasks, src_options, resolved)
     columns = [] if partition_by is None else (
         [partition_by] if isinstance(partition_by, str) else list(partition_by))

@@ -20,7 +20,9 @@ from markerstore.errors import ConfigError
 
 FORMATS = ("json", "csv", "parquet")
 _EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv",
-               ".parquet": "parquet", ".pq": "parquet"}
+               ".tsv": "csv", ".tab": "csv", ".parquet": "parquet", ".pq": "parquet"}
+_TAB_SEPARATED = (".tsv", ".tab")
+_COMPRESSED = (".gz", ".bz2", ".zst")
 DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 
 
@@ -43,11 +45,17 @@ class SourceTask:
         return self.start == 0 and self.end is None
 
 
-def detect_format(path: str) -> str | None:
+def _stem(path: str) -> str:
+    """`path` in lower case without a compression suffix."""
     lower = path.lower()
-    for suffix in (".gz", ".bz2", ".zst"):
+    for suffix in _COMPRESSED:
         if lower.endswith(suffix):
-            lower = lower[: -len(suffix)]
+            return lower[: -len(suffix)]
+    return lower
+
+
+def detect_format(path: str) -> str | None:
+    lower = _stem(path)
     for extension, fmt in _EXTENSIONS.items():
         if lower.endswith(extension):
             return fmt
@@ -82,7 +90,7 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
             continue
         url = fs.unstrip_protocol(path)
         size = int(info.get("size") or 0)
-        compressed = path.lower().endswith((".gz", ".bz2", ".zst"))
+        compressed = path.lower().endswith(_COMPRESSED)
         # CSV is read whole: its header is the file's first line, and a quoted field may
         # hold a newline, so a byte range cannot tell where its first record starts.
         whole = file_format in ("parquet", "csv") or json_documents
@@ -97,6 +105,17 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
         raise SourceError(f"source {source} holds no JSON, CSV or Parquet file"
                           + ("" if fmt else " (pass the format if the names have no extension)"))
     return tasks
+
+
+def implied_separator(tasks: Sequence[SourceTask]) -> str | None:
+    """The CSV separator the file names imply: a tab when every CSV file is named .tsv or
+    .tab, none when none is; a source that mixes both cannot say (SourceError)."""
+    names = [_stem(t.url) for t in tasks if t.format == "csv"]
+    tabbed = [n.endswith(_TAB_SEPARATED) for n in names]
+    if any(tabbed) and not all(tabbed):
+        raise SourceError("the source mixes tab-separated (.tsv, .tab) and other CSV files: "
+                          "ingest them apart, or give the separator (--option sep=...)")
+    return "\t" if names and all(tabbed) else None
 
 
 def pack(tasks: Sequence[SourceTask], cores: int, task_bytes: int) -> list[list[int]]:

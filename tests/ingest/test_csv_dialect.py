@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -22,9 +23,11 @@ from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import ReadOptions
 from markerstore.ingest.csvsplit import record_ends
 from markerstore.ingest.infer import infer_schema
+from markerstore.ingest.pipeline import ingest
 from markerstore.ingest.reader import parse_csv
-from markerstore.ingest.sources import list_tasks
+from markerstore.ingest.sources import SourceError, implied_separator, list_tasks
 from tests.support.ingest_run import ordered, reasons, run
+from tests.support.readback import assert_records, data_rows
 
 ABC = "a STRING, b STRING, c STRING"
 
@@ -124,3 +127,39 @@ def test_the_vectorized_pass_agrees_with_the_parser_for_any_separator(
     for row, i in zip(parsed.table.to_pylist(), parsed.rows.tolist(), strict=True):
         reference = parse_csv_lines([records[i]], header=names, delimiter=sep)
         assert reference.errors == [] and reference.records == [row], (records[i], width)
+
+
+def test_tab_separated_files_are_named_so(tmp_path: Path) -> None:
+    for name in ("a.tsv", "b.TAB", "c.tsv.gz", "d.csv"):
+        (tmp_path / name).write_bytes(b"")
+    tasks = list_tasks(str(tmp_path))
+    assert sorted(t.url.rsplit("/", 1)[-1] for t in tasks if t.format == "csv") == [
+        "a.tsv", "b.TAB", "c.tsv.gz", "d.csv"]
+    with pytest.raises(SourceError, match="mixes tab-separated"):
+        implied_separator(tasks)
+    tsv = [t for t in tasks if not t.url.endswith(".csv")]
+    assert implied_separator(tsv) == "\t"
+    assert implied_separator([t for t in tasks if t.url.endswith(".csv")]) is None
+
+
+@pytest.mark.spark
+def test_a_tsv_source_reads_with_tabs_unless_told_otherwise(spark: Any, tmp_path: Path
+                                                            ) -> None:
+    """Through Spark, read back from the commit: a .tsv file is tab-separated by its
+    name; a separator given says otherwise (here each line is one field, and the quote
+    inside the first makes it a parse error)."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "people.tsv").write_bytes(b'id\tname\n1\t"Ann, Lee"\n2\tBo\n3\n')
+    table = str(tmp_path / "t")
+    result = ingest(str(source), table, schema="id BIGINT, name STRING", spark=spark,
+                    markers="direct", progress=False)
+    rows = sorted(data_rows(table).to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "name": "Ann, Lee"}, {"id": 2, "name": "Bo"}]
+    assert result.error_records == {"parse": 1}
+    assert_records(table, 3, rows=2, errors={"parse": 1})
+    other = str(tmp_path / "o")
+    result = ingest(str(source), other, schema="`id\tname` STRING", spark=spark,
+                    markers="direct", progress=False, options={"sep": "|"})
+    assert sorted(r["id\tname"] for r in data_rows(other).to_pylist()) == ["2\tBo", "3"]
+    assert result.error_records == {"parse": 1}
