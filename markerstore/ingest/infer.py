@@ -14,6 +14,7 @@ from markerstore.ingest.blocks import ReadOptions, read_blocks
 from markerstore.ingest.sources import SourceTask
 
 SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
+HEADER_BYTES = 64 * 1024  # a header is read a block at a time, so it may be longer
 
 
 def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit: int,
@@ -89,12 +90,28 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
     return pa.schema(fields)
 
 
+def csv_headers(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
+                options: ReadOptions | None = None, threads: int = 16) -> dict[str, str]:
+    """The header of each CSV file of `tasks`, by URL, read side by side (a source of many
+    small files on S3 costs a round trip each)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = list(dict.fromkeys(t.url for t in tasks if t.format == "csv"))
+    if len(files) <= 1:
+        return {url: csv_header(SourceTask(url, "csv"), storage_options, options)
+                for url in files}
+    with ThreadPoolExecutor(min(threads, len(files))) as pool:
+        found = pool.map(lambda url: csv_header(SourceTask(url, "csv"), storage_options,
+                                                options), files)
+        return dict(zip(files, found, strict=True))
+
+
 def csv_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
                options: ReadOptions | None = None) -> str:
     """The header of a CSV file: its first record (a byte order mark dropped); empty when
     the file has none, or when that record is not text."""
     for block in read_blocks(SourceTask(task.url, task.format), dict(storage_options or {}),
-                             SAMPLE_BYTES, options or ReadOptions()):
+                             HEADER_BYTES, options or ReadOptions()):
         if block.raw and (len(block) == 0 or block.raw[0].offset < block.offsets[0]):
             return ""
         return str(block.records[0].as_py()) if len(block) else ""

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.commit.result import CommitResult
-from markerstore.ingest.infer import csv_header, infer_schema
+from markerstore.ingest.infer import csv_headers, infer_schema
 from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
 from markerstore.ingest.session import is_connect, progress_bar, spark_session
@@ -168,7 +168,6 @@ def _task_splits(session: Any, tasks: Sequence[SourceTask], src_options: Mapping
     from markerstore.ingest.session import default_parallelism
 
     packed = pack(tasks, default_parallelism(session), settings[config.INGEST_TASK_BYTES])
-    reading = read_options(settings)
-    headers = {t.url: csv_header(t, src_options, reading) for t in tasks
-               if t.format == "csv" and settings[config.INGEST_CSV_HEADER]}
+    headers = csv_headers(tasks, src_options, read_options(settings)) \
+        if settings[config.INGEST_CSV_HEADER] else {}
     return [[(tasks[i], headers.get(tasks[i].url)) for i in split] for split in packed]

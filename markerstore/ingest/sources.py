@@ -70,13 +70,16 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
     if fmt is not None and fmt not in FORMATS:
         raise SourceError(f"unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
     fs, root = fsspec.core.url_to_fs(source, **(storage_options or {}))
+    # The listing carries each file's size: no lookup per file, whatever the filesystem's
+    # listing cache does.
     if any(ch in root for ch in "*?["):
-        paths = sorted(fs.glob(root))
-        infos = [fs.info(p) for p in paths]
+        found = fs.glob(root, detail=True)
+        infos = [found[p] for p in sorted(found)]
     elif not fs.exists(root):
         raise SourceError(f"source {source} does not exist")
     elif fs.isdir(root):
-        infos = [fs.info(p) for p in sorted(fs.find(root))]
+        found = fs.find(root, detail=True)
+        infos = [found[p] for p in sorted(found)]
     else:
         infos = [fs.info(root)]
     tasks = []

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import Any
 
+import fsspec
 import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from markerstore.ingest.blocks import read_blocks
+from markerstore.ingest.infer import csv_headers
 from markerstore.ingest.schema import SchemaError, avro_to_arrow, ddl_to_arrow, load_schema
 from markerstore.ingest.sources import SourceError, SourceTask, list_tasks, pack
+from markerstore.testing.s3 import MotoS3
 
 
 def test_ddl_schema() -> None:
@@ -143,3 +147,40 @@ def test_pack_reads_every_split_once_in_balanced_waves(sizes: list[int], cores: 
     loads = [sum(sizes[i] for i in p) for p in packed]
     # Largest first to the lightest task: no task exceeds another by more than a split.
     assert max(loads) - min(loads) <= max(sizes)
+
+
+@pytest.mark.s3
+def test_an_s3_source_is_listed_in_a_few_requests_and_its_headers_read_side_by_side(
+        moto_s3: MotoS3, s3_bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 files cost a listing, not a request each, and their CSV headers (read side by
+    side) are each its own file's."""
+    client = moto_s3.client()
+    for i in range(40):
+        client.put_object(Bucket=s3_bucket, Key=f"src/day={i % 3}/part-{i:02d}.csv",
+                          Body=f"id,v{i}\n{i},x\n".encode())
+    client.put_object(Bucket=s3_bucket, Key="src/_SUCCESS", Body=b"")
+    options = moto_s3.storage_options()
+    sent: list[str] = []
+    hooked: set[int] = set()
+    listed = fsspec.core.url_to_fs
+
+    def counted(url: str, **kwargs: Any) -> Any:  # the filesystem list_tasks lists with
+        fs, root = listed(url, **kwargs)
+        if id(fs) not in hooked:
+            hooked.add(id(fs))
+            fs.connect()
+            fs.s3.meta.events.register("before-send.s3",
+                                       lambda **kw: sent.append(kw["event_name"]))
+        return fs, root
+
+    monkeypatch.setattr(fsspec.core, "url_to_fs", counted)
+    tasks = list_tasks(f"s3://{s3_bucket}/src", options)
+    assert len(tasks) == 40 and all(t.size == len(f"id,v{i}\n{i},x\n") for i, t in
+                                    zip(sorted(range(40), key=lambda i: (i % 3, i)), tasks))
+    assert 1 <= len(sent) <= 4, sent
+    sent.clear()
+    assert len(list_tasks(f"s3://{s3_bucket}/src/*/*.csv", options)) == 40
+    assert 1 <= len(sent) <= 4, sent
+    headers = csv_headers(tasks, options)
+    assert headers == {t.url: f"id,v{t.url.rsplit('-', 1)[1][:2].lstrip('0') or '0'}"
+                       for t in tasks}
