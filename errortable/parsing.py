@@ -162,6 +162,7 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, delimiter: str
                  ) -> Iterator[Failure]:
     """Parse CSV records into `result`'s records; yield the records that fail."""
     columns = list(header) if header is not None else None
+    twice = _named_twice(columns)
     schema = None
     for line_no, offset, record in _texts(records):
         if isinstance(record, Failure):
@@ -176,6 +177,10 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, delimiter: str
             continue
         if columns is None:
             columns = [value for value, _ in fields]
+            twice = _named_twice(columns)
+            continue
+        if twice is not None:  # which of the fields is the column's is unknown
+            yield Failure(line_no, record, twice, schema, offset)
             continue
         if schema is None:
             schema = json.dumps({"type": "csv", "fields": [
@@ -188,6 +193,17 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, delimiter: str
         values = field_values(fields, options.null_value, options.empty_value)
         result.records.append(dict(zip(columns, values, strict=True)))
         result.line_numbers.append(line_no)
+
+
+def _named_twice(columns: Sequence[str] | None) -> ShapeError | None:
+    """The error of every record under a header that names a column twice, or None."""
+    seen: set[str] = set()
+    for name in columns or ():
+        if name in seen:
+            return ShapeError(f"the header names column {json.dumps(name)} twice: which "
+                              "field is the column's is unknown")
+        seen.add(name)
+    return None
 
 
 def _as_dicts(failures: Iterable[Failure], config: ErrorTableConfig | None,

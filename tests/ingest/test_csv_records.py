@@ -156,3 +156,15 @@ def test_the_per_line_parser_joins_records_and_numbers_them_by_first_line() -> N
     assert parsed.records == [{"a": "1", "b": "x\ny"}, {"a": "2", "b": "z"}]
     assert parsed.line_numbers == [2, 4]
     assert np.array_equal(record_ends(b'1,"x\ny"\n2,z\n', final=True), [8, 12])
+
+
+def test_a_header_naming_a_column_twice_makes_each_record_an_error(tmp_path: Path) -> None:
+    """Which of the two fields is the column's is unknown (the last one used to win,
+    silently), as a key twice in a JSON object is; every record is kept as an error."""
+    data = b"id,a,a\n1,x,y\n2,z,w\n"
+    rows, errors = run(tmp_path / "in.csv", data, "id BIGINT, a STRING")
+    assert rows == [] and reasons(errors) == [("parse", "2"), ("parse", "3")]
+    assert all('names column "a" twice' in e["message"] for e in errors)
+    assert [json.loads(e["record"]) for e in errors] == ["1,x,y", "2,z,w"]
+    parsed = parse_csv_lines(["id,a,a", "1,x,y"])
+    assert parsed.records == [] and len(parsed.errors) == 1

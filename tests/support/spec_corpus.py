@@ -343,6 +343,7 @@ def _csv_structure() -> Iterator[tuple[str, dict[str, Any]]]:
     yield "file_header_unknown_column", {"rows": ["{id},1,1.5,x,true"],
                                          "head": b"id,n,d,s,other\n"}
     yield "file_header_fewer_columns", {"rows": ["{id},1"], "head": b"id,n\n"}
+    yield "file_header_column_twice", {"rows": ["{id},1,2"], "head": b"id,n,n\n"}
     yield "bytes_invalid_ff", {"rows": [b"{id},,,a\xffb,"]}
     yield "bytes_latin1_e9", {"rows": [b"{id},,,caf\xe9,"]}
     yield "bytes_invalid_in_quoted_lf", {"rows": [b'{id},,,"a\n\xff",']}
