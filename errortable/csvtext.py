@@ -14,6 +14,12 @@ ordinary character, and the record is then an error (:func:`split_record` refuse
 blocks, or one record too large to hold); ``markerstore.ingest.csvsplit`` computes the
 same ends vectorized.
 
+With an `escape` other than the quote (Spark's ``escape``, whose default there is a
+backslash, as Spark's CSV writer writes), a quoted field holds ``\\"`` for a quote and
+``\\\\`` for a backslash; an escape before any other character is that escape, kept;
+``""`` is then no quote (the first quote closes the field), and outside quoted fields the
+escape is an ordinary character.
+
 How a field reads follows Spark's options: an empty plain field is null; a quoted empty
 field (``""``) reads as `empty_value`; any field equal to `null_value` is null. With
 Spark's defaults (both ``""``) both ``,,`` and ``,"",`` read as null; set `null_value` to a
@@ -30,31 +36,51 @@ from typing import Any, AnyStr, Generic
 QUOTE = '"'
 
 # Scanner states: at a field's start, in a plain field, in a quoted field, just after a
-# quote inside a quoted field (the next character tells an escaped quote from the end).
-START, PLAIN, QUOTED, AFTER_QUOTE = range(4)
+# quote inside a quoted field (the next character tells an escaped quote from the end),
+# just after an escape inside a quoted field (the next character is taken as it is).
+START, PLAIN, QUOTED, AFTER_QUOTE, ESCAPED = range(5)
 
 
 class CsvError(ValueError):
     """A record that is not RFC 4180 CSV (the message never quotes the record's values)."""
 
 
+def quoted_run(escape: str = QUOTE) -> str:
+    """The text inside a quoted field, as an unrolled loop (linear time on any input)."""
+    if escape == QUOTE:
+        return '[^"]*(?:""[^"]*)*'
+    e = re.escape(escape)
+    return rf'[^"{e}]*(?:{e}[\s\S][^"{e}]*)*'
+
+
 @functools.lru_cache(maxsize=16)
-def _field(delimiter: str) -> re.Pattern[str]:
+def _field(delimiter: str, escape: str) -> re.Pattern[str]:
     d = re.escape(delimiter)
-    # The unrolled loop ("[^"]*(?:""[^"]*)*") runs in linear time on any input.
-    return re.compile(rf'"([^"]*(?:""[^"]*)*)"|([^"{d}\r\n]*)')
+    return re.compile(rf'"({quoted_run(escape)})"|([^"{d}\r\n]*)')
 
 
-def split_record(text: str, delimiter: str = ",") -> list[tuple[str, bool]]:
+@functools.lru_cache(maxsize=16)
+def _unescape(escape: str) -> re.Pattern[str]:
+    e = re.escape(escape)
+    return re.compile(rf'{e}([{e}"])')
+
+
+def split_record(text: str, delimiter: str = ",", escape: str = QUOTE
+                 ) -> list[tuple[str, bool]]:
     """The fields of one record (its text without the line end) as (value, quoted)."""
-    pattern = _field(delimiter)
+    pattern = _field(delimiter, escape)
     fields: list[tuple[str, bool]] = []
     pos, n = 0, len(text)
     while True:
         m = pattern.match(text, pos)
         assert m is not None  # the plain alternative matches the empty string
         quoted = m.group(1) is not None
-        value = m.group(1).replace('""', '"') if quoted else m.group(2)
+        if not quoted:
+            value = m.group(2)
+        elif escape == QUOTE:
+            value = m.group(1).replace('""', '"')
+        else:
+            value = _unescape(escape).sub(r"\1", m.group(1))
         fields.append((value, quoted))
         end = m.end()
         if end == n:
@@ -103,9 +129,10 @@ class QuoteScanner(Generic[AnyStr]):
     newline or delimiter-and-quote elsewhere), so a piece costs one step per quoted field
     and per record, not per character."""
 
-    def __init__(self, kind: type[AnyStr], delimiter: str = ",") -> None:
+    def __init__(self, kind: type[AnyStr], delimiter: str = ",", escape: str = QUOTE
+                 ) -> None:
         self.state: int = START
-        self._p = _Patterns.of(kind is bytes, delimiter)
+        self._p = _Patterns.of(kind is bytes, delimiter, escape)
 
     def feed(self, data: AnyStr) -> list[int]:
         """Positions in `data` just after each newline that ends a record."""
@@ -113,16 +140,20 @@ class QuoteScanner(Generic[AnyStr]):
         ends: list[int] = []
         pos, n, state = 0, len(data), self.state
         while pos < n:
+            if state == ESCAPED:  # the character after an escape, taken as it is
+                pos, state = pos + 1, QUOTED
+                continue
             if state == QUOTED:  # to the quote that closes the field or starts a ""
                 pos = p.run.match(data, pos).end()  # type: ignore[union-attr]
-                if pos < n:
-                    pos, state = pos + 1, AFTER_QUOTE
+                if pos < n:  # at a quote, or at an escape that ends `data`
+                    state = ESCAPED if data[pos:pos + 1] == p.escape else AFTER_QUOTE
+                    pos += 1
                 continue
             char = data[pos:pos + 1]
             if state == AFTER_QUOTE:
                 pos += 1
-                state = QUOTED if char == p.quote else START if char in (p.delimiter,
-                                                                          p.newline) else PLAIN
+                state = QUOTED if char == p.quote and p.doubled else START if char in (
+                    p.delimiter, p.newline) else PLAIN
                 if char == p.newline:
                     ends.append(pos)
                 continue
@@ -146,21 +177,23 @@ class QuoteScanner(Generic[AnyStr]):
 class _Patterns:
     """The scanner's expressions and characters, for str or for bytes."""
 
-    def __init__(self, binary: bool, delimiter: str) -> None:
+    def __init__(self, binary: bool, delimiter: str, escape: str) -> None:
         d = re.escape(delimiter)
-        run, jump = r'[^"]*(?:""[^"]*)*', rf'\n|{d}"'
+        run, jump = quoted_run(escape), rf'\n|{d}"'
         enc = (lambda t: t.encode()) if binary else (lambda t: t)
         self.run: re.Pattern[Any] = re.compile(enc(run))
         self.jump: re.Pattern[Any] = re.compile(enc(jump))
         self.quote, self.newline, self.delimiter = enc(QUOTE), enc("\n"), enc(delimiter)
+        self.doubled = escape == QUOTE  # "" is a quote inside a quoted field
+        self.escape = None if self.doubled else enc(escape)
 
     @staticmethod
     @functools.lru_cache(maxsize=16)
-    def of(binary: bool, delimiter: str) -> _Patterns:
-        return _Patterns(binary, delimiter)
+    def of(binary: bool, delimiter: str, escape: str) -> _Patterns:
+        return _Patterns(binary, delimiter, escape)
 
 
-def join_records(lines: Iterable[AnyStr], delimiter: str = ","
+def join_records(lines: Iterable[AnyStr], delimiter: str = ",", escape: str = QUOTE
                  ) -> Iterator[tuple[int, AnyStr]]:
     """Physical lines (with or without their line ends) as records: (index of the record's
     first line, record text without its line end). A line that ends inside a quoted field
@@ -172,7 +205,7 @@ def join_records(lines: Iterable[AnyStr], delimiter: str = ","
         binary = isinstance(line, bytes)
         newline: Any = b"\n" if binary else "\n"
         if scanner is None:
-            scanner = QuoteScanner(bytes if binary else str, delimiter)
+            scanner = QuoteScanner(bytes if binary else str, delimiter, escape)
         if not parts:
             first = index
         piece = line if line.endswith(newline) else line + newline

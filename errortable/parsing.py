@@ -158,7 +158,7 @@ def _json_records(records: Numbered, result: ParseResult | BlockParse,
 
 
 def _csv_records(records: Numbered, header: Sequence[str] | None, delimiter: str,
-                 result: ParseResult | BlockParse, options: ParseOptions
+                 result: ParseResult | BlockParse, options: ParseOptions, escape: str = '"'
                  ) -> Iterator[Failure]:
     """Parse CSV records into `result`'s records; yield the records that fail."""
     columns = list(header) if header is not None else None
@@ -171,7 +171,7 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, delimiter: str
         if not record:  # an empty line; one of spaces is a record (RFC 4180: spaces are
             continue  # part of a field), of one field
         try:
-            fields = split_record(record, delimiter)
+            fields = split_record(record, delimiter, escape)
         except CsvError as exc:
             yield Failure(line_no, record, exc, schema, offset)
             continue
@@ -254,13 +254,13 @@ def raw_errors(failures: Iterable[Failure],
     return _as_table(failures, config, R.CaptureContext.of(context).base())
 
 
-def _text_lines(lines: Iterable[str | bytes], delimiter: str) -> Iterator[
+def _text_lines(lines: Iterable[str | bytes], delimiter: str, escape: str = '"') -> Iterator[
         tuple[int, str | bytes]]:
     """Physical CSV lines joined into records: (index of the first line, record). A record
     with a line that is not UTF-8 is given as bytes (each line's bytes, joined)."""
     texts = [line.decode("utf-8", "surrogateescape") if isinstance(line, bytes) else line
              for line in lines]
-    for first, record in join_records(texts, delimiter):
+    for first, record in join_records(texts, delimiter, escape):
         if _ESCAPED.search(record):  # a line that was not UTF-8: its bytes again
             yield first, record.encode("utf-8", "surrogateescape")
         else:
@@ -303,7 +303,7 @@ def parse_csv_lines(lines: Iterable[str | bytes],
                     header: Sequence[str] | None = None, delimiter: str = ",",
                     first_line: int = 1, config: ErrorTableConfig | None = None,
                     line_numbers: Iterable[int] | None = None,
-                    options: ParseOptions | None = None) -> ParseResult:
+                    options: ParseOptions | None = None, escape: str = '"') -> ParseResult:
     """Parse CSV lines as RFC 4180 records (a quoted field may hold line breaks, so a
     record may span lines; it is numbered by its first line); the first record is the
     header unless `header` is given. Empty fields are null (see :class:`ParseOptions`); a
@@ -313,8 +313,9 @@ def parse_csv_lines(lines: Iterable[str | bytes],
     result = ParseResult()
     numbers = list(line_numbers) if line_numbers is not None else None
     joined = ((numbers[i] if numbers is not None else first_line + i, None, record)
-              for i, record in _text_lines(lines, delimiter))
-    failures = _csv_records(joined, header, delimiter, result, options or ParseOptions())
+              for i, record in _text_lines(lines, delimiter, escape))
+    failures = _csv_records(joined, header, delimiter, result, options or ParseOptions(),
+                            escape)
     result.errors = _as_dicts(failures, config, R.CaptureContext.of(context).base())
     return result
 
@@ -325,11 +326,11 @@ def parse_csv_block(records: Iterable[str | bytes],
                     config: ErrorTableConfig | None = None,
                     line_numbers: Iterable[int] | None = None,
                     offsets: Iterable[int] | None = None,
-                    options: ParseOptions | None = None) -> BlockParse:
+                    options: ParseOptions | None = None, escape: str = '"') -> BlockParse:
     """Whole CSV records (each may hold line breaks in quoted fields) parsed as
     :func:`parse_csv_lines` parses them, the error records as one Arrow table."""
     result = BlockParse([], [], pa.table({}))
     failures = _csv_records(_numbered(records, 1, line_numbers, offsets), header, delimiter,
-                            result, options or ParseOptions())
+                            result, options or ParseOptions(), escape)
     result.errors = _as_table(failures, config, R.CaptureContext.of(context).base())
     return result

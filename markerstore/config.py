@@ -17,6 +17,7 @@ from markerstore.errors import ConfigError
 from markerstore.option_values import (
     Option,
     choice,
+    csv_escape,
     csv_separator,
     field_paths,
     folder_name,
@@ -82,6 +83,7 @@ SERVER_HEADER_TIMEOUT_MS = "markerstore.markers.server.header_timeout_ms"
 HEARTBEAT_MAX_CLOCK_SKEW_MS = "markerstore.heartbeat.max_clock_skew_ms"
 INGEST_CSV_SEP = "markerstore.ingest.csv.sep"
 INGEST_CSV_HEADER = "markerstore.ingest.csv.header"
+INGEST_CSV_ESCAPE = "markerstore.ingest.csv.escape"
 INGEST_NULL_VALUE = "markerstore.ingest.csv.nullValue"
 INGEST_EMPTY_VALUE = "markerstore.ingest.csv.emptyValue"
 INGEST_NON_NUMERIC = "markerstore.ingest.json.allowNonNumericNumbers"
@@ -237,6 +239,11 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(INGEST_CSV_SEP, ",", csv_separator,
            "Ingest, CSV (Spark's sep): the field separator, one ASCII character other than "
            "the quote and a line break (\\t for a tab).", ("sep", "delimiter")),
+    Option(INGEST_CSV_ESCAPE, '"', csv_escape,
+           "Ingest, CSV (Spark's escape, whose default there is a backslash): what escapes "
+           "a quote inside a quoted field. \" (RFC 4180): \"\" is a quote; another "
+           "character (\\ as Spark writes): it escapes a quote or itself, and is kept "
+           "before any other character.", ("escape",)),
     Option(INGEST_CSV_HEADER, True, parse_bool,
            "Ingest, CSV (Spark's header, whose default there is false): the first record of "
            "each file names the columns; false: every record is data and the columns are "

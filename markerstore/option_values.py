@@ -117,6 +117,17 @@ def csv_separator(value: Any) -> str:
     return sep
 
 
+def csv_escape(value: Any) -> str:
+    """The character that escapes a quote inside a quoted CSV field: the quote itself
+    (RFC 4180's ``""``) or one other ASCII character that is no line break (Spark's
+    default, a backslash, is ``\\``)."""
+    given = "" if value is None else str(value)
+    escape = _SEPARATOR_ESCAPES.get(given, given)
+    if len(escape) != 1 or not escape.isascii() or escape in "\r\n":
+        raise ValueError(f"expected one ASCII character other than a line break, got {given!r}")
+    return escape
+
+
 def optional_str(value: Any) -> str | None:
     if value is None:
         return None

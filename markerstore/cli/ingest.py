@@ -110,8 +110,8 @@ def _summary_text(summary: dict[str, Any]) -> None:
                    "(0: fail on the first; default: no limit).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="A markerstore option (see `markerstore options`; repeatable). Parsing "
-                   "options keep Spark's names: sep, header, nullValue, emptyValue (CSV; "
-                   "sep='\\t' for a tab), "
+                   "options keep Spark's names: sep, header, escape, nullValue, emptyValue (CSV; "
+                   "sep='\\t' for a tab, escape='\\' for what Spark writes), "
                    "allowNonNumericNumbers, multiLine (JSON); and "
                    "markerstore.ingest.encoding.errors="
                    "strict|replace, markerstore.ingest.record.max_bytes, "

@@ -46,14 +46,16 @@ ENCODING, SIZE = "encoding", "size"  # why a record is raw (the error record's r
 @dataclass(frozen=True)
 class ReadOptions:
     """How records are read: the size limit of one record, what bytes that are not UTF-8
-    become ("strict": an error record; "replace": text with U+FFFD), and the separator of
-    CSV fields (a quote opens a quoted field only at a field's start); with
+    become ("strict": an error record; "replace": text with U+FFFD), the separator of CSV
+    fields (a quote opens a quoted field only at a field's start) and what escapes a quote
+    in a quoted field (:mod:`errortable.csvtext`); with
     `json_document`, a JSON file is one document whose records are the elements of its
     top-level array (:mod:`~markerstore.ingest.jsondoc`)."""
 
     max_record_bytes: int = MAX_RECORD_BYTES
     encoding_errors: str = "strict"
     delimiter: str = ","
+    escape: str = '"'  # what escapes a quote in a quoted CSV field ("" by default)
     json_document: bool = False  # Spark's multiLine: a JSON file is one document
 
     @property
@@ -101,16 +103,16 @@ def split_records(data: bytes, fmt: str = "json", first_line: int = 1, offset: i
     """The records of `data` (whole records; with `final`, the last may lack its newline)
     as a block: `data` starts at byte `offset` of the file, on line `first_line`."""
     newlines = newlines_of(data)
-    ends = _ends(data, fmt, final, newlines, options.delimiter)
+    ends = _ends(data, fmt, final, newlines, options)
     return _cut(data, ends, newlines, fmt, first_line, offset, options)
 
 
-def _ends(data: bytes, fmt: str, final: bool, newlines: np.ndarray, delimiter: str = ","
+def _ends(data: bytes, fmt: str, final: bool, newlines: np.ndarray, options: ReadOptions
           ) -> np.ndarray:
     """Where the records of `data` end (just after their newline; and the end of `data`
     for a last record without one, when `final`)."""
     if fmt == "csv":
-        return record_ends(data, final, delimiter, newlines)
+        return record_ends(data, final, options.delimiter, newlines, options.escape)
     ends = newlines + 1
     if final and len(data) and not data.endswith(b"\n"):
         ends = np.append(ends, len(data))
@@ -284,7 +286,7 @@ class _Reader:
             chunk = self.handle.read(self.block_bytes)
             data = self.carry + chunk if self.carry else chunk
             newlines = newlines_of(data)
-            ends = _ends(data, self.task.format, not chunk, newlines, self.options.delimiter)
+            ends = _ends(data, self.task.format, not chunk, newlines, self.options)
             ended = False
             if end is not None and len(ends):  # the records that start before the end
                 starts = np.concatenate([[0], ends[:-1]])
@@ -314,8 +316,8 @@ class _Reader:
         """The record that starts `data` and passed the limit, read through to its end a
         block at a time (the bytes after it carried on): one raw record of its true size."""
         prefix = data[:self.options.prefix_bytes]
-        scanner = (QuoteScanner(bytes, self.options.delimiter) if self.task.format == "csv"
-                   else None)
+        scanner = (QuoteScanner(bytes, self.options.delimiter, self.options.escape)
+                   if self.task.format == "csv" else None)
         size = lines = 0
         tail = b""  # the last two bytes read of the record: its line end
         self.carry = b""

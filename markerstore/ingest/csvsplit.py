@@ -27,16 +27,22 @@ def re2_char(char: str) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _patterns(delimiter: str) -> tuple[str, str]:
+def _patterns(delimiter: str, escape: str = '"') -> tuple[str, str]:
     """(ends inside a quoted field when the line starts outside one, the same when it starts
-    inside one): RE2 expressions over a line without its newline."""
+    inside one): RE2 expressions over a line without its newline. With an escape other
+    than the quote, an escape at the line's end escapes its newline (still inside)."""
     d = re2_char(delimiter)
-    quoted = '[^"]*(?:""[^"]*)*'
-    tail = f'(?:[^{d}"][^{d}]*)?'  # after a closing quote: ordinary characters
+    if escape == '"':
+        quoted, end = '[^"]*(?:""[^"]*)*', "$"
+        tail = f'(?:[^{d}"][^{d}]*)?'  # after a closing quote: ordinary characters
+    else:
+        e = re2_char(escape)
+        quoted, end = f'[^"{e}]*(?:{e}.[^"{e}]*)*', f"{e}?$"
+        tail = f"[^{d}]*"
     field = f'(?:"{quoted}"{tail}|[^{d}"][^{d}]*)?'
-    opened = f'"{quoted}$'  # a quoted field still open at the line's end
+    opened = f'"{quoted}{end}'  # a quoted field still open at the line's end
     from_outside = f"^(?:{field}{d})*{opened}"
-    from_inside = f'^{quoted}(?:"{tail}{d}(?:{field}{d})*{opened}|$)'
+    from_inside = f'^{quoted}(?:"{tail}{d}(?:{field}{d})*{opened}|{end})'
     return from_outside, from_inside
 
 
@@ -46,7 +52,7 @@ def newlines_of(data: bytes) -> np.ndarray:
 
 
 def record_ends(data: bytes, final: bool, delimiter: str = ",",
-                newlines: np.ndarray | None = None) -> np.ndarray:
+                newlines: np.ndarray | None = None, escape: str = '"') -> np.ndarray:
     """Positions just after each complete record of `data` (which starts at a record's
     start): just after each newline outside a quoted field, and the end of `data` when
     `final` and the last record has no newline (or its quote never closed). `newlines`:
@@ -56,14 +62,15 @@ def record_ends(data: bytes, final: bool, delimiter: str = ",",
     if b'"' not in data:  # no quote: every newline ends a record
         ends = newlines + 1
     else:
-        ends = _outside(data, np.frombuffer(data, dtype=np.uint8), newlines, delimiter)
+        ends = _outside(data, np.frombuffer(data, dtype=np.uint8), newlines, delimiter,
+                        escape)
     if final and len(data) and (len(ends) == 0 or ends[-1] != len(data)):
         ends = np.append(ends, len(data))
     return ends.astype(np.int64)
 
 
-def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, delimiter: str
-             ) -> np.ndarray:
+def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, delimiter: str,
+             escape: str = '"') -> np.ndarray:
     """The ends of the newlines that lie outside quoted fields."""
     quotes = np.flatnonzero(raw == _QUOTE)
     line_ends = newlines + 1
@@ -81,7 +88,7 @@ def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, delimiter: str
     spans = pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1,
                                   [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     texts = spans.take(pa.array(np.arange(0, len(offsets) - 1, 2)))
-    outside_open, inside_open = _patterns(delimiter)
+    outside_open, inside_open = _patterns(delimiter, escape)
     from_out = np.zeros(len(newlines), dtype=bool)  # no quote: stays outside
     from_in = np.ones(len(newlines), dtype=bool)  # no quote: stays inside
     from_out[lines] = pc.match_substring_regex(texts, outside_open).to_numpy(

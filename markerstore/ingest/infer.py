@@ -55,11 +55,18 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
         if not lines:
             raise SchemaError("cannot infer a schema: the CSV source holds no record; "
                               "pass --schema")
-        table = pcsv.read_csv(
-            pa.BufferReader("\n".join(lines).encode()),
-            read_options=pcsv.ReadOptions(autogenerate_column_names=not header),
-            parse_options=pcsv.ParseOptions(delimiter=options.delimiter,
-                                            newlines_in_values=True))
+        escape = options.escape
+        try:
+            table = pcsv.read_csv(
+                pa.BufferReader("\n".join(lines).encode()),
+                read_options=pcsv.ReadOptions(autogenerate_column_names=not header),
+                parse_options=pcsv.ParseOptions(
+                    delimiter=options.delimiter, newlines_in_values=True,
+                    double_quote=escape == '"', escape_char=False if escape == '"' else escape))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # its message may quote a record
+            raise SchemaError("cannot infer a schema: the first CSV records do not read as "
+                              "one table (a record with another number of fields?); pass "
+                              "--schema") from None
         if not header:
             table = table.rename_columns([f"_c{i}" for i in range(table.num_columns)])
         return table.schema

@@ -109,14 +109,10 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     settings = dict(options or {})
     settings.setdefault(config.MARKERS_TYPE, markers)
     settings.setdefault(ENABLED, "true" if error_table else "false")
-    resolved = config.resolve(settings)  # a bad option fails here, before anything is read
+    resolved = _checked(settings)  # a bad option fails here, before anything is read
     tasks = list_tasks(source, src_options, fmt,
                        json_documents=resolved[config.INGEST_JSON_MULTILINE])
-    if config.INGEST_CSV_SEP not in resolved.given:  # .tsv files are tab-separated
-        implied = implied_separator(tasks)
-        if implied is not None:
-            settings[config.INGEST_CSV_SEP] = implied
-            resolved = config.resolve(settings)
+    resolved = _implied_separator(settings, resolved, tasks)
     target = _target_schema(schema, tasks, src_options, resolved)
     columns = [] if partition_by is None else (
         [partition_by] if isinstance(partition_by, str) else list(partition_by))
@@ -149,6 +145,24 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
                            _task_hook=_task_hook, _frame=frame)
     return IngestResult(result, source, len(tasks), target,
                         seconds=time.perf_counter() - started, spark_tasks=len(splits))
+
+
+def _checked(settings: Mapping[str, Any]) -> config.Settings:
+    """The ingest's options parsed, and checked together (a separator is no escape)."""
+    resolved = config.resolve(settings)
+    read_options(resolved)
+    return resolved
+
+
+def _implied_separator(settings: dict[str, Any], resolved: config.Settings,
+                       tasks: Sequence[SourceTask]) -> config.Settings:
+    """`resolved`, with a tab as the CSV separator where every CSV file is named .tsv or
+    .tab and no separator is given (`settings` then holds it too)."""
+    implied = None if config.INGEST_CSV_SEP in resolved.given else implied_separator(tasks)
+    if implied is None:
+        return resolved
+    settings[config.INGEST_CSV_SEP] = implied
+    return _checked(settings)
 
 
 def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],

@@ -281,18 +281,27 @@ def _bisect(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
     return (arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)), failed
 
 
-def csv_pattern(width: int, delimiter: str = ",") -> str:
+def csv_pattern(width: int, delimiter: str = ",", escape: str = '"') -> str:
     """A CSV line of exactly `width` well-formed fields (quoted or plain, no control
     characters) separated by `delimiter`: what errortable's parser and Arrow's CSV reader
-    read alike."""
+    read alike. With an escape other than the quote, a plain field holds none and a quoted
+    one holds it only before a quote or itself (Arrow drops an escape before any other
+    character; errortable's parser keeps it)."""
     d = re2_char(delimiter)
-    field = f'(?:[^"{d}\\x00-\\x1f]*|"(?:[^"\\x00-\\x1f]|"")*")'
+    if escape == '"':
+        quoted = '(?:[^"\\x00-\\x1f]|"")*'
+        plain = f'[^"{d}\\x00-\\x1f]*'
+    else:
+        e = re2_char(escape)
+        quoted = f'(?:[^"{e}\\x00-\\x1f]|{e}["{e}])*'
+        plain = f'[^"{d}{e}\\x00-\\x1f]*'
+    field = f'(?:{plain}|"{quoted}")'
     return "^" + d.join([field] * width) + "$"
 
 
 def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
               extra_ok: bool, null_value: str = "", empty_value: str = "",
-              delimiter: str = ",") -> Parsed:
+              delimiter: str = ",", escape: str = '"') -> Parsed:
     """The clean rows of a block of CSV records (after the header), and its suspects: a
     record on one line, every field plain or quoted (no line break), read by Arrow with
     Spark's null rules (an empty plain field, and a field equal to `null_value`, quoted or
@@ -305,7 +314,8 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
             not extra_ok and not set(names) <= target):
         return everything_suspect(schema, n)
     d = re2_char(delimiter)
-    clean = pc.and_(pc.match_substring_regex(lines, csv_pattern(len(names), delimiter)),
+    clean = pc.and_(pc.match_substring_regex(lines, csv_pattern(len(names), delimiter,
+                                                                escape)),
                     pc.match_substring_regex(lines, f"[^{_SPACES}]"))
     if empty_value != null_value:
         clean = pc.and_(clean, pc.invert(pc.match_substring_regex(lines, f'(^|{d})""({d}|$)')))
@@ -321,7 +331,9 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
         # One Arrow block for the whole text: a record never straddles two.
         read_options=pcsv.ReadOptions(column_names=names, use_threads=False,
                                       block_size=max(1 << 20, data.size + 1)),
-        parse_options=pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=False),
+        parse_options=pcsv.ParseOptions(
+            delimiter=delimiter, newlines_in_values=False, double_quote=escape == '"',
+            escape_char=False if escape == '"' else escape),
         convert_options=pcsv.ConvertOptions(
             column_types={c: pa.string() for c in names},
             null_values=list(dict.fromkeys(["", null_value])),

@@ -28,6 +28,7 @@ from markerstore import config
 from markerstore.commit import TaskAttempt, TaskResult, TaskSpec
 from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
+from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
 from markerstore.ingest.payload import csv_payloads, json_payloads
 from markerstore.ingest.reader import Parsed, blank_lines, json_query, parse_csv, parse_json
@@ -46,14 +47,14 @@ def _attempt() -> TaskAttempt:
                        context.taskAttemptId())
 
 
-def split_header(header: str | None, delimiter: str = ",") -> list[str]:
+def split_header(header: str | None, delimiter: str = ",", escape: str = '"') -> list[str]:
     """The column names of a CSV header record (empty if it is not one)."""
     from errortable.csvtext import CsvError, split_record
 
     if not header:
         return []
     try:
-        return [name for name, _ in split_record(header, delimiter)]
+        return [name for name, _ in split_record(header, delimiter, escape)]
     except CsvError:
         return []
 
@@ -76,8 +77,12 @@ def reading_options(settings: Mapping[str, Any] | None, schema: pa.Schema
 def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
     """The block reader's options from the ingest's options (markerstore.config)."""
     resolved = config.resolve(settings)
+    sep, escape = resolved[config.INGEST_CSV_SEP], resolved[config.INGEST_CSV_ESCAPE]
+    if sep == escape:
+        raise ConfigError(f"option {config.INGEST_CSV_ESCAPE}: the escape {escape!r} is the "
+                          "field separator; give another")
     return ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
-                       resolved[config.INGEST_ENCODING_ERRORS], resolved[config.INGEST_CSV_SEP],
+                       resolved[config.INGEST_ENCODING_ERRORS], sep, escape,
                        resolved[config.INGEST_JSON_MULTILINE])
 
 
@@ -188,7 +193,7 @@ class IngestTask:
             return None
         if not self.csv_header:
             return list(self.schema.names)
-        return split_header(header, self.read_options.delimiter)
+        return split_header(header, self.read_options.delimiter, self.read_options.escape)
 
     def _parquet(self, task: SourceTask, ctx: Any, timer: _Timer, source: dict[str, int]
                  ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
@@ -209,8 +214,9 @@ class IngestTask:
         with timer("parse"):
             if fmt == "csv":
                 p = self.parse_options
+                r = self.read_options
                 parsed = parse_csv(block.records, self.schema, columns, self.extra_ok,
-                                   p.null_value, p.empty_value, self.read_options.delimiter)
+                                   p.null_value, p.empty_value, r.delimiter, r.escape)
             else:
                 parsed = parse_json(block.records, self.schema, self.query)
         with timer("validate"):
@@ -233,8 +239,9 @@ class IngestTask:
             lines = block.records.take(pa.array(parsed.rows[rows]))
             if fmt == "csv":
                 p = self.parse_options
+                r = self.read_options
                 return csv_payloads(lines.to_pylist(), columns or [], p.null_value,
-                                    p.empty_value, self.read_options.delimiter)
+                                    p.empty_value, r.delimiter, r.escape)
             return json_payloads(lines.to_pylist())
 
         numbers = cast(Sequence[int], block.lines[parsed.rows])
@@ -256,6 +263,7 @@ class IngestTask:
         if fmt == "csv":
             parsed = parse_csv_block(texts, ctx, header=columns,
                                      delimiter=self.read_options.delimiter,
+                                     escape=self.read_options.escape,
                                      line_numbers=numbers, offsets=offsets,
                                      options=self.parse_options)
         else:

@@ -159,7 +159,7 @@ def test_an_s3_source_is_listed_in_a_few_requests_and_its_headers_read_side_by_s
         client.put_object(Bucket=s3_bucket, Key=f"src/day={i % 3}/part-{i:02d}.csv",
                           Body=f"id,v{i}\n{i},x\n".encode())
     client.put_object(Bucket=s3_bucket, Key="src/_SUCCESS", Body=b"")
-    options = moto_s3.storage_options()
+    options = moto_s3.storage_options(skip_instance_cache=True)  # a client of its own
     sent: list[str] = []
     hooked: set[int] = set()
     listed = fsspec.core.url_to_fs

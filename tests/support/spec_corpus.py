@@ -413,7 +413,17 @@ def dialect_corpora() -> list[Corpus]:
     add("record_all_empty", "{id}\t\t\t\t")
     add("record_header_like", "id\tn\td\ts\tb")
     add("file_first_record_is_data", "{id}\t2\t2.5\ty\tfalse", alone=True)
-    return [semi, tabs]
+    spark = Corpus("csv_backslash_escape", "csv", DDL, head=HEADER + b"\n",
+                   options={"escape": "\\"})
+    add = _Builder(spark, 9_000_001).add
+    for name, value in (("escaped_quote", '"a\\"b"'), ("escaped_escape", '"a\\\\b,c"'),
+                        ("escaped_escape_then_quote", '"a\\\\\\"b"'),
+                        ("escape_before_other", '"a\\b"'), ("plain_backslash", "a\\b"),
+                        ("escape_at_end", '"x,y\\\\"'), ("only_quotes", '"\\"q\\""'),
+                        ("escaped_line_break", '"x\\\\\ny"')):
+        add(f"string_{name}", "{id},,," + value + ",")
+    add("string_doubled_quote", '{id},,,"a""b",', alone=True)
+    return [semi, tabs, spark]
 
 
 def document_corpus() -> Corpus:
