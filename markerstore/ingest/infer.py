@@ -97,6 +97,28 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
     return pa.schema(fields)
 
 
+_SEPARATORS = {";": "';'", "\t": "a tab ('\\t')", "|": "'|'", ",": "','"}
+
+
+def separator_hint(url: str, header: str, options: ReadOptions) -> str | None:
+    """Why `header` looks read with the wrong separator (one column, holding another
+    common separator), or None."""
+    from errortable.csvtext import CsvError, split_record
+
+    try:
+        fields = split_record(header, options.delimiter, options.escape)
+    except CsvError:
+        return None
+    others = [s for s in _SEPARATORS if s != options.delimiter and s in header]
+    if len(fields) != 1 or not others:
+        return None
+    sep, name = others[0], _SEPARATORS[others[0]]
+    return (f"{url}: its header reads as one column with the separator "
+            f"{_SEPARATORS.get(options.delimiter, repr(options.delimiter))} and holds {name}: "
+            f"give the separator (--option sep={sep!r}), or --option "
+            f"sep={options.delimiter!r} if one column is meant")
+
+
 def csv_headers(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
                 options: ReadOptions | None = None, threads: int = 16) -> dict[str, str]:
     """The header of each CSV file of `tasks`, by URL, read side by side (a source of many

@@ -20,11 +20,17 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.commit.result import CommitResult
-from markerstore.ingest.infer import csv_headers, infer_schema
+from markerstore.ingest.infer import csv_headers, infer_schema, separator_hint
 from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
 from markerstore.ingest.session import is_connect, progress_bar, spark_session
-from markerstore.ingest.sources import SourceTask, implied_separator, list_tasks, pack
+from markerstore.ingest.sources import (
+    SourceError,
+    SourceTask,
+    implied_separator,
+    list_tasks,
+    pack,
+)
 from markerstore.ingest.task import read_options
 from markerstore.render.html import fields_html
 
@@ -113,6 +119,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     tasks = list_tasks(source, src_options, fmt,
                        json_documents=resolved[config.INGEST_JSON_MULTILINE])
     resolved = _implied_separator(settings, resolved, tasks)
+    headers = _headers(tasks, src_options, resolved)
     target = _target_schema(schema, tasks, src_options, resolved)
     columns = [] if partition_by is None else (
         [partition_by] if isinstance(partition_by, str) else list(partition_by))
@@ -122,7 +129,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
 
     session = spark or spark_session(master, conf=conf, remote=remote)
     plan = IngestPlan(target, key, columns, dict(checks or {}), src_options,
-                      _task_splits(session, tasks, src_options, resolved), settings)
+                      _task_splits(session, tasks, headers, resolved), settings)
     splits = plan.splits
 
     def frame(job: Any) -> Any:
@@ -175,13 +182,28 @@ def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
                         header=settings[config.INGEST_CSV_HEADER])
 
 
-def _task_splits(session: Any, tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
+def _headers(tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
+             settings: config.Settings) -> dict[str, str]:
+    """The header record of each CSV file, by URL (none with ``header=false``). Where no
+    separator is given, a header that reads as one column holding another common separator
+    is refused before anything runs: every record would fail, or be one column."""
+    if not settings[config.INGEST_CSV_HEADER]:
+        return {}
+    reading = read_options(settings)
+    headers = csv_headers(tasks, src_options, reading)
+    if config.INGEST_CSV_SEP not in settings.given:
+        for url, header in headers.items():
+            hint = separator_hint(url, header, reading)
+            if hint is not None:
+                raise SourceError(hint)
+    return headers
+
+
+def _task_splits(session: Any, tasks: Sequence[SourceTask], headers: Mapping[str, str],
                  settings: config.Settings) -> Splits:
     """The source splits of each Spark task (packed by bytes, one wave per core at least),
-    with the CSV header line of each split's file (none with ``header=false``)."""
+    with the CSV header line of each split's file."""
     from markerstore.ingest.session import default_parallelism
 
     packed = pack(tasks, default_parallelism(session), settings[config.INGEST_TASK_BYTES])
-    headers = csv_headers(tasks, src_options, read_options(settings)) \
-        if settings[config.INGEST_CSV_HEADER] else {}
     return [[(tasks[i], headers.get(tasks[i].url)) for i in split] for split in packed]

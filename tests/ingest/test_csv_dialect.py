@@ -218,3 +218,22 @@ def test_a_schema_is_inferred_with_the_dialect_or_refused_in_one_line(tmp_path: 
     with pytest.raises(SchemaError, match="pass --schema") as caught:
         infer_schema(list_tasks(str(path)), None)
     assert "x,y" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("header", "sep"), [(b"id;s", ";"), (b"id\ts", "\t"), (b"id|s", "|")])
+def test_a_header_that_looks_separated_otherwise_is_refused_before_spark_starts(
+        tmp_path: Path, header: bytes, sep: str) -> None:
+    """Without a separator given, a header that reads as one column and holds another
+    common separator stops the ingest in one line naming the option (every record would
+    fail, or an inferred schema be one column): nothing starts, nothing is written."""
+    source = tmp_path / "in.csv"
+    source.write_bytes(header + b"\n" + header.replace(b"id", b"1").replace(b"s", b"x") + b"\n")
+    table = tmp_path / "t"
+    with pytest.raises(SourceError) as caught:
+        ingest(str(source), str(table), spark=object(), progress=False)  # never used
+    message = str(caught.value)
+    assert "reads as one column" in message and f"--option sep={sep!r}" in message
+    assert "\n" not in message and not table.exists()
+    result = CliRunner().invoke(cli, ["ingest", str(source), str(table), "--no-progress"])
+    assert result.exit_code == 2 and f"sep={sep!r}" in result.output, result.output
+    assert not table.exists()
