@@ -7,9 +7,12 @@ an object is a row or an error record, anything else an error record). Any other
 array with an empty element) is one record, the document itself, which then parses or
 fails as a whole: nothing in it is guessed.
 
-The element boundaries are found vectorized over the bytes: strings are masked out (their
-brackets and commas are text), the bracket depth is a cumulative sum, and the elements
-are separated by the commas at depth one.
+The element boundaries are found vectorized over the bytes: the quotes that bound strings
+(those not escaped by an odd run of backslashes) pair up, brackets and commas between a
+pair are text, the bracket depth is a cumulative sum over the brackets outside strings,
+and the elements are separated by the commas at depth one. Memory is a few times the
+document at most (a 60 MiB array of 600,000 objects: 1.2 s, a peak of 225 MiB): byte
+masks, and the positions of quotes, backslashes, brackets and commas.
 """
 
 from __future__ import annotations
@@ -18,47 +21,104 @@ import re
 
 import numpy as np
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_SPACE = np.array([ord(c) for c in " \t\r\n"], dtype=np.uint8)
-_OPEN, _CLOSE = (ord("["), ord("{")), (ord("]"), ord("}"))
-_COMMA, _QUOTE = ord(","), ord('"')
+_SOLID = re.compile(rb"[^ \t\r\n]")
+_BLANK = b" \t\r\n"
+_IS_BLANK = np.zeros(256, dtype=bool)
+_IS_BLANK[list(_BLANK)] = True
+_QUOTE, _COMMA, _BACKSLASH = ord('"'), ord(","), ord("\\")
+_STEPS = 64  # whitespace bytes trimmed vectorized around an element; then one by one
+
+Spans = tuple[np.ndarray, np.ndarray]
 
 
-def _nonblank(raw: np.ndarray, begin: int) -> np.ndarray:
-    """Positions (from `begin`) of the bytes that are not JSON whitespace."""
-    return begin + np.flatnonzero(~np.isin(raw[begin:], _SPACE))
+def _none() -> Spans:
+    return np.zeros(0, np.int64), np.zeros(0, np.int64)
 
 
-def record_spans(data: bytes, begin: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def record_spans(data: bytes, begin: int = 0) -> Spans:
     """(starts, stops) of the records of the JSON document `data[begin:]`, whitespace
     around each left out: the elements of a top-level array, or the whole document; none
     for a blank document or an empty array."""
-    raw = np.frombuffer(data, dtype=np.uint8)
-    solid = _nonblank(raw, begin)
-    if len(solid) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    first, last = int(solid[0]), int(solid[-1])
+    found = _SOLID.search(data, begin)
+    if found is None:
+        return _none()
+    first, last = found.start(), len(data.rstrip(_BLANK)) - 1
     whole = np.array([first], np.int64), np.array([last + 1], np.int64)
-    if raw[first] != _OPEN[0] or raw[last] != _CLOSE[0]:
+    if data[first] != ord("[") or data[last] != ord("]"):
         return whole
-    masked = raw[first:last + 1].copy()
-    for match in _STRING.finditer(data, first, last + 1):
-        masked[match.start() - first:match.end() - first] = 0
-    if (masked == _QUOTE).any():  # a string that never closes
+    region = np.frombuffer(data, dtype=np.uint8)[first:last + 1]
+    quotes = _unescaped_quotes(region)
+    if len(quotes) % 2:  # a string that never closes
         return whole
-    depth = np.cumsum(np.isin(masked, _OPEN).astype(np.int64)
-                      - np.isin(masked, _CLOSE).astype(np.int64))
-    if depth[-1] != 0 or depth[:-1].min() < 1:  # the array must close at the end alone
+    separators = _separators(region, quotes)
+    if separators is None:
         return whole
-    commas = first + np.flatnonzero((masked == _COMMA) & (depth == 1))
-    bounds = np.concatenate([[first], commas, [last]])  # separators: [ , , ... ]
-    lo, hi = bounds[:-1] + 1, bounds[1:]  # each element between two separators
-    at = np.searchsorted(solid, lo)  # its first byte that is not whitespace
-    starts = solid[np.minimum(at, len(solid) - 1)]
-    stops = solid[np.maximum(np.searchsorted(solid, hi) - 1, 0)] + 1
-    empty = starts >= hi
-    if len(commas) == 0 and empty.all():  # []
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if empty.any():  # [1,,2] or a trailing comma: no JSON array
+    starts, stops = _trim(data, region, separators[:-1] + 1, separators[1:].copy(), first)
+    if len(separators) == 2 and starts[0] >= stops[0]:  # []
+        return _none()
+    if (starts >= stops).any():  # [1,,2] or a trailing comma: no JSON array
         return whole
-    return starts.astype(np.int64), stops.astype(np.int64)
+    return starts + first, stops + first
+
+
+def _unescaped_quotes(region: np.ndarray) -> np.ndarray:
+    """Positions of the quotes that open or close a string: those after an even run of
+    backslashes (none included)."""
+    quotes = np.flatnonzero(region == _QUOTE)
+    slashes = np.flatnonzero(region == _BACKSLASH)
+    if len(slashes) == 0 or len(quotes) == 0:
+        return quotes
+    breaks = np.flatnonzero(np.diff(slashes) != 1)  # runs of consecutive backslashes
+    ends = np.append(slashes[breaks], slashes[-1])
+    lengths = ends - np.concatenate([[slashes[0]], slashes[breaks + 1]]) + 1
+    run = np.searchsorted(ends, quotes - 1)  # the run that may end just before a quote
+    run = np.minimum(run, len(ends) - 1)
+    escaped = (ends[run] == quotes - 1) & (lengths[run] % 2 == 1)
+    return quotes[~escaped]
+
+
+def _outside(positions: np.ndarray, quotes: np.ndarray) -> np.ndarray:
+    """`positions` that lie outside strings (strings run between pairs of quotes)."""
+    return positions[np.searchsorted(quotes, positions) % 2 == 0]
+
+
+def _separators(region: np.ndarray, quotes: np.ndarray) -> np.ndarray | None:
+    """Positions of the array's own brackets and of the commas between its elements (in
+    `region`; `quotes` bound its strings), or None if the array does not close at its
+    end alone."""
+    opens = _outside(np.flatnonzero((region == ord("[")) | (region == ord("{"))), quotes)
+    closes = _outside(np.flatnonzero((region == ord("]")) | (region == ord("}"))), quotes)
+    at = np.concatenate([opens, closes])
+    order = np.argsort(at, kind="stable")
+    at = at[order]
+    depth = np.cumsum(np.concatenate([np.ones(len(opens), np.int64),
+                                      -np.ones(len(closes), np.int64)])[order])
+    if at[-1] != len(region) - 1 or depth[-1] != 0 or depth[:-1].min() < 1:
+        return None
+    commas = _outside(np.flatnonzero(region == _COMMA), quotes)
+    outer = commas[depth[np.searchsorted(at, commas, side="right") - 1] == 1]
+    return np.concatenate([[0], outer, [len(region) - 1]]).astype(np.int64)
+
+
+def _trim(data: bytes, region: np.ndarray, starts: np.ndarray, stops: np.ndarray,
+          first: int) -> Spans:
+    """Each span [start, stop) of `region` without the whitespace around it: a few steps
+    for all spans at once, then a search for each span still starting or ending blank."""
+    for _ in range(_STEPS):
+        blank = (starts < stops) & _IS_BLANK[region[np.minimum(starts, len(region) - 1)]]
+        if not blank.any():
+            break
+        starts[blank] += 1
+    for _ in range(_STEPS):
+        blank = (stops > starts) & _IS_BLANK[region[np.maximum(stops - 1, 0)]]
+        if not blank.any():
+            break
+        stops[blank] -= 1
+    for i in np.flatnonzero((starts < stops) & _IS_BLANK[region[np.minimum(
+            starts, len(region) - 1)]]):
+        found = _SOLID.search(data, first + int(starts[i]), first + int(stops[i]))
+        starts[i] = stops[i] if found is None else found.start() - first
+    for i in np.flatnonzero((stops > starts) & _IS_BLANK[region[np.maximum(stops - 1, 0)]]):
+        stops[i] = len(data[first + int(starts[i]):first + int(stops[i])].rstrip(_BLANK)) \
+            + starts[i]
+    return starts, stops
