@@ -135,3 +135,14 @@ def test_the_elements_found_are_the_arrays_elements(values: list[Any], indent: i
     data = (pad + json.dumps(values, indent=indent, ensure_ascii=False) + pad).encode()
     starts, stops = record_spans(data)
     assert [json.loads(data[a:b]) for a, b in zip(starts, stops, strict=True)] == values
+
+
+def test_hostile_whitespace_and_backslashes_cost_no_pass_per_byte(tmp_path: Path) -> None:
+    """Megabytes of whitespace around an element and long runs of backslashes before
+    quotes: the elements are still found, each read as it is."""
+    text = '"' + "\\\\" * 50_000 + '\\"' + '"'  # a string: 50,000 backslashes and a quote
+    data = (b"[" + b" " * 2_000_000 + b'{"id": 1, "s": ' + text.encode() + b"}"
+            + b"\n" * 200_000 + b", " + b"\t" * 1_000_000 + b'{"id": 2}]')
+    rows, errors, counts = _run(tmp_path, data)
+    assert errors == [] and counts["records"] == 2
+    assert rows == ordered([{"id": 1, "s": "\\" * 50_000 + '"'}, {"id": 2, "s": None}])
