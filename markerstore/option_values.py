@@ -106,26 +106,28 @@ def text(value: Any) -> str:
 _SEPARATOR_ESCAPES = {"\\t": "\t", "\\b": "\b", "\\f": "\f", "\\'": "'", "\\\\": "\\"}
 
 
+def _csv_char(value: Any, refused: str, expected: str) -> str:
+    """One ASCII character, not in `refused`, given as itself or as one of Spark's escapes
+    for it; else a ValueError saying what was `expected`."""
+    given = "" if value is None else str(value)
+    char = _SEPARATOR_ESCAPES.get(given, given)
+    if len(char) != 1 or not char.isascii() or char in refused:
+        raise ValueError(f"expected {expected}, got {given!r}")
+    return char
+
+
 def csv_separator(value: Any) -> str:
     """The field separator of a CSV record: one ASCII character other than the quote and a
     line break, or one of Spark's escapes for it (``\\t`` for a tab)."""
-    given = "" if value is None else str(value)
-    sep = _SEPARATOR_ESCAPES.get(given, given)
-    if len(sep) != 1 or not sep.isascii() or sep in '"\r\n':
-        raise ValueError("expected one ASCII character other than a quote or a line break "
-                         f"(\\t for a tab), got {given!r}")
-    return sep
+    return _csv_char(value, '"\r\n', "one ASCII character other than a quote or a line "
+                                      "break (\\t for a tab)")
 
 
 def csv_escape(value: Any) -> str:
     """The character that escapes a quote inside a quoted CSV field: the quote itself
     (RFC 4180's ``""``) or one other ASCII character that is no line break (Spark's
     default, a backslash, is ``\\``)."""
-    given = "" if value is None else str(value)
-    escape = _SEPARATOR_ESCAPES.get(given, given)
-    if len(escape) != 1 or not escape.isascii() or escape in "\r\n":
-        raise ValueError(f"expected one ASCII character other than a line break, got {given!r}")
-    return escape
+    return _csv_char(value, "\r\n", "one ASCII character other than a line break")
 
 
 def optional_str(value: Any) -> str | None:

@@ -92,6 +92,12 @@ class Block:
     def __len__(self) -> int:
         return len(self.records)
 
+    @classmethod
+    def without_records(cls, raw: tuple[RawRecord, ...] = (), line_count: int = 0) -> Block:
+        """A block of no text record: only `raw` ones (or none), over `line_count` lines."""
+        return cls(pa.array([], pa.large_string()), np.zeros(0, np.int64),
+                   np.zeros(0, np.int64), raw, line_count)
+
     def take(self, indices: np.ndarray) -> Block:
         """The block with only the records at `indices` (the raw ones kept)."""
         return Block(self.records.take(pa.array(indices)), self.lines[indices],
@@ -124,8 +130,7 @@ def _cut(data: bytes, ends: np.ndarray, newlines: np.ndarray, fmt: str, first_li
     """The block of the records ending at `ends` in `data` (`newlines`: its newlines)."""
     k = len(ends)
     if k == 0:
-        return Block(pa.array([], pa.large_string()), np.zeros(0, np.int64),
-                     np.zeros(0, np.int64))
+        return Block.without_records()
     starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
     if offset == 0 and data.startswith(BOM):
         starts[0] = min(len(BOM), int(ends[0]))
@@ -256,14 +261,12 @@ def _document(handle: Any, block_bytes: int, options: ReadOptions) -> Block:
         while chunk := handle.read(block_bytes):
             size, lines, tail = size + len(chunk), lines + chunk.count(b"\n"), chunk[-1:]
         record = RawRecord(1, 0, size, data[:options.prefix_bytes], SIZE)
-        return Block(pa.array([], pa.large_string()), np.zeros(0, np.int64),
-                     np.zeros(0, np.int64), (record,), lines + (tail != b"\n"))
+        return Block.without_records((record,), lines + (tail != b"\n"))
     starts, stops = record_spans(data, len(BOM) if data.startswith(BOM) else 0)
     newlines = newlines_of(data)
     line_count = len(newlines) + (1 if data and not data.endswith(b"\n") else 0)
     if len(starts) == 0:
-        return Block(pa.array([], pa.large_string()), np.zeros(0, np.int64),
-                     np.zeros(0, np.int64), (), line_count)
+        return Block.without_records(line_count=line_count)
     lines = 1 + np.searchsorted(newlines, starts)
     return _spans_block(data, starts, stops, lines, starts, options, line_count)
 
@@ -339,6 +342,4 @@ class _Reader:
         record = RawRecord(self.line, self.offset, size - line_end, prefix, SIZE)
         self.offset += size
         self.line += lines
-        empty = pa.array([], pa.large_string())
-        return Block(empty, np.zeros(0, np.int64), np.zeros(0, np.int64), (record,),
-                     lines + (0 if line_end else 1))
+        return Block.without_records((record,), lines + (0 if line_end else 1))

@@ -55,14 +55,14 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
         if not lines:
             raise SchemaError("cannot infer a schema: the CSV source holds no record; "
                               "pass --schema")
-        escape = options.escape
+        from markerstore.ingest.reader import arrow_dialect
+
         try:
             table = pcsv.read_csv(
                 pa.BufferReader("\n".join(lines).encode()),
                 read_options=pcsv.ReadOptions(autogenerate_column_names=not header),
-                parse_options=pcsv.ParseOptions(
-                    delimiter=options.delimiter, newlines_in_values=True,
-                    double_quote=escape == '"', escape_char=False if escape == '"' else escape))
+                parse_options=arrow_dialect(options.delimiter, options.escape,
+                                            newlines_in_values=True))
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # its message may quote a record
             raise SchemaError("cannot infer a schema: the first CSV records do not read as "
                               "one table (a record with another number of fields?); pass "
@@ -125,14 +125,14 @@ def csv_headers(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] 
     small files on S3 costs a round trip each)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    def header(url: str) -> str:
+        return csv_header(SourceTask(url, "csv"), storage_options, options)
+
     files = list(dict.fromkeys(t.url for t in tasks if t.format == "csv"))
     if len(files) <= 1:
-        return {url: csv_header(SourceTask(url, "csv"), storage_options, options)
-                for url in files}
+        return {url: header(url) for url in files}
     with ThreadPoolExecutor(min(threads, len(files))) as pool:
-        found = pool.map(lambda url: csv_header(SourceTask(url, "csv"), storage_options,
-                                                options), files)
-        return dict(zip(files, found, strict=True))
+        return dict(zip(files, pool.map(header, files), strict=True))
 
 
 def csv_header(task: SourceTask, storage_options: Mapping[str, Any] | None,

@@ -299,6 +299,15 @@ def csv_pattern(width: int, delimiter: str = ",", escape: str = '"') -> str:
     return "^" + d.join([field] * width) + "$"
 
 
+def arrow_dialect(delimiter: str, escape: str, newlines_in_values: bool
+                  ) -> pcsv.ParseOptions:
+    """Arrow's CSV parse options for a separator and an escape (the quote: RFC 4180's
+    ``""``; another character: Arrow's escape character, ``""`` then no quote)."""
+    rfc = escape == '"'
+    return pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=newlines_in_values,
+                             double_quote=rfc, escape_char=False if rfc else escape)
+
+
 def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
               extra_ok: bool, null_value: str = "", empty_value: str = "",
               delimiter: str = ",", escape: str = '"') -> Parsed:
@@ -331,9 +340,7 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
         # One Arrow block for the whole text: a record never straddles two.
         read_options=pcsv.ReadOptions(column_names=names, use_threads=False,
                                       block_size=max(1 << 20, data.size + 1)),
-        parse_options=pcsv.ParseOptions(
-            delimiter=delimiter, newlines_in_values=False, double_quote=escape == '"',
-            escape_char=False if escape == '"' else escape),
+        parse_options=arrow_dialect(delimiter, escape, newlines_in_values=False),
         convert_options=pcsv.ConvertOptions(
             column_types={c: pa.string() for c in names},
             null_values=list(dict.fromkeys(["", null_value])),
