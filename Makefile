@@ -25,7 +25,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,dev]'
+	$(PY) -m pip install --quiet -e '.[test,dev,delta,iceberg]'
 	touch $(STAMP)
 
 setup: $(STAMP) java browser
