@@ -24,11 +24,41 @@ comparison. Never a storage request.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable
 
-from markerstore.errors import CorruptTableError
+from markerstore.errors import CorruptTableError, StorageError
+
+# What the filesystem says of a path it cannot take, whatever is stored: one line naming
+# the path (a StorageError), never a raw OSError.
+PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP, errno.EINVAL, errno.EILSEQ})
+MAX_SHOWN = 120  # characters of a path shown in an error
+
+
+def shown(path: str) -> str:
+    """A path short enough for a one-line error (its start and its end)."""
+    if len(path) <= MAX_SHOWN:
+        return repr(path)
+    return repr(f"{path[:MAX_SHOWN // 2]}…{path[-MAX_SHOWN // 2:]}") + f" ({len(path)} chars)"
+
+
+def path_error(path: str, exc: OSError) -> StorageError:
+    """The storage error for a path the filesystem refuses (a segment over its name limit,
+    too many links, bytes it cannot store): one line naming the path and the rule."""
+    if exc.errno == errno.ENAMETOOLONG:
+        longest = max(path.split("/"), key=lambda s: len(s.encode(errors="replace")))
+        size = len(longest.encode(errors="replace"))
+        why = (f"a path segment of {size} bytes ({shown(longest)}) is over the filesystem's "
+               "limit (usually 255 bytes a name)" if size > 255 else
+               f"the path is {len(path.encode(errors='replace'))} bytes, over the "
+               "filesystem's limit (usually 4096)")
+    else:
+        why = exc.strerror or type(exc).__name__
+    error = StorageError(f"{shown(path)}: {why}")
+    error.errno = exc.errno
+    return error
 
 
 class Containment:
@@ -83,12 +113,12 @@ class Containment:
         """Where `path` leads if that is outside the table, else None. Below the root each
         component is looked at (one lstat each) and a link among them resolved: what is
         above the root is not the table's, and resolves once."""
-        if not path.startswith(self._prefix):
-            real = os.path.realpath(path if follow else os.path.dirname(path))
-            return None if self._inside(real) else real
         parts = path[len(self._prefix):].split("/")
-        if any(part in ("", ".", "..") for part in parts):
-            real = os.path.realpath(path if follow else os.path.dirname(path))
+        if not path.startswith(self._prefix) or any(p in ("", ".", "..") for p in parts):
+            try:
+                real = os.path.realpath(path if follow else os.path.dirname(path))
+            except OSError as exc:
+                raise path_error(path, exc) from None
             return None if self._inside(real) else real
         current = self._real_base().rstrip(os.sep)
         for part in parts if follow else parts[:-1]:
@@ -97,6 +127,8 @@ class Containment:
                 mode = os.lstat(current).st_mode
             except (FileNotFoundError, NotADirectoryError):
                 return None  # nothing deeper exists: no link to follow
+            except OSError as exc:
+                raise path_error(path, exc) from None
             if stat.S_ISLNK(mode):
                 current = os.path.realpath(current)
                 if not self._inside(current):

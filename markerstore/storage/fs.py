@@ -17,7 +17,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, TypeVar
 
@@ -25,9 +25,14 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from markerstore.errors import StorageError
-from markerstore.storage.contain import Containment
-from markerstore.storage.local import local_atomic_replace, local_create_exclusive
+from markerstore.errors import CorruptTableError, MarkerStoreError, StorageError
+from markerstore.storage.contain import PATH_ERRNOS, Containment, path_error, shown
+from markerstore.storage.local import (
+    TooDeepError,
+    local_atomic_replace,
+    local_create_exclusive,
+    local_find,
+)
 
 T = TypeVar("T")
 
@@ -54,6 +59,10 @@ _TRANSIENT_NAMES = frozenset({
     "ConnectionClosedError", "ServerDisconnectedError", "ClientConnectorError",
     "ClientOSError", "ServerTimeoutError", "ResponseStreamingError", "ClientPayloadError",
 })
+# Folders below a listed folder: markerstore writes a handful (partition columns); a tree
+# deeper than this is not the table's (a listing stops there with CorruptTableError,
+# naming the folder, instead of recursing until the interpreter gives up).
+MAX_LIST_DEPTH = 256
 _TRANSIENT_ERRNOS = frozenset({errno.EBUSY, errno.EAGAIN, getattr(errno, "EREMOTEIO", 121)})
 
 
@@ -163,7 +172,8 @@ class Storage:
         on local disk): check that `path` is in the table, create its folder, return it."""
         self.check_in_table(path)
         if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with self._path_errors(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
         return path
 
     # --- counting ----------------------------------------------------------------------
@@ -211,12 +221,14 @@ class Storage:
                     with _MEMORY_LOCK:
                         return fn()
                 return fn()
-            except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError):
+            except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+                    MarkerStoreError):
                 raise
             except Exception as exc:
+                if isinstance(exc, OSError) and exc.errno in PATH_ERRNOS:
+                    raise path_error(exc.filename if isinstance(exc.filename, str)
+                                     else what, exc) from None
                 if not is_transient(exc) or attempt >= self.retries:
-                    if isinstance(exc, StorageError):
-                        raise
                     tries = f" after {attempt + 1} attempts" if attempt else ""
                     raise StorageError(f"{what} failed{tries}: {type(exc).__name__}: {exc}") \
                         from exc
@@ -265,17 +277,45 @@ class Storage:
         self.check_in_table(path)
 
         def run() -> list[str]:
+            if self.is_local:  # iterative: fsspec's walk recurses once per folder level
+                try:
+                    return sorted(local_find(path, MAX_LIST_DEPTH))
+                except TooDeepError as exc:
+                    raise self._too_deep(path, exc.folder) from None
             try:
-                return sorted(self.fs.find(path))
+                found = sorted(self.fs.find(path))
             except FileNotFoundError:
                 return []
+            base = path.rstrip("/").count("/")
+            for file in found:
+                if file.count("/") - base > MAX_LIST_DEPTH + 1:
+                    folder = "/".join(file.split("/")[:base + MAX_LIST_DEPTH + 2])
+                    raise self._too_deep(path, folder)
+            return found
 
         return self.retry(f"LIST {self.url(path)}", "LIST", run)
+
+    def _too_deep(self, path: str, folder: str) -> CorruptTableError:
+        return CorruptTableError(self.url(folder), f"folders nested more than "
+                                 f"{MAX_LIST_DEPTH} deep below {shown(self.url(path))}: "
+                                 "markerstore never writes such a tree (move it out of the "
+                                 "table, then retry)")
+
+    @contextlib.contextmanager
+    def _path_errors(self, path: str) -> Iterator[None]:
+        """A path the filesystem refuses is a StorageError naming it (see path_error)."""
+        try:
+            yield
+        except OSError as exc:
+            if exc.errno in PATH_ERRNOS and not isinstance(exc, MarkerStoreError):
+                raise path_error(path, exc) from None
+            raise
 
     def open_read(self, path: str) -> IO[bytes]:
         self.check_in_table(path)
         self.count_request("GET")
-        handle: IO[bytes] = self.fs.open(path, "rb")
+        with self._path_errors(path):
+            handle: IO[bytes] = self.fs.open(path, "rb")
         return handle
 
     # --- writes ------------------------------------------------------------------------
@@ -340,7 +380,8 @@ class Storage:
         """A file handle for a large write (data files); the caller closes it."""
         self.writable_folder(path)
         self.count_request("PUT")
-        handle: IO[bytes] = self.fs.open(path, "wb")
+        with self._path_errors(path):
+            handle: IO[bytes] = self.fs.open(path, "wb")
         return handle
 
     # --- deletes -----------------------------------------------------------------------

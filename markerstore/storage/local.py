@@ -65,3 +65,39 @@ def local_create_exclusive(path: str, data: bytes, within: str | None = None) ->
     finally:
         os.unlink(tmp)
     fsync_dir(os.path.dirname(path))
+
+
+class TooDeepError(Exception):
+    """A listing met a folder deeper than its bound (`folder`: the first one)."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__(folder)
+        self.folder = folder
+
+
+def local_find(root: str, max_depth: int) -> list[str]:
+    """Every file under the local folder `root` (a symbolic link is a file: never
+    followed), by an explicit stack, so a deep tree costs memory, not the interpreter's
+    recursion limit; TooDeepError at a folder more than `max_depth` below `root`. Empty if
+    `root` does not exist; `[root]` if it is a file."""
+    root = root.rstrip("/") or root
+    if not os.path.lexists(root):
+        return []
+    if os.path.islink(root) or not os.path.isdir(root):
+        return [root]
+    found: list[str] = []
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth >= max_depth:
+                            raise TooDeepError(entry.path)
+                        stack.append((entry.path, depth + 1))
+                    else:
+                        found.append(entry.path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # deleted while listed: nothing under it any more
+    return found

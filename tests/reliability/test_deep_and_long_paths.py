@@ -1,0 +1,110 @@
+"""Paths a filesystem cannot take, or trees no writer makes, under a table: a listing is
+iterative with a depth bound (CorruptTableError naming the folder), so rollback completes
+or names what stops it; a name over the filesystem's limit is one StorageError line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from markerstore import Table
+from markerstore.errors import CorruptTableError, StorageError
+from markerstore.markers.base import MARKERS_DIR
+from markerstore.storage.fs import MAX_LIST_DEPTH
+from tests.support.files import exists, marked_write
+
+LEVELS = 4096
+
+
+def deep_tree(folder: Path, levels: int = LEVELS) -> Path:
+    """`levels` nested folders under `folder` with one file at the bottom (made a level at
+    a time: the whole path is longer than the kernel takes in one call)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(os.open("x.marker.CREATE", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    finally:
+        os.close(fd)
+    return folder / "d"
+
+
+@pytest.fixture
+def cleanup() -> Iterator[list[Path]]:
+    """Deep trees to remove with rm (Python's rmtree recurses: pytest's cleanup would
+    fail on them)."""
+    trees: list[Path] = []
+    yield trees
+    for tree in trees:
+        subprocess.run(["rm", "-rf", str(tree)], check=False)
+
+
+def test_rollback_names_a_tree_too_deep_then_completes_without_it(
+        tmp_path: Path, cleanup: list[Path]) -> None:
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    marked_write(table, instant, ["p/a.parquet"])
+    folder = Path(table.storage.path(MARKERS_DIR, instant))
+    top = deep_tree(folder)
+    cleanup.append(top)
+
+    with pytest.raises(CorruptTableError) as caught:
+        table.rollback(instant, force=True)
+    assert f"nested more than {MAX_LIST_DEPTH} deep" in str(caught.value)
+    assert caught.value.file.startswith(f"{folder}/d/d/")  # names the folder
+
+    subprocess.run(["rm", "-rf", str(top)], check=True)  # what the error tells a user
+    result = table.rollback(instant, force=True)
+    assert not result.noop and not exists(table, "p/a.parquet")
+    assert not folder.exists()
+
+
+def test_memory_listing_has_the_same_bound() -> None:
+    table = Table("memory://deep-listing")
+    instant = table.start_commit(heartbeat=False)
+    marked_write(table, instant, ["p/a.parquet"])
+    folder = table.storage.path(MARKERS_DIR, instant)
+    table.storage.fs.pipe_file(folder + "/" + "d/" * LEVELS + "x.marker.CREATE", b"")
+    with pytest.raises(CorruptTableError, match="nested more than"):
+        table.rollback(instant, force=True)
+    table.storage.fs.rm(folder + "/d", recursive=True)
+    assert not table.rollback(instant, force=True).noop
+
+
+def test_a_tree_within_the_bound_is_listed(tmp_path: Path, cleanup: list[Path]) -> None:
+    table = Table(str(tmp_path / "t"))
+    table.storage.put(table.storage.path("a/top"), b"")
+    cleanup.append(deep_tree(tmp_path / "t" / "a", MAX_LIST_DEPTH))
+    found = table.storage.find(table.storage.path("a"))
+    assert len(found) == 2 and found[0].endswith("/d/x.marker.CREATE")
+
+
+SEGMENT = "p=" + "x" * 298  # 300 bytes: over every common filesystem's name limit
+
+
+@pytest.mark.parametrize("request_kind", ["marker", "put", "get", "exists", "find", "ls",
+                                          "delete", "open_write", "open_read"])
+def test_a_name_over_the_limit_is_one_storage_error(tmp_path: Path, request_kind: str
+                                                    ) -> None:
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    storage, path = table.storage, table.storage.path(SEGMENT, "a.parquet")
+    calls = {
+        "marker": lambda: table.markers(instant).create(SEGMENT, "a.parquet", "CREATE"),
+        "put": lambda: storage.put(path, b"x"), "get": lambda: storage.get(path),
+        "exists": lambda: storage.exists(path), "find": lambda: storage.find(path),
+        "ls": lambda: storage.ls(path), "delete": lambda: storage.delete(path),
+        "open_write": lambda: storage.open_write(path),
+        "open_read": lambda: storage.open_read(path)}
+    with pytest.raises(StorageError) as caught:
+        calls[request_kind]()
+    message = str(caught.value)
+    assert "\n" not in message and "300 bytes" in message and len(message) < 400, message
+    assert "over the filesystem's limit" in message
