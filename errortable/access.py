@@ -117,13 +117,14 @@ def register_table_errors(table: Table, con: duckdb.DuckDBPyConnection) -> str |
 VIEWS = {"errors": errors_view}
 
 
-def table_connect(table: Table) -> duckdb.DuckDBPyConnection:
+def table_connect(table: Table, problems: dict[str, str] | None = None
+                  ) -> duckdb.DuckDBPyConnection:
     """markerstore's SQL connection over `table` (``commits``, ``files``, ``markers``) plus
     ``errors``: the table's own error rows (the full DuckDB engine, like
-    :func:`markerstore.sql.connect`)."""
+    :func:`markerstore.sql.connect`, which says what `problems` collects)."""
     from markerstore.sql import connect as connect_views
 
-    return connect_views(table, VIEWS)
+    return connect_views(table, VIEWS, problems=problems)
 
 
 def table_sql(table: Table, query: str) -> duckdb.DuckDBPyRelation:

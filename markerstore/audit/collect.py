@@ -70,11 +70,13 @@ def commit_points(con: duckdb.DuckDBPyConnection, since: str | None) -> dict[str
                sum(files) AS files, sum(bytes) AS bytes, sum(files_cleaned) AS files_cleaned,
                round(max(duration_s), 3) AS duration_s
         FROM report_points GROUP BY point ORDER BY point""")
+    # Each reason key is data (any character, a quote too): read as a map entry, never
+    # spliced into a JSON path; a count that is not an integer counts nothing.
     reasons = rows(con, """
-        WITH e AS (SELECT point, unnest(json_keys(by_reason)) AS reason, by_reason
+        WITH e AS (SELECT point, unnest(map_entries(TRY_CAST(by_reason AS MAP(VARCHAR, JSON))))
+                              AS entry
                    FROM report_points WHERE json_type(by_reason) = 'OBJECT')
-        SELECT point, reason, sum(CAST(json_extract(by_reason, '$."' || reason || '"')
-                                       AS BIGINT)) AS n
+        SELECT point, entry.key AS reason, sum(TRY_CAST(entry.value AS BIGINT)) AS n
         FROM e GROUP BY ALL ORDER BY point, reason""")
     for point in points:
         point["by_reason"] = {}

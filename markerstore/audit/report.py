@@ -116,7 +116,10 @@ def _sections(t: Table, since: str | None, first: str | None
         if problem is not None:
             problems.append(problem)
 
-    con = connect(t, {"errors": errors_view}, corrupt=corrupt)
+    unreadable: dict[str, str] = {}
+    con = connect(t, {"errors": errors_view}, corrupt=corrupt, problems=unreadable)
+    findings += [{"kind": "unreadable_markers", "instant": i, "what": problem}
+                 for i, problem in unreadable.items()]
     findings += [{"kind": "error_table_unreadable", "instant": None, "what": p}
                  for p in problems]
     commits = collect.commit_points(con, first)

@@ -35,6 +35,7 @@ _FOREGROUND = "#010203"
 _GRID = "#040506"
 _REWRITE = {_FOREGROUND: "currentColor", _GRID: "var(--ms-grid, #8884)"}
 MAX_TICKS = 8
+LABEL_CHARS = 32  # a legend name or category label is cut to this (in full in the alt text)
 WIDTH = 7.6  # inches (matplotlib's unit; the page scales the SVG to its width)
 _ID = re.compile(r"^[a-z][a-z0-9-]*$")
 
@@ -75,6 +76,22 @@ class Chart:
     def marks(self) -> int:
         """Bars drawn: one per label and series."""
         return len(self.labels) * len(self.series)
+
+
+def short(text: str, limit: int = LABEL_CHARS) -> str:
+    """`text` made visible and cut to `limit` characters (an ellipsis at the cut): the
+    layout holds any name."""
+    shown = visible(text)
+    return shown if len(shown) <= limit else shown[:limit - 1] + "…"
+
+
+def alt_text(chart: Chart) -> str:
+    """The chart's description, then the names it shows cut (legend and categories) in
+    full."""
+    names = [s.name for s in chart.series if len(visible(s.name)) > LABEL_CHARS] + \
+        [label for label in chart.labels if len(visible(label)) > LABEL_CHARS]
+    full = f"In full: {'; '.join(visible(n) for n in names)}." if names else ""
+    return " ".join(t for t in (visible(chart.description), full) if t)
 
 
 def _rc(chart: Chart) -> dict[str, Any]:
@@ -123,7 +140,7 @@ def _draw(chart: Chart, ax: Any) -> None:
         draw = ax.barh if chart.horizontal else ax.bar
         base_key = "left" if chart.horizontal else "bottom"
         bars = draw(where, values, width, **{base_key: list(stacked_base)}, color=color,
-                    label=visible(series.name), linewidth=0)
+                    label=short(series.name), linewidth=0)
         for i, bar in enumerate(bars):
             bar.set_gid(f"mark-{chart.id}-{s_index}-{i}")
         if chart.stacked:
@@ -136,7 +153,7 @@ def _draw(chart: Chart, ax: Any) -> None:
         (ax.yaxis, ax.xaxis)
     value_axis.set_major_formatter(FuncFormatter(_percent if chart.percent else _number))
     ticks = positions if chart.horizontal else _ticks(count)
-    category_axis.set_ticks(ticks, [visible(chart.labels[i]) for i in ticks])
+    category_axis.set_ticks(ticks, [short(chart.labels[i]) for i in ticks])
     if chart.horizontal:
         ax.invert_yaxis()  # the first label on top
         ax.set_xlabel(chart.value_label)
@@ -171,10 +188,10 @@ def _margins(chart: Chart, figure: Any, height: float) -> None:
     """Fixed margins (a layout engine draws each chart twice): room for the tick labels,
     the axis labels, the title and a legend on the right."""
     legend = len(chart.series) > 1 or bool(chart.events)
-    names = [len(s.name) for s in chart.series] + [len(k) for _, k, _ in chart.events]
+    names = [len(short(s.name)) for s in chart.series] + [len(k) for _, k, _ in chart.events]
     right = 1 - (0.03 + 0.0095 * max(names)) * 7.6 / WIDTH if legend else 0.98
     if chart.horizontal:
-        longest = max((len(label) for label in chart.labels), default=4)
+        longest = max((len(short(label)) for label in chart.labels), default=4)
         left = min(0.5, (0.35 + 0.075 * min(longest, 40)) / WIDTH)
     else:
         left = 0.75 / WIDTH
@@ -207,7 +224,8 @@ def svg(chart: Chart) -> str:
         "<svg ", f'<svg role="img" aria-labelledby="{title_id} {desc_id}" class="ms-svg" ', 1)
     root = re.sub(r' width="[^"]*" height="[^"]*"', "", root, count=1)
     return (f"{root}<title id=\"{title_id}\">{html.escape(visible(chart.title))}</title>"
-            f"<desc id=\"{desc_id}\">{html.escape(visible(chart.description))}</desc>"
+            f"<desc id=\"{desc_id}\">"
+            f"{html.escape(alt_text(chart))}</desc>"
             f"{text[root_end:]}")
 
 
@@ -216,7 +234,8 @@ def figure_html(chart: Chart) -> str:
     how many bars it draws."""
     return (f'<figure class="ms-chart" id="chart-{chart.id}" data-chart="{chart.id}" '
             f'data-marks="{chart.marks}" data-events="{len(chart.events)}">{svg(chart)}'
-            f"<figcaption>{html.escape(visible(chart.description))}</figcaption></figure>")
+            f"<figcaption>{html.escape(alt_text(chart))}"
+            "</figcaption></figure>")
 
 
 def available() -> bool:

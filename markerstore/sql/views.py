@@ -8,6 +8,7 @@ providers to :func:`connect` (errortable's `errors`: ``errortable.table_connect`
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from markerstore.errors import CorruptTableError
+from markerstore.errors import CorruptTableError, InvalidMarkerError, MarkerTypeError
 from markerstore.markers.base import MARKERS_DIR
 from markerstore.markers.scan import empty_markers, scan_markers
 from markerstore.snapshot import live_files
@@ -25,6 +26,7 @@ from markerstore.timeline import COMPLETED, is_instant, parse_instant
 if TYPE_CHECKING:
     from markerstore.table import Table
 
+log = logging.getLogger(__name__)
 ViewProvider = Callable[["Table", duckdb.DuckDBPyConnection], None]
 
 COMMITS_SCHEMA = pa.schema([
@@ -112,23 +114,34 @@ def files_table(table: Table, corrupt: Collection[str] = ()) -> pa.Table:
     return pa.table(rows, schema=FILES_SCHEMA)
 
 
-def markers_relation(table: Table, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyRelation:
+def markers_relation(table: Table, con: duckdb.DuckDBPyConnection,
+                     problems: dict[str, str] | None = None) -> duckdb.DuckDBPyRelation:
     """The `markers` view: one row per marker of every instant with a marker folder, with
     its `instant`. Lazy: DuckDB scans each instant's snapshot of segments (see
     markerstore.markers.scan) when a query runs, so `count(*)` never materializes the
     merged rows, and a compaction after the snapshot changes nothing. Nothing is deleted
-    from these rows: reconcile and rollback check every row they act on."""
+    from these rows: reconcile and rollback check every row they act on.
+
+    An instant whose marker folder cannot be read (a stray or odd file in it, a corrupt
+    segment: an in-flight write may leave one) is left out, and `problems` maps it to
+    why; without `problems` it raises."""
     storage = table.storage
     relation: duckdb.DuckDBPyRelation | None = None
     for name in storage.ls(storage.path(MARKERS_DIR)):
         if not is_instant(name):
             continue
-        scan = scan_markers(storage, name)
+        try:
+            scan = scan_markers(storage, name)
+        except (CorruptTableError, InvalidMarkerError, MarkerTypeError) as exc:
+            if problems is None:
+                raise
+            problems[name] = str(exc)
+            continue
         if scan is None:
             continue
         allow_paths(con, scan.files)  # the sandbox reads the snapshot's files, no other
-        rows = scan.merged(con).query("m", f"SELECT '{name}' AS instant, * FROM m")
-        assert rows is not None
+        rows = scan.merged(con).project(duckdb.ConstantExpression(name).alias("instant"),
+                                        duckdb.StarExpression())
         relation = rows if relation is None else relation.union(rows)
     if relation is None:
         empty = empty_markers(con).to_arrow_table()
@@ -137,12 +150,15 @@ def markers_relation(table: Table, con: duckdb.DuckDBPyConnection) -> duckdb.Duc
 
 
 def connect(table: Table, views: Mapping[str, ViewProvider] | None = None, *,
-            corrupt: Collection[str] = ()) -> duckdb.DuckDBPyConnection:
+            corrupt: Collection[str] = (), problems: dict[str, str] | None = None
+            ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the table's views `commits`, `files` and `markers`, plus
     one per provider in `views` (name -> ``provider(table, con)``, which creates it).
     Completed instants in `corrupt` (:func:`unreadable_commits`) are left out of `files`
     and have state 'corrupt' in `commits`; otherwise an unreadable one raises
-    CorruptTableError.
+    CorruptTableError. An instant whose markers cannot be read is left out of `markers`
+    (see :func:`markers_relation`), and `problems` maps it to why (logged as a warning
+    when None is given).
 
     This is DuckDB's full engine (any file, COPY, ATTACH, SET, ...): the caller already
     runs Python. For SQL from someone else, use the sandbox that `markerstore sql` uses:
@@ -150,7 +166,14 @@ def connect(table: Table, views: Mapping[str, ViewProvider] | None = None, *,
     con = duckdb.connect()
     con.register("commits", commits_table(table, corrupt))
     con.register("files", files_table(table, corrupt))
-    markers_relation(table, con).create_view("markers")
+    found: dict[str, str] = {}
+    markers_relation(table, con, found).create_view("markers")
+    if problems is None:
+        for instant, problem in found.items():
+            log.warning("%s: the markers view leaves out instant %s: %s", table, instant,
+                        problem)
+    else:
+        problems.update(found)
     for name, provider in (views or {}).items():
         provider(table, con)
         if name not in {r[0] for r in con.sql("SELECT view_name FROM duckdb_views()").fetchall()
