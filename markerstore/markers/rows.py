@@ -49,11 +49,10 @@ def check_marker_rows(relation: duckdb.DuckDBPyRelation, where: str,
         assert parts is not None
         for (partition,) in parts.fetchall():
             if path_problem(partition, allow_empty=True) is not None:
-                found = relation.query(
-                    "m", "SELECT partition, file, io_type FROM m WHERE partition = "
-                         + literal(partition) + " LIMIT 1")
-                assert found is not None
-                entry = found.fetchall()[0]
+                same = duckdb.ColumnExpression("partition") == duckdb.ConstantExpression(
+                    partition)  # the value as a constant, never spliced into SQL text
+                found = relation.filter(same).select("partition", "file", "io_type")
+                entry = found.limit(1).fetchall()[0]
                 break
     if entry is not None:
         raise_bad_row(entry, where, locate)
