@@ -9,6 +9,9 @@ then close the connection with :func:`lock`:
   files the `errors` view scans lazily, then set as ``allowed_paths``), no ``ATTACH``,
   ``INSTALL``, ``LOAD``, no extension auto-loading;
 - ``python_enable_replacements = false``: no Python variable is scanned by name;
+- ``temp_directory`` a private folder (created 0700, removed with the connection) and
+  ``max_temp_directory_size`` the memory limit: what a query spills to disk is bounded
+  like its memory, and never lands in the working directory (DuckDB's default ``.tmp``);
 - ``lock_configuration = true``: no ``SET``/``PRAGMA``/``RESET`` can undo any of it.
 
 Before a query runs, :func:`check` parses it and refuses anything but one read-only
@@ -22,7 +25,9 @@ engine (``--unsafe-sql``).
 from __future__ import annotations
 
 import re
+import shutil
 import signal
+import tempfile
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
@@ -97,12 +102,18 @@ def is_locked(con: duckdb.DuckDBPyConnection) -> bool:
 def lock(con: duckdb.DuckDBPyConnection, limits: Limits | None = None
          ) -> duckdb.DuckDBPyConnection:
     """Close `con` to everything but its views (and the paths they read), under the
-    memory limit of `limits` (default: the option's); idempotent."""
+    memory limit of `limits` (default: the option's), which bounds its temporary files
+    too; idempotent."""
     if not is_locked(con):
         allowed = sorted(_ALLOWED.pop(con, set()))
         if allowed:
             con.execute("SET allowed_paths = $paths", {"paths": allowed})
-        con.execute("SET memory_limit = $limit", {"limit": (limits or Limits()).memory_limit})
+        memory = (limits or Limits()).memory_limit
+        con.execute("SET memory_limit = $limit", {"limit": memory})
+        spill = tempfile.mkdtemp(prefix="markerstore-sql-")  # mode 0700: this user's only
+        weakref.finalize(con, shutil.rmtree, spill, True)
+        con.execute("SET temp_directory = $folder", {"folder": spill})
+        con.execute("SET max_temp_directory_size = $limit", {"limit": memory})
         for statement in LOCKDOWN:
             con.execute(statement)
     return con
@@ -198,8 +209,9 @@ def limited(con: duckdb.DuckDBPyConnection, limits: Limits | None = None) -> Ite
         if stopped or "interrupt" in str(exc).lower():
             raise SqlInterruptedError("the query was interrupted (Ctrl-C)") from None
         raise
-    except duckdb.OutOfMemoryException:
-        raise SqlLimitError(f"the query needs more memory than the sandbox's limit of "
+    except duckdb.OutOfMemoryException as exc:
+        disk = " and as much temporary disk" if "max_temp_directory_size" in str(exc) else ""
+        raise SqlLimitError(f"the query needs more memory{disk} than the sandbox's limit of "
                             f"{limits.memory_limit} ({config.SQL_MEMORY_LIMIT}, or "
                             "--memory-limit)") from None
     finally:
