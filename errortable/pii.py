@@ -31,34 +31,73 @@ WITHHELD = "message withheld (the record is protected by the PII policy)"
 SWEEP_MIN_CHARS = 4
 
 
+def key_name(key: Any) -> str:
+    """A key as a policy names it: without case and surrounding whitespace (``Email``,
+    ``EMAIL`` and ``" email "`` are the field ``email``)."""
+    return str(key).strip().casefold()
+
+
+def _parts(paths: Iterable[str]) -> list[list[str]]:
+    return [[key_name(part) for part in path.split(".")] for path in paths]
+
+
+def _walk(record: Any, paths: Iterable[str], on_match: Any) -> Any:
+    """Walk `record` (iteratively: any depth) and call ``on_match(value)`` for each value
+    that a path names, putting its result in its place; returns the rebuilt copy. A path
+    starts at every object of the record, not only its root (a field is protected
+    wherever it is); a path walks objects by key (matched as :func:`key_name`), ``*``
+    matches every key, and a list on the way applies the rest of the path to each of its
+    elements."""
+    parts = _parts(paths)
+    starts = frozenset((p, 0) for p in range(len(parts)))
+    holder: list[Any] = [None]
+    stack: list[tuple[Any, frozenset[tuple[int, int]], Any, Any]] = \
+        [(record, frozenset(), holder, 0)]
+    while stack:
+        value, states, parent, slot = stack.pop()
+        if isinstance(value, list):
+            copy: Any = [None] * len(value)
+            stack.extend((item, states, copy, i) for i, item in enumerate(value))
+        elif isinstance(value, dict):
+            copy = {}
+            active = states | starts
+            for key, item in value.items():
+                name = key_name(key)
+                inner = frozenset((p, i + 1) for p, i in active
+                                  if parts[p][i] in ("*", name))
+                if any(i == len(parts[p]) for p, i in inner):
+                    copy[key] = on_match(item)
+                else:
+                    copy[key] = None
+                    stack.append((item, inner, copy, key))
+        else:
+            copy = value
+        parent[slot] = copy
+    return holder[0]
+
+
+def names_field(paths: Iterable[str], field: str) -> bool:
+    """Whether one of the dotted `paths` names the field at dotted path `field` or a field
+    it lies in (a path matches at any depth: ``id`` names ``user.id``; ``user`` names
+    ``user.id`` too), keys compared as :func:`key_name`."""
+    names = [key_name(part) for part in field.split(".")]
+    for path in _parts(paths):
+        for start in range(len(names) - len(path) + 1):
+            if all(p in ("*", n) for p, n in zip(path, names[start:])):
+                return True
+        if path[0] in ("*", names[0]):  # the field holds a protected value
+            return True
+    return False
+
+
 def redact(record: Any, paths: Iterable[str]) -> Any:
-    """A copy of `record` with the values at each dotted path replaced by [REDACTED].
-
-    A path walks dicts by key; a list on the way applies the rest of the path to each
-    element; ``*`` matches every key. Null values stay null. The input is not modified.
-    """
-    result = record
-    for path in paths:
-        result = _redact_path(result, path.split("."))
-    return result
-
-
-def _redact_path(value: Any, parts: list[str]) -> Any:
-    if isinstance(value, list):
-        return [_redact_path(item, parts) for item in value]
-    if not isinstance(value, dict) or not parts:
-        return value
-    head, rest = parts[0], parts[1:]
-    keys = list(value) if head == "*" else [head] if head in value else []
-    if not keys:
-        return value
-    copy = dict(value)
-    for key in keys:
-        if rest:
-            copy[key] = _redact_path(copy[key], rest)
-        elif copy[key] is not None:
-            copy[key] = REDACTED
-    return copy
+    """A copy of `record` with the values each dotted path names replaced by [REDACTED]
+    (see :func:`_walk`: any depth, keys without case and surrounding whitespace). Null
+    values stay null. The input is not modified."""
+    paths = list(paths)
+    if not paths:
+        return record
+    return _walk(record, paths, lambda value: None if value is None else REDACTED)
 
 
 class ShapeError(ValueError):
@@ -114,42 +153,30 @@ def frames_only(exc: BaseException) -> str:
 
 
 def secrets_of(record: Any, paths: Iterable[str] | None) -> list[str]:
-    """The protected values of a record, as text: every scalar at the redacted `paths`,
-    or with `paths` None (the payload is dropped) every scalar of the record."""
+    """The protected values of a record, as text: every scalar at the redacted `paths`
+    (as :func:`redact` finds them), or with `paths` None (the payload is dropped) every
+    scalar of the record."""
     found: list[str] = []
     if record is None:
         return found
     if paths is None or isinstance(record, str):
         _leaves(record, found)
     else:
-        for path in paths:
-            _at_path(record, path.split("."), found)
+        _walk(record, paths, lambda value: _leaves(value, found))
     return sorted({v for v in found if len(v) >= SWEEP_MIN_CHARS}, key=len, reverse=True)
 
 
 def _leaves(value: Any, found: list[str]) -> None:
-    if isinstance(value, dict):
-        for item in value.values():
-            _leaves(item, found)
-    elif isinstance(value, list):
-        for item in value:
-            _leaves(item, found)
-    elif value is not None and not isinstance(value, bool):
-        found.append(value if isinstance(value, str) else str(value))
-
-
-def _at_path(value: Any, parts: list[str], found: list[str]) -> None:
-    if isinstance(value, list):
-        for item in value:
-            _at_path(item, parts, found)
-        return
-    if not isinstance(value, dict) or not parts:
-        if not parts:
-            _leaves(value, found)
-        return
-    head, rest = parts[0], parts[1:]
-    for key in (list(value) if head == "*" else [head] if head in value else []):
-        _at_path(value[key], rest, found)
+    """Every scalar under `value` as text, appended to `found` (iteratively)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif item is not None and not isinstance(item, bool):
+            found.append(item if isinstance(item, str) else str(item))
 
 
 def _forms(secret: str) -> list[str]:

@@ -32,6 +32,8 @@ from errortable.pii import (
     REDACTED,
     WITHHELD,
     frames_only,
+    key_name,
+    names_field,
     redact,
     safe_exception_text,
     secrets_of,
@@ -232,7 +234,10 @@ class RecordBuilder:
 
     def __init__(self, config: ErrorTableConfig | None = None) -> None:
         self.config = config or ErrorTableConfig()
-        self._redact_roots = {p.split(".", 1)[0] for p in self.config.redact}
+        # Every key a redacted path names, as key_name spells it: a message about a column
+        # of these may quote a protected value (paths match at any depth).
+        self._redact_names = {key_name(part) for p in self.config.redact
+                              for part in p.split(".")}
         self.uid = UidSource()
         self._plain = not self.config.drop_payload and not self.config.redact
 
@@ -256,27 +261,27 @@ class RecordBuilder:
     def _protect_context(self, context: dict[str, str]) -> None:
         """Redact the record key and partition values in `context` when their fields are
         redacted (they are copies of payload values)."""
-        roots = self._redact_roots
-        if not roots:
+        paths = self.config.redact
+        if not paths:
             return
         key_field = context.get(RECORD_KEY_FIELD)
-        if RECORD_KEY in context and ("*" in roots or key_field is None or
-                                      key_field.split(".", 1)[0] in roots):
+        if RECORD_KEY in context and (key_field is None or names_field(paths, key_field)):
             context[RECORD_KEY] = REDACTED
         path = context.get(PARTITION_PATH)
         if path:
             parts = []
             for part in path.split("/"):
                 name, sep, _ = part.partition("=")
-                hidden = "*" in roots or name in roots or not sep
+                hidden = not sep or names_field(paths, name)
                 parts.append(f"{name}={REDACTED}" if hidden and sep else
                              REDACTED if hidden else part)
             context[PARTITION_PATH] = "/".join(parts)
 
     def touches_pii(self, columns: Iterable[str] = ()) -> bool:
         """Whether a message about these columns may quote a protected value."""
-        return self.config.drop_payload or bool(self._redact_roots & set(columns)) or \
-            "*" in self._redact_roots
+        names = self._redact_names
+        return self.config.drop_payload or "*" in names or \
+            any(key_name(c) in names for c in columns)
 
     def covers(self, columns: Sequence[str], record: Any = None) -> bool:
         """Whether the PII policy covers a failure's message: it is about a protected
