@@ -130,6 +130,16 @@ def csv_escape(value: Any) -> str:
     return _csv_char(value, "\r\n", "one ASCII character other than a line break")
 
 
+def locale(value: Any) -> str:
+    """Spark's `locale` as a language tag: en-US (Spark's default) only."""
+    given = "" if value is None else str(value).strip()
+    if given.replace("_", "-").lower() != "en-us":
+        raise ValueError(f"only en-US (Spark's default) is supported, got {given!r}: "
+                         "decimals with another grouping and month names in another "
+                         "language are not read")
+    return "en-US"
+
+
 def optional_str(value: Any) -> str | None:
     if value is None:
         return None

@@ -86,6 +86,19 @@ def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
                        resolved[config.INGEST_JSON_MULTILINE])
 
 
+def value_formats(settings: Mapping[str, Any] | None) -> Any:
+    """How the ingest reads text values (errortable's ValueFormats), from its options:
+    Spark's datetime patterns, NaN and infinity tokens, and decimal grouping (en-US)."""
+    from errortable.datetimes import ValueFormats
+
+    resolved = config.resolve(settings)
+    return ValueFormats(resolved[config.INGEST_DATE_FORMAT],
+                        resolved[config.INGEST_TIMESTAMP_FORMAT],
+                        resolved[config.INGEST_TIMESTAMP_NTZ_FORMAT],
+                        resolved[config.INGEST_NAN_VALUE], resolved[config.INGEST_POSITIVE_INF],
+                        resolved[config.INGEST_NEGATIVE_INF])
+
+
 def with_reason(errors: pa.Table) -> pa.Table:
     """Error records with the `reason` column the task writer counts."""
     return errors.append_column("reason", pc.map_lookup(errors.column("context"), "reason",
@@ -115,6 +128,8 @@ class IngestTask:
         self.query = json_query(self.schema, self.extra_ok)
         self.read_options, self.parse_options = reading_options(options, self.schema)
         self.csv_header = config.resolve(options)[config.INGEST_CSV_HEADER]
+        # how text values read: the Validator's, so the fast pass reads them alike
+        self.formats = getattr(validator, "formats", None)
 
     def __call__(self, descriptors: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield self.run(descriptors).to_arrow()
@@ -216,9 +231,10 @@ class IngestTask:
                 p = self.parse_options
                 r = self.read_options
                 parsed = parse_csv(block.records, self.schema, columns, self.extra_ok,
-                                   p.null_value, p.empty_value, r.delimiter, r.escape)
+                                   p.null_value, p.empty_value, r.delimiter, r.escape,
+                                   self.formats)
             else:
-                parsed = parse_json(block.records, self.schema, self.query)
+                parsed = parse_json(block.records, self.schema, self.query, self.formats)
         with timer("validate"):
             good, errors = self._validate(block, parsed, fmt, columns, ctx)
         with timer("reference"):
