@@ -130,14 +130,20 @@ def parse(source: pa.Array, pattern: DatetimePattern, target: pa.DataType) -> pa
     years = pc.add(_number(year2, 0), 2000) if year2 is not None else _number(year, 1970)
     hour, hour_ok = _hour(parts, pattern)
     month, day = _month(parts, pattern), _number(_field(parts, "day", pattern), 1)
+    minute = _number(_field(parts, "minute", pattern), 0)
+    second = _number(_field(parts, "second", pattern), 0)
     text = pc.binary_join_element_wise(
         _pad(years, 4), "-", _pad(month, 2), "-", _pad(day, 2), "T", _pad(hour, 2), ":",
-        _pad(_number(_field(parts, "minute", pattern), 0), 2), ":",
-        _pad(_number(_field(parts, "second", pattern), 0), 2), "")
+        _pad(minute, 2), ":", _pad(second, 2), "")
     wall = pc.strptime(text, format="%Y-%m-%dT%H:%M:%S", unit="us", error_is_null=True)
-    # strptime rolls February 30th over into March: the day it read must be the day given
-    valid = pc.and_(pc.and_(pc.is_valid(wall), hour_ok),
-                    pc.and_(pc.equal(pc.day(wall), day), pc.equal(pc.month(wall), month)))
+    # strptime rolls February 30th over into March and second 60 into the next minute:
+    # each field it read must be the one given
+    valid = pc.is_valid(wall)
+    for got, given in ((pc.day(wall), day), (pc.month(wall), month),
+                       (pc.hour(wall), hour), (pc.minute(wall), minute),
+                       (pc.second(wall), second)):
+        valid = pc.and_(valid, pc.equal(got, given))
+    valid = pc.and_(valid, hour_ok)
     invalid = pc.and_(pc.invert(pc.fill_null(valid, False)), pc.is_valid(source))
     if n and pc.any(pc.fill_null(invalid, False)).as_py():
         _fail(source, pc.fill_null(invalid, False), pattern)

@@ -7,12 +7,12 @@ Parsing"; parsing is case-insensitive):
 | letters | field | text |
 |---|---|---|
 | ``yyyy`` / ``yy`` / ``y`` | year | exactly 4 digits / 2 digits, 2000-2099 / 1 to 4 digits |
-| ``MM`` / ``M`` / ``MMM`` / ``MMMM`` | month | 2 digits / 1 or 2 / ``Jan`` / ``January`` (English) |
+| ``MM`` / ``M`` / ``MMM`` / ``MMMM`` | month | 2 digits / 1 or 2 / ``Jan`` / ``January`` |
 | ``dd`` / ``d`` | day of month | 2 digits / 1 or 2 |
 | ``HH`` / ``H``, ``hh`` / ``h`` with ``a`` | hour 0-23, hour 1-12 with AM/PM | 2 digits / 1 or 2 |
 | ``mm`` / ``m``, ``ss`` / ``s`` | minute, second | 2 digits / 1 or 2 |
 | ``S`` ... ``SSSSSSSSS`` | fraction of a second | 1 to as many digits as letters |
-| ``XXX`` / ``XX`` / ``X`` | offset | ``+01:00`` / ``+0100`` / ``+01`` or ``+0100``; ``Z`` for zero |
+| ``XXX`` / ``XX`` / ``X`` | offset | ``+01:00`` / ``+0100`` / ``+01`` or ``+0100``; or ``Z`` |
 | ``xxx`` / ``xx`` / ``x`` | offset | as ``X`` without ``Z`` |
 | ``Z`` / ``ZZ`` / ``ZZZ`` | offset | ``+0100`` |
 | ``'text'``, ``''`` | literal text, a quote | as written |
@@ -50,7 +50,7 @@ _L = "L"  # stand-alone month: as M
 _HH_MM = r"[+-]\d{2}:\d{2}"
 _HHMM = r"[+-]\d{4}"
 _OFFSETS = {
-    "X": {1: f"z|[+-]\\d{{2}}(?:\\d{{2}})?", 2: f"z|{_HHMM}", 3: f"z|{_HH_MM}"},
+    "X": {1: r"z|[+-]\d{2}(?:\d{2})?", 2: f"z|{_HHMM}", 3: f"z|{_HH_MM}"},
     "x": {1: r"[+-]\d{2}(?:\d{2})?", 2: _HHMM, 3: _HH_MM},
     "Z": {1: _HHMM, 2: _HHMM, 3: _HHMM},
 }
