@@ -207,7 +207,7 @@ def from_python(values: list[Any], target: pa.DataType,
         # An integer reads as its nearest double, as a decimal fraction does (pa.array
         # refuses one past 2**53); one past the double range is an OverflowError.
         values = [float(v) if type(v) is int else v for v in values]
-    texts = formats is not None and not is_textual(target) and any(
+    texts = formats is not None and formats.reads(target) and any(
         type(v) is str for v in values)
     try:
         if texts:  # read as `formats` says (a pattern, a token), never by pa.array

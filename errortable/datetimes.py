@@ -44,6 +44,12 @@ class ValueFormats:
                 return compile_pattern(self.timestamp, "timestampFormat")
         return None
 
+    def reads(self, target: pa.DataType) -> bool:
+        """Whether text for `target` reads otherwise than by Arrow's cast."""
+        return (self.pattern_for(target) is not None
+                or (pa.types.is_decimal(target) and self.decimal_grouping)
+                or (pa.types.is_floating(target) and self.float_tokens() is not None))
+
     def float_tokens(self) -> dict[str, str] | None:
         """Text that a floating point column reads as NaN or an infinity beyond what Arrow
         reads (None: only Arrow's)."""

@@ -238,3 +238,85 @@ def test_the_vectorized_pass_and_the_validator_read_patterns_alike(
     fast = parse_csv(pa.array(records, pa.large_string()), validator.target_schema,
                      ["id", "t"], False, formats=formats)
     assert {r["id"]: r["t"] for r in fast.table.to_pylist()}.items() <= got.items()
+
+
+def test_nan_and_infinity_tokens_read_as_spark_reads_them(tmp_path: Path) -> None:
+    data = b"id,d,f\n1,n/a,max\n2,min,n/a\n3,NaN,Inf\n4,-Inf,Infinity\n5,nope,1.5\n"
+    options = {"nanValue": "n/a", "positiveInf": "max", "negativeInf": "min"}
+    rows, errors = run(tmp_path / "in.csv", data, "id BIGINT, d DOUBLE, f FLOAT",
+                       options=options)
+    got = {r["id"]: (r["d"], r["f"]) for r in rows}
+    assert str(got[1]) == "(nan, inf)" and str(got[2]) == "(-inf, nan)"
+    assert str(got[3]) == "(nan, inf)" and str(got[4]) == "(-inf, inf)"
+    assert reasons(errors) == [("cast", "6")]
+    # without the options, the tokens are text that is no number
+    rows, errors = run(tmp_path / "plain.csv", data, "id BIGINT, d DOUBLE, f FLOAT")
+    assert reasons(errors) == [("cast", "2"), ("cast", "3"), ("cast", "6")]
+
+
+def test_decimals_with_grouping_commas_read_as_spark_en_us_reads_them(tmp_path: Path
+                                                                       ) -> None:
+    """Spark's default locale (en-US) drops a DECIMAL's commas; a DOUBLE takes none."""
+    data = b'id,m,d\n1,"80,000.65",1.5\n2,"1,2,3.4",\n3,7,"1,5"\n4,"8,0x",\n'
+    rows, errors = run(tmp_path / "in.csv", data, "id BIGINT, m DECIMAL(10,2), d DOUBLE")
+    got = {r["id"]: str(r["m"]) for r in rows}
+    assert got == {1: "80000.65", 2: "123.40"}
+    assert reasons(errors) == [("cast", "4"), ("cast", "5")]
+    line = b'{"id": 1, "m": "80,000.65"}\n'
+    rows, errors = run(tmp_path / "in.json", line, "id BIGINT, m DECIMAL(10,2)")
+    assert [str(r["m"]) for r in rows] == ["80000.65"] and errors == []
+
+
+# One export with every value option of Spark's: (options, header, record, row).
+EXPORT = {"dateFormat": "dd/MM/yyyy", "timestampFormat": "MM/dd/yyyy HH:mm",
+          "timestampNTZFormat": "yyyy-MM-dd HH:mm:ss[.SSS]", "nanValue": "n/a",
+          "positiveInf": "max", "negativeInf": "min", "locale": "en-US"}
+EXPORT_DDL = "id BIGINT, d DATE, t TIMESTAMP, n TIMESTAMP_NTZ, x DOUBLE, m DECIMAL(12,2)"
+EXPORT_CSV = (b'id,d,t,n,x,m\n1,01/02/2021,12/31/2020 23:59,2021-01-01 10:11:12.5,n/a,'
+              b'"80,000.65"\n2,28/02/2024,01/01/2021 00:00,2021-01-01 10:11:12,max,1.5\n'
+              b'3,,,,min,\n')
+
+
+def _export_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return sorted((r["id"], r["d"], r["t"], r["n"], str(r["x"]), str(r["m"])) for r in rows)
+
+
+EXPORT_ROWS = [
+    (1, dt.date(2021, 2, 1), dt.datetime(2020, 12, 31, 23, 59, tzinfo=UTC),
+     dt.datetime(2021, 1, 1, 10, 11, 12, 500000), "nan", "80000.65"),
+    (2, dt.date(2024, 2, 28), dt.datetime(2021, 1, 1, tzinfo=UTC),
+     dt.datetime(2021, 1, 1, 10, 11, 12), "inf", "1.50"),
+    (3, None, None, None, "-inf", "None")]
+
+
+@pytest.mark.spark
+def test_an_export_with_spark_value_options_loses_no_record(spark: Any, tmp_path: Path
+                                                            ) -> None:
+    """Through `markerstore.ingest` and through the CLI, read back from the commit."""
+    from click.testing import CliRunner
+
+    from markerstore.cli import cli
+    from markerstore.ingest.pipeline import ingest
+    from tests.support.readback import assert_records, data_rows
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "export.csv").write_bytes(EXPORT_CSV)
+    table = str(tmp_path / "t")
+    result = ingest(str(source), table, schema=EXPORT_DDL, spark=spark, markers="direct",
+                    progress=False, options=EXPORT)
+    assert result.error_records == {}
+    assert _export_rows(data_rows(table).to_pylist()) == EXPORT_ROWS
+    assert_records(table, 3, rows=3, errors={})
+    other = str(tmp_path / "cli")
+    args = ["ingest", str(source), other, "--schema", EXPORT_DDL, "--no-progress",
+            "--markers", "direct"]
+    for key, value in EXPORT.items():
+        args += ["--option", f"{key}={value}"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    assert _export_rows(data_rows(other).to_pylist()) == EXPORT_ROWS
+    refused = CliRunner().invoke(cli, ["ingest", str(source), str(tmp_path / "no"),
+                                       "--option", "dateFormat=EEE dd"])
+    assert refused.exit_code == 2 and "option dateFormat: 'EEE dd'" in refused.output
+    assert not (tmp_path / "no").exists()
