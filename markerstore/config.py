@@ -17,6 +17,7 @@ from markerstore.datetime_patterns import pattern_option
 from markerstore.errors import ConfigError
 from markerstore.option_values import (
     Option,
+    charset,
     choice,
     csv_escape,
     csv_separator,
@@ -99,6 +100,7 @@ INGEST_NAN_VALUE = "markerstore.ingest.csv.nanValue"
 INGEST_POSITIVE_INF = "markerstore.ingest.csv.positiveInf"
 INGEST_NEGATIVE_INF = "markerstore.ingest.csv.negativeInf"
 INGEST_LOCALE = "markerstore.ingest.locale"
+INGEST_ENCODING = "markerstore.ingest.encoding"
 INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
 
 # Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
@@ -305,6 +307,12 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(INGEST_NEGATIVE_INF, "-Inf", text,
            "Ingest, CSV (Spark's negativeInf): the text of -infinity in a FLOAT or DOUBLE "
            "column, besides -inf and -infinity in any case.", ("negativeInf",)),
+    Option(INGEST_ENCODING, "utf-8", charset,
+           "Ingest, CSV and JSON (Spark's encoding, alias charset): the files' character "
+           "encoding: utf-8, iso-8859-1 (latin1), windows-1252 (cp1252), utf-16 (with a "
+           "byte order mark), utf-16le, utf-16be. A record it cannot decode is an "
+           "encoding error record, its bytes kept. A UTF-16 file is read whole by one task.",
+           ("encoding", "charset")),
     Option(INGEST_LOCALE, "en-US", locale,
            "Ingest, CSV and JSON (Spark's locale): en-US only, as Spark's default: a DECIMAL "
            "value's grouping commas are dropped (80,000.65 is 80000.65); month names are "

@@ -30,6 +30,7 @@ from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
 from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
+from markerstore.ingest.charsets import codec
 from markerstore.ingest.payload import csv_payloads, json_payloads
 from markerstore.ingest.reader import Parsed, blank_lines, json_query, parse_csv, parse_json
 from markerstore.ingest.sources import SourceTask
@@ -83,7 +84,7 @@ def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
                           "field separator; give another")
     return ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
                        resolved[config.INGEST_ENCODING_ERRORS], sep, escape,
-                       resolved[config.INGEST_JSON_MULTILINE])
+                       resolved[config.INGEST_JSON_MULTILINE], resolved[config.INGEST_ENCODING])
 
 
 def value_formats(settings: Mapping[str, Any] | None) -> Any:
@@ -299,7 +300,8 @@ class IngestTask:
         from errortable.parsing import encoding_failure, raw_errors, size_failure
 
         limit = self.read_options.max_record_bytes
-        failures = [encoding_failure(r.line, r.data, r.offset) if r.reason == "encoding"
+        name = codec(self.read_options.encoding)
+        failures = [encoding_failure(r.line, r.data, r.offset, name) if r.reason == "encoding"
                     else size_failure(r.line, r.data, r.size, limit, r.offset) for r in raw]
         return with_reason(raw_errors(failures, ctx))
 
