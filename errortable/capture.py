@@ -31,6 +31,7 @@ from errortable import schema as S
 from errortable.checks import ROW_COLUMN, check_stage
 from errortable.config import ErrorTableConfig
 from errortable.convert import Failure
+from errortable.datetimes import ValueFormats
 from errortable.errorrows import ErrorRows, RawRows
 from errortable.errorrows import Failure as RowFailure
 from markerstore import duck
@@ -54,12 +55,15 @@ class Validator:
     `extra_columns`: what a source column (or JSON field) that the target schema lacks
     does: "error" (the default: an Arrow batch with such a column is a ConfigError, a
     record with such a field is an error record of reason "schema"), or "ignore" (dropped).
+    `formats`: how text values read (datetime patterns, NaN and infinity tokens, decimal
+    grouping: :class:`errortable.datetimes.ValueFormats`); None: as Arrow casts them.
     """
 
     def __init__(self, target_schema: pa.Schema, key: str | None = None,
                  partition_by: Sequence[str] | None = None,
                  checks: Mapping[str, str] | None = None, *,
-                 config: ErrorTableConfig | None = None, extra_columns: str = "error") -> None:
+                 config: ErrorTableConfig | None = None, extra_columns: str = "error",
+                 formats: ValueFormats | None = None) -> None:
         if not isinstance(target_schema, pa.Schema):
             raise ConfigError(f"target_schema must be a pyarrow.Schema, got "
                               f"{type(target_schema).__name__}")
@@ -87,6 +91,7 @@ class Validator:
         self.partition_by = partition_by
         self.checks = dict(checks or {})
         self.extra_columns = extra_columns
+        self.formats = formats
         self.config = config or ErrorTableConfig()
         self._builder = R.RecordBuilder(self.config)
         self._lock = threading.Lock()
@@ -242,11 +247,12 @@ class Validator:
         odd = [] if plain is None else [i for i, v in enumerate(values)
                                         if v is not None and type(v) not in plain]
         if not odd:
-            return C.by_halves(n, target, C.python_converter(values, target))
+            return C.by_halves(n, target, C.python_converter(values, target, self.formats))
         cleared = list(values)
         for i in odd:
             cleared[i] = None
-        array, failures = C.by_halves(n, target, C.python_converter(cleared, target))
+        array, failures = C.by_halves(n, target,
+                                      C.python_converter(cleared, target, self.formats))
         strings = [i for i in odd if type(values[i]) is str]
         others = [i for i in odd if type(values[i]) is not str]
         parts: list[pa.Array] = []
@@ -258,7 +264,8 @@ class Validator:
             where += strings
             failures.update((strings[j], exc) for j, exc in failed.items())
         for i in others:
-            one, failed = C.by_halves(1, target, C.python_converter([values[i]], target))
+            one, failed = C.by_halves(1, target,
+                                      C.python_converter([values[i]], target, self.formats))
             parts.append(one)
             where.append(i)
             if failed:
@@ -286,6 +293,7 @@ class Validator:
         n = len(source)
         if source.type == target:
             return source, {}
+        source = C.prepare(source, target, self.formats)
         long = C.too_long(source, target)
         if long:  # failed at once; the rest cast as usual
             mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(long, pa.int64()))
@@ -295,10 +303,11 @@ class Validator:
             return array, failures
         suspects = self._suspects(source, target)
         if not suspects:
-            return C.by_halves(n, target, C.arrow_converter(source, target))
+            return C.by_halves(n, target, C.arrow_converter(source, target, self.formats))
         mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(suspects, pa.int64()))
         cleared = pc.if_else(mask, pa.scalar(None, source.type), source)
-        array, failures = C.by_halves(n, target, C.arrow_converter(cleared, target))
+        array, failures = C.by_halves(n, target,
+                                      C.arrow_converter(cleared, target, self.formats))
         recovered: dict[int, Any] = {}
         rows_of: dict[Any, list[int]] = {}  # a value casts alike wherever it is
         for row, value in zip(suspects, source.take(pa.array(suspects, pa.int64())).to_pylist(),
@@ -306,7 +315,7 @@ class Validator:
             rows_of.setdefault(value, []).append(row)
         for same in rows_of.values():
             try:
-                value = C.cast(source.slice(same[0], 1), target)[0]
+                value = C.cast(source.slice(same[0], 1), target, self.formats)[0]
                 recovered.update((row, value) for row in same)
             except C.CAST_ERRORS as exc:
                 found = C.failure(exc)
@@ -320,6 +329,8 @@ class Validator:
 
     def _suspects(self, source: pa.Array, target: pa.DataType) -> list[int] | None:
         duck = C.duck_type(target)
+        if self.formats is not None and self.formats.pattern_for(target) is not None:
+            duck = None  # DuckDB knows no Spark pattern: the halving finds the failures
         if duck is None or not C.is_textual(source.type) or len(source) == 0:
             return None
         table = pa.table({"i": pa.array(range(len(source)), pa.int64()), "v": source})

@@ -11,6 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from errortable import datetimes
+from errortable.datetimes import ValueFormats
+
 CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
                 OverflowError, TypeError, ValueError)
 
@@ -98,11 +101,16 @@ def duck_type(target: pa.DataType) -> str | None:
     return None
 
 
-def cast(source: pa.Array, target: pa.DataType) -> pa.Array:
+def cast(source: pa.Array, target: pa.DataType, formats: ValueFormats | None = None
+         ) -> pa.Array:
     """Arrow's safe cast of text to integers as of text to other numbers: a sign ``+``
     is read (``+5`` is 5, as ``+1.5`` is 1.5), and hexadecimal is not (``0x10`` is no
     decimal integer; Arrow reads it as 16): such a value fails with Arrow's own message
-    for text that is not an integer."""
+    for text that is not an integer. Text to a date or timestamp for which `formats`
+    has a pattern is read by it (:mod:`errortable.datetimes`)."""
+    pattern = formats.pattern_for(target) if formats is not None else None
+    if pattern is not None and is_textual(source.type):
+        return datetimes.parse(source, pattern, target)
     if is_textual(source.type) and pa.types.is_integer(target):
         source = pc.replace_substring_regex(source, r"^\+([0-9]+)$", r"\1")
         hexadecimal = pc.match_substring_regex(source, "^0[xX]")
@@ -134,10 +142,25 @@ def _refuse_overflow(source: pa.Array, result: pa.Array, target: pa.DataType) ->
         raise pa.ArrowInvalid(f"Float value {value!r:.40} is out of range for {target}")
 
 
-def arrow_converter(source: pa.Array, target: pa.DataType) -> Callable[[int, int], pa.Array]:
+def prepare(source: pa.Array, target: pa.DataType, formats: ValueFormats | None
+            ) -> pa.Array:
+    """`source` as `formats` says to read it before its cast: a DECIMAL's text without its
+    grouping commas (Spark's default locale, en-US), a floating point column's NaN and
+    infinity tokens (Spark's ``nanValue``, ``positiveInf``, ``negativeInf``) as Arrow reads
+    them. Without `formats`, `source` itself."""
+    if formats is None or not is_textual(source.type):
+        return source
+    if pa.types.is_decimal(target) and formats.decimal_grouping:
+        return pc.replace_substring(source, ",", "")
+    tokens = formats.float_tokens() if pa.types.is_floating(target) else None
+    return datetimes.fold_float_tokens(source, tokens) if tokens else source
+
+
+def arrow_converter(source: pa.Array, target: pa.DataType,
+                    formats: ValueFormats | None = None) -> Callable[[int, int], pa.Array]:
     def convert(offset: int, length: int) -> pa.Array:
         part = source.slice(offset, length)
-        return part if part.type == target else cast(part, target)
+        return part if part.type == target else cast(part, target, formats)
 
     return convert
 
@@ -156,15 +179,16 @@ def plain_types(target: pa.DataType) -> tuple[type, ...] | None:
     return None
 
 
-def python_converter(values: list[Any], target: pa.DataType
-                      ) -> Callable[[int, int], pa.Array]:
+def python_converter(values: list[Any], target: pa.DataType,
+                     formats: ValueFormats | None = None) -> Callable[[int, int], pa.Array]:
     def convert(offset: int, length: int) -> pa.Array:
-        return from_python(values[offset:offset + length], target)
+        return from_python(values[offset:offset + length], target, formats)
 
     return convert
 
 
-def from_python(values: list[Any], target: pa.DataType) -> pa.Array:
+def from_python(values: list[Any], target: pa.DataType,
+                formats: ValueFormats | None = None) -> pa.Array:
     """`values` as an Array of `target`, as pa.array converts them, but for what pa.array
     takes that a record does not say: a boolean as a number (true as 1.0), a fraction as
     an integer (1.5 as 1), which fail as Arrow fails a value of the wrong type; and an
@@ -183,11 +207,16 @@ def from_python(values: list[Any], target: pa.DataType) -> pa.Array:
         # An integer reads as its nearest double, as a decimal fraction does (pa.array
         # refuses one past 2**53); one past the double range is an OverflowError.
         values = [float(v) if type(v) is int else v for v in values]
+    texts = formats is not None and formats.reads(target) and any(
+        type(v) is str for v in values)
     try:
+        if texts:  # read as `formats` says (a pattern, a token), never by pa.array
+            raise pa.ArrowInvalid("text")
         if target == pa.float32():  # through float64: an overflow is an error (cast)
             return cast(pa.array(values, type=pa.float64()), target)
         return pa.array(values, type=target)
     except CAST_ERRORS:
         if is_textual(target) or not all(v is None or isinstance(v, str) for v in values):
             raise
-        return cast(pa.array(values, pa.string()), target)
+        text = prepare(pa.array(values, pa.string()), target, formats)
+        return cast(text, target, formats)

@@ -95,13 +95,15 @@ _ESCAPED = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, escaped
 Numbered = Iterator[tuple[int, "int | None", "str | bytes"]]
 
 
-def encoding_failure(line: int, data: bytes, offset: int | None = None) -> Failure:
-    """The failure of a record whose bytes are not UTF-8 (its bytes kept in base64)."""
+def encoding_failure(line: int, data: bytes, offset: int | None = None,
+                     encoding: str = "utf-8") -> Failure:
+    """The failure of a record whose bytes are not `encoding` (a Python codec; its bytes
+    kept in base64)."""
     try:
-        data.decode("utf-8")
-        raise ValueError("not an encoding failure: the bytes are UTF-8")
+        data.decode(encoding)
+        raise ValueError(f"not an encoding failure: the bytes are {encoding}")
     except UnicodeDecodeError as exc:
-        return Failure(line, data.decode("utf-8", "replace"), exc, None, offset, R.ENCODING,
+        return Failure(line, data.decode(encoding, "replace"), exc, None, offset, R.ENCODING,
                        {R.RECORD_BASE64: base64.b64encode(data).decode("ascii")})
 
 

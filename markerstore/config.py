@@ -13,15 +13,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from markerstore.datetime_patterns import pattern_option
 from markerstore.errors import ConfigError
 from markerstore.option_values import (
     Option,
+    charset,
     choice,
     csv_escape,
     csv_separator,
     field_paths,
     folder_name,
     int_min,
+    locale,
     memory_size,
     optional_folder_name,
     optional_fraction,
@@ -90,6 +93,14 @@ INGEST_NON_NUMERIC = "markerstore.ingest.json.allowNonNumericNumbers"
 INGEST_JSON_MULTILINE = "markerstore.ingest.json.multiLine"
 INGEST_VALUE_AS_TEXT = "markerstore.ingest.json.value_as_text"
 INGEST_ENCODING_ERRORS = "markerstore.ingest.encoding.errors"
+INGEST_DATE_FORMAT = "markerstore.ingest.dateFormat"
+INGEST_TIMESTAMP_FORMAT = "markerstore.ingest.timestampFormat"
+INGEST_TIMESTAMP_NTZ_FORMAT = "markerstore.ingest.timestampNTZFormat"
+INGEST_NAN_VALUE = "markerstore.ingest.csv.nanValue"
+INGEST_POSITIVE_INF = "markerstore.ingest.csv.positiveInf"
+INGEST_NEGATIVE_INF = "markerstore.ingest.csv.negativeInf"
+INGEST_LOCALE = "markerstore.ingest.locale"
+INGEST_ENCODING = "markerstore.ingest.encoding"
 INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
 
 # Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
@@ -273,6 +284,39 @@ _DEFINITIONS: tuple[Option, ...] = (
            "Ingest: a record whose bytes are not UTF-8 is an error record of reason "
            "encoding, its bytes kept (strict), or is read with U+FFFD for them (replace).",
            ()),
+    Option(INGEST_DATE_FORMAT, None, pattern_option("dateFormat"),
+           "Ingest, CSV and JSON (Spark's dateFormat): the pattern of DATE values, in Spark's "
+           "datetime pattern letters (the subset in docs/ERROR_TABLE.md, such as dd/MM/yyyy); "
+           "a value that does not match is a cast error. Not set: ISO 8601 (yyyy-MM-dd).",
+           ("dateFormat",)),
+    Option(INGEST_TIMESTAMP_FORMAT, None, pattern_option("timestampFormat"),
+           "Ingest, CSV and JSON (Spark's timestampFormat): the pattern of TIMESTAMP values "
+           "(such as yyyy-MM-dd'T'HH:mm:ss.SSSXXX); a value without an offset is UTC. Not "
+           "set: ISO 8601 with an offset.", ("timestampFormat",)),
+    Option(INGEST_TIMESTAMP_NTZ_FORMAT, None, pattern_option("timestampNTZFormat"),
+           "Ingest, CSV and JSON (Spark's timestampNTZFormat): the pattern of TIMESTAMP_NTZ "
+           "values (no offset letters). Not set: ISO 8601 without an offset.",
+           ("timestampNTZFormat",)),
+    Option(INGEST_NAN_VALUE, "NaN", text,
+           "Ingest, CSV (Spark's nanValue): the text of NaN in a FLOAT or DOUBLE column, "
+           "besides NaN in any case.", ("nanValue",)),
+    Option(INGEST_POSITIVE_INF, "Inf", text,
+           "Ingest, CSV (Spark's positiveInf): the text of +infinity in a FLOAT or DOUBLE "
+           "column, besides inf and infinity in any case, with or without +.",
+           ("positiveInf",)),
+    Option(INGEST_NEGATIVE_INF, "-Inf", text,
+           "Ingest, CSV (Spark's negativeInf): the text of -infinity in a FLOAT or DOUBLE "
+           "column, besides -inf and -infinity in any case.", ("negativeInf",)),
+    Option(INGEST_ENCODING, "utf-8", charset,
+           "Ingest, CSV and JSON (Spark's encoding, alias charset): the files' character "
+           "encoding: utf-8, iso-8859-1 (latin1), windows-1252 (cp1252), utf-16 (with a "
+           "byte order mark), utf-16le, utf-16be. A record it cannot decode is an "
+           "encoding error record, its bytes kept. A UTF-16 file is read whole by one task.",
+           ("encoding", "charset")),
+    Option(INGEST_LOCALE, "en-US", locale,
+           "Ingest, CSV and JSON (Spark's locale): en-US only, as Spark's default: a DECIMAL "
+           "value's grouping commas are dropped (80,000.65 is 80000.65); month names are "
+           "English.", ("locale",)),
     Option(INGEST_RECORD_MAX_BYTES, 64 * 1024 * 1024, int_min(1),
            "Ingest: a record (a line, or a CSV record spanning lines) larger than this is "
            "one error record of reason size holding its first 64 KiB; it is never held "

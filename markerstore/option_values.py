@@ -130,6 +130,34 @@ def csv_escape(value: Any) -> str:
     return _csv_char(value, "\r\n", "one ASCII character other than a line break")
 
 
+# Spark's `encoding` names (and common spellings) -> the name the ingest reads them by
+_CHARSETS = {"utf-8": "utf-8", "utf8": "utf-8", "iso-8859-1": "iso-8859-1",
+             "iso8859-1": "iso-8859-1", "latin1": "iso-8859-1", "latin-1": "iso-8859-1",
+             "windows-1252": "windows-1252", "cp1252": "windows-1252",
+             "utf-16": "utf-16", "utf16": "utf-16", "utf-16le": "utf-16le",
+             "utf-16be": "utf-16be"}
+
+
+def charset(value: Any) -> str:
+    """A character encoding the ingest reads (Spark's `encoding`/`charset`)."""
+    given = "" if value is None else str(value).strip()
+    name = _CHARSETS.get(given.lower().replace("_", "-"))
+    if name is None:
+        raise ValueError(f"expected one of utf-8, iso-8859-1, windows-1252, utf-16, "
+                         f"utf-16le, utf-16be, got {given!r}")
+    return name
+
+
+def locale(value: Any) -> str:
+    """Spark's `locale` as a language tag: en-US (Spark's default) only."""
+    given = "" if value is None else str(value).strip()
+    if given.replace("_", "-").lower() != "en-us":
+        raise ValueError(f"only en-US (Spark's default) is supported, got {given!r}: "
+                         "decimals with another grouping and month names in another "
+                         "language are not read")
+    return "en-US"
+
+
 def optional_str(value: Any) -> str | None:
     if value is None:
         return None

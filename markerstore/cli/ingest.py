@@ -115,7 +115,11 @@ def _summary_text(summary: dict[str, Any]) -> None:
                    "allowNonNumericNumbers, multiLine (JSON); and "
                    "markerstore.ingest.encoding.errors="
                    "strict|replace, markerstore.ingest.record.max_bytes, "
-                   "markerstore.ingest.json.value_as_text.")
+                   "markerstore.ingest.json.value_as_text."
+                   " Values read with Spark's dateFormat, timestampFormat, timestampNTZFormat "
+                   "(Spark's pattern letters, such as dateFormat=dd/MM/yyyy), locale (en-US), "
+                   "nanValue, positiveInf, negativeInf (CSV); encoding (alias charset: "
+                   "utf-8, iso-8859-1, windows-1252, utf-16, utf-16le, utf-16be).")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @storage_option_flag

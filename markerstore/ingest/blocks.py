@@ -23,7 +23,7 @@ by exactly one range.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import fsspec
@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable.csvtext import QuoteScanner
+from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, transcode_spans
 from markerstore.ingest.csvsplit import newlines_of, record_ends
 from markerstore.ingest.jsondoc import record_spans
 from markerstore.ingest.sources import SourceTask
@@ -57,6 +58,7 @@ class ReadOptions:
     delimiter: str = ","
     escape: str = '"'  # what escapes a quote in a quoted CSV field ("" by default)
     json_document: bool = False  # Spark's multiLine: a JSON file is one document
+    encoding: str = "utf-8"  # the files' character encoding (markerstore.ingest.charsets)
 
     @property
     def prefix_bytes(self) -> int:
@@ -154,18 +156,26 @@ def _spans_block(data: bytes, starts: np.ndarray, stops: np.ndarray, lines: np.n
                  offsets: np.ndarray, options: ReadOptions, line_count: int) -> Block:
     """The block of the records at ``data[starts[i]:stops[i]]`` (at least one)."""
     k = len(starts)
+    source = None  # a single-byte encoding's records: their bytes, kept for error records
+    if options.encoding in SINGLE_BYTE:
+        source = (data, starts, stops)
+        data, starts, stops = transcode_spans(data, starts, stops, options.encoding)
     pairs = np.empty(2 * k, dtype=np.int64)
     pairs[0::2], pairs[1::2] = starts, stops
     spans = pa.Array.from_buffers(pa.large_binary(), 2 * k - 1,
                                   [None, pa.py_buffer(pairs), pa.py_buffer(data)])
     texts = spans.take(pa.array(np.arange(0, 2 * k - 1, 2, dtype=np.int64)))
-    return _set_apart(data, texts, starts, stops, lines, offsets, options, line_count)
+    if source is not None:
+        data, starts, stops = source
+    return _set_apart(data, texts, starts, stops, lines, offsets, options, line_count,
+                      source is not None)
 
 
 def _set_apart(data: bytes, texts: pa.Array, starts: np.ndarray, stops: np.ndarray,
                lines: np.ndarray, offsets: np.ndarray, options: ReadOptions,
-               line_count: int) -> Block:
-    """The block of these records, those too large or not UTF-8 set apart."""
+               line_count: int, transcoded: bool = False) -> Block:
+    """The block of these records, those too large or not UTF-8 set apart (`transcoded`:
+    `texts` are the UTF-8 of the records at `data[starts[i]:stops[i]]`)."""
     set_apart: list[RawRecord] = []
     big = np.flatnonzero(stops - starts > options.max_record_bytes)
     prefix = options.prefix_bytes
@@ -176,6 +186,7 @@ def _set_apart(data: bytes, texts: pa.Array, starts: np.ndarray, stops: np.ndarr
     bad = np.setdiff1d(bad, big)
     for i in bad:
         set_apart.append(RawRecord(int(lines[i]), int(offsets[i]), int(stops[i] - starts[i]),
+                                   data[starts[i]:stops[i]] if transcoded else
                                    texts[i].as_py(), ENCODING))
     if set_apart:
         keep = np.setdiff1d(np.arange(len(texts)), np.union1d(big, bad))
@@ -245,10 +256,30 @@ def read_blocks(task: SourceTask, storage_options: dict[str, Any] | None = None,
                 ) -> Iterator[Block]:
     """The task's records, block by block (each block about `block_bytes` of input)."""
     with _open(task, storage_options) as handle:
-        if options.json_document and task.format == "json":
+        if options.encoding in UTF16:  # records are found in its UTF-8 transcoding
+            yield from _utf16_blocks(Utf16Stream(handle, options.encoding), task,
+                                     block_bytes, options)
+        elif options.json_document and task.format == "json":
             yield _document(handle, block_bytes, options)
         else:
             yield from _Reader(handle, task, block_bytes, options).blocks()
+
+
+def _utf16_blocks(stream: Utf16Stream, task: SourceTask, block_bytes: int,
+                  options: ReadOptions) -> Iterator[Block]:
+    """The blocks of a UTF-16 file (read whole), its records found in its UTF-8; a record
+    that is no UTF-16 (a lone surrogate) keeps its bytes in the file's encoding."""
+    if task.start:
+        raise ValueError(f"{task.url}: a UTF-16 file is read whole, not from byte {task.start}")
+    blocks = ([_document(stream, block_bytes, options)]
+              if options.json_document and task.format == "json" else
+              _Reader(stream, task, block_bytes, options).blocks())
+    for block in blocks:
+        if any(r.reason == ENCODING for r in block.raw):
+            block = replace(block, raw=tuple(
+                replace(r, data=stream.original(r.data)) if r.reason == ENCODING else r
+                for r in block.raw))
+        yield block
 
 
 def _document(handle: Any, block_bytes: int, options: ReadOptions) -> Block:

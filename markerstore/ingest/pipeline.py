@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.commit.result import CommitResult
+from markerstore.ingest.charsets import UTF16
 from markerstore.ingest.infer import csv_headers, infer_schema, separator_hint
 from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
@@ -117,7 +118,8 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     settings.setdefault(ENABLED, "true" if error_table else "false")
     resolved = _checked(settings)  # a bad option fails here, before anything is read
     tasks = list_tasks(source, src_options, fmt,
-                       json_documents=resolved[config.INGEST_JSON_MULTILINE])
+                       json_documents=resolved[config.INGEST_JSON_MULTILINE],
+                       whole_files=resolved[config.INGEST_ENCODING] in UTF16)
     resolved = _implied_separator(settings, resolved, tasks)
     headers = _headers(tasks, src_options, resolved)
     target = _target_schema(schema, tasks, src_options, resolved)

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from markerstore.commit import WriteJob
 from markerstore.ingest.sources import SourceTask
-from markerstore.ingest.task import IngestTask
+from markerstore.ingest.task import IngestTask, value_formats
 
 Splits = list[list[tuple[SourceTask, str | None]]]
 
@@ -39,9 +39,12 @@ class IngestPlan:
         errors: Any = job.error_commit  # errortable's ErrorTableLink, when enabled
         spec = errors.task_spec() if errors is not None else None
         columns = list(self.columns)
-        validator = (spec.validator(self.target, self.key, columns, dict(self.checks))
+        formats = value_formats(self.options)
+        validator = (spec.validator(self.target, self.key, columns, dict(self.checks),
+                                    formats=formats)
                      if spec is not None else
-                     errortable.Validator(self.target, self.key, columns, dict(self.checks)))
+                     errortable.Validator(self.target, self.key, columns, dict(self.checks),
+                                          formats=formats))
         return IngestTask(job.spec, validator, spec or _NoSpec(), self.storage_options,
                           self.splits, options=self.options)
 

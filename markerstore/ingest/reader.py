@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from errortable.convert import cast
+from errortable.datetimes import ValueFormats
 from markerstore import duck
 from markerstore.ingest.csvsplit import re2_char
 
@@ -174,7 +175,8 @@ def _relation(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyRela
     return relation
 
 
-def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None) -> Parsed:
+def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None,
+               formats: ValueFormats | None = None) -> Parsed:
     """The clean rows of a block of JSON lines, and its suspects."""
     n = len(lines)
     if query is None or n == 0:
@@ -189,11 +191,11 @@ def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None) -> Parsed:
     result = result.filter(ok)
     rows = result.column("i").to_numpy()
     columns = [result.column(f"c{j}") for j in range(1, len(schema) + 1)]
-    return _finish(schema, columns, rows, n)
+    return _finish(schema, columns, rows, n, formats)
 
 
 def _finish(schema: pa.Schema, columns: Sequence[pa.ChunkedArray], rows: np.ndarray,
-            n: int) -> Parsed:
+            n: int, formats: ValueFormats | None = None) -> Parsed:
     """Columns to the target types (Arrow casts, as the reference); rows a cast rejects
     become suspects."""
     bad = np.zeros(len(rows), dtype=bool)
@@ -201,7 +203,7 @@ def _finish(schema: pa.Schema, columns: Sequence[pa.ChunkedArray], rows: np.ndar
     for f, column in zip(schema, columns, strict=True):
         array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         if array.type != f.type:
-            array, failed = cast_rows(array, f.type)
+            array, failed = cast_rows(array, f.type, formats)
             bad[failed] = True
         arrays.append(array)
     table = pa.Table.from_arrays(arrays, schema=schema)
@@ -236,14 +238,17 @@ def _hint(source: pa.Array, target: pa.DataType) -> np.ndarray:
     return np.sort(found.column("i").to_numpy())
 
 
-def cast_rows(source: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarray]:
+def cast_rows(source: pa.Array, target: pa.DataType, formats: ValueFormats | None = None
+              ) -> tuple[pa.Array, np.ndarray]:
     """`source` cast to `target` with Arrow (safe), and the rows that do not cast (null in
     the result): the whole column at once; if that fails, DuckDB's hint, then halving of
-    failing slices for what it missed."""
-    from errortable.convert import too_long
+    failing slices for what it missed. Text is read as `formats` says, as the Validator
+    reads it (:func:`errortable.convert.prepare`, :func:`errortable.convert.cast`)."""
+    from errortable.convert import prepare, too_long
 
+    source = prepare(source, target, formats)
     try:  # the common case: every row casts, and DuckDB's hint is not needed
-        return cast(source, target), np.zeros(0, np.int64)
+        return cast(source, target, formats), np.zeros(0, np.int64)
     except _CAST_ERRORS:
         pass
     long = np.array(too_long(source, target), dtype=np.int64)
@@ -251,12 +256,15 @@ def cast_rows(source: pa.Array, target: pa.DataType) -> tuple[pa.Array, np.ndarr
         mask = np.zeros(len(source), dtype=bool)
         mask[long] = True
         source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
-    hinted = np.union1d(_hint(source, target), long).astype(np.int64)
+    patterned = formats is not None and formats.pattern_for(target) is not None
+    hint = np.zeros(0, np.int64) if patterned else _hint(source, target)
+    hinted = np.union1d(hint, long).astype(np.int64)
     if len(hinted):
         mask = np.zeros(len(source), dtype=bool)
         mask[hinted] = True
         source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
-    array, failed = _bisect(len(source), target, lambda o, n: cast(source.slice(o, n), target))
+    array, failed = _bisect(len(source), target,
+                            lambda o, n: cast(source.slice(o, n), target, formats))
     return array, np.union1d(hinted, np.array(failed, dtype=np.int64)).astype(np.int64)
 
 
@@ -310,7 +318,8 @@ def arrow_dialect(delimiter: str, escape: str, newlines_in_values: bool
 
 def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
               extra_ok: bool, null_value: str = "", empty_value: str = "",
-              delimiter: str = ",", escape: str = '"') -> Parsed:
+              delimiter: str = ",", escape: str = '"',
+              formats: ValueFormats | None = None) -> Parsed:
     """The clean rows of a block of CSV records (after the header), and its suspects: a
     record on one line, every field plain or quoted (no line break), read by Arrow with
     Spark's null rules (an empty plain field, and a field equal to `null_value`, quoted or
@@ -349,4 +358,4 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
         return everything_suspect(schema, n)
     columns = [table.column(f.name) if f.name in names else pa.nulls(len(rows), pa.string())
                for f in schema]
-    return _finish(schema, columns, rows, n)
+    return _finish(schema, columns, rows, n, formats)

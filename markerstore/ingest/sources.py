@@ -64,9 +64,10 @@ def detect_format(path: str) -> str | None:
 
 def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
                fmt: str | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES,
-               json_documents: bool = False) -> list[SourceTask]:
+               json_documents: bool = False, whole_files: bool = False) -> list[SourceTask]:
     """The read tasks of a source: a file, a folder (recursively), or a glob. With
-    `json_documents` (Spark's multiLine) a JSON file is one document, read whole."""
+    `json_documents` (Spark's multiLine) a JSON file is one document, read whole; with
+    `whole_files` (a UTF-16 source) every file is read whole."""
     if fmt is not None and fmt not in FORMATS:
         raise SourceError(f"unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
     fs, root = fsspec.core.url_to_fs(source, **(storage_options or {}))
@@ -96,7 +97,7 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
         compressed = path.lower().endswith(_COMPRESSED)
         # CSV is read whole: its header is the file's first line, and a quoted field may
         # hold a newline, so a byte range cannot tell where its first record starts.
-        whole = file_format in ("parquet", "csv") or json_documents
+        whole = file_format in ("parquet", "csv") or json_documents or whole_files
         if whole or compressed or size <= split_bytes:
             tasks.append(SourceTask(url, file_format, size=size))
         else:

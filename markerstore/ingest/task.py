@@ -30,6 +30,7 @@ from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
 from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
+from markerstore.ingest.charsets import codec
 from markerstore.ingest.payload import csv_payloads, json_payloads
 from markerstore.ingest.reader import Parsed, blank_lines, json_query, parse_csv, parse_json
 from markerstore.ingest.sources import SourceTask
@@ -83,7 +84,20 @@ def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
                           "field separator; give another")
     return ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
                        resolved[config.INGEST_ENCODING_ERRORS], sep, escape,
-                       resolved[config.INGEST_JSON_MULTILINE])
+                       resolved[config.INGEST_JSON_MULTILINE], resolved[config.INGEST_ENCODING])
+
+
+def value_formats(settings: Mapping[str, Any] | None) -> Any:
+    """How the ingest reads text values (errortable's ValueFormats), from its options:
+    Spark's datetime patterns, NaN and infinity tokens, and decimal grouping (en-US)."""
+    from errortable.datetimes import ValueFormats
+
+    resolved = config.resolve(settings)
+    return ValueFormats(resolved[config.INGEST_DATE_FORMAT],
+                        resolved[config.INGEST_TIMESTAMP_FORMAT],
+                        resolved[config.INGEST_TIMESTAMP_NTZ_FORMAT],
+                        resolved[config.INGEST_NAN_VALUE], resolved[config.INGEST_POSITIVE_INF],
+                        resolved[config.INGEST_NEGATIVE_INF])
 
 
 def with_reason(errors: pa.Table) -> pa.Table:
@@ -115,6 +129,8 @@ class IngestTask:
         self.query = json_query(self.schema, self.extra_ok)
         self.read_options, self.parse_options = reading_options(options, self.schema)
         self.csv_header = config.resolve(options)[config.INGEST_CSV_HEADER]
+        # how text values read: the Validator's, so the fast pass reads them alike
+        self.formats = getattr(validator, "formats", None)
 
     def __call__(self, descriptors: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield self.run(descriptors).to_arrow()
@@ -216,9 +232,10 @@ class IngestTask:
                 p = self.parse_options
                 r = self.read_options
                 parsed = parse_csv(block.records, self.schema, columns, self.extra_ok,
-                                   p.null_value, p.empty_value, r.delimiter, r.escape)
+                                   p.null_value, p.empty_value, r.delimiter, r.escape,
+                                   self.formats)
             else:
-                parsed = parse_json(block.records, self.schema, self.query)
+                parsed = parse_json(block.records, self.schema, self.query, self.formats)
         with timer("validate"):
             good, errors = self._validate(block, parsed, fmt, columns, ctx)
         with timer("reference"):
@@ -283,7 +300,8 @@ class IngestTask:
         from errortable.parsing import encoding_failure, raw_errors, size_failure
 
         limit = self.read_options.max_record_bytes
-        failures = [encoding_failure(r.line, r.data, r.offset) if r.reason == "encoding"
+        name = codec(self.read_options.encoding)
+        failures = [encoding_failure(r.line, r.data, r.offset, name) if r.reason == "encoding"
                     else size_failure(r.line, r.data, r.size, limit, r.offset) for r in raw]
         return with_reason(raw_errors(failures, ctx))
 

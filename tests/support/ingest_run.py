@@ -14,7 +14,7 @@ from markerstore.commit import TaskSpec
 from markerstore.ingest.infer import csv_header
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.sources import list_tasks
-from markerstore.ingest.task import IngestTask, read_options
+from markerstore.ingest.task import IngestTask, read_options, value_formats
 
 
 def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None = None,
@@ -31,7 +31,8 @@ def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None 
     documents = resolved[config.INGEST_JSON_MULTILINE]
     tasks = list_tasks(str(path), split_bytes=split_bytes, json_documents=documents) \
         if split_bytes else list_tasks(str(path), json_documents=documents)
-    validator = errortable.Validator(ddl_to_arrow(ddl), key, extra_columns=extra_columns)
+    validator = errortable.Validator(ddl_to_arrow(ddl), key, extra_columns=extra_columns,
+                                     formats=value_formats(options))
     kwargs: dict[str, Any] = {} if options is None else {"options": options}
     if block_bytes is not None:
         kwargs["block_bytes"] = block_bytes

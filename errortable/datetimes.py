@@ -1,0 +1,179 @@
+"""Text to DATE and TIMESTAMP by a user's Spark datetime pattern (the ingest's
+``dateFormat``, ``timestampFormat``, ``timestampNTZFormat``), vectorized: one regular
+expression (RE2) decides which values match and takes their fields apart, Arrow puts the
+fields together and checks the calendar (February 30th is no date). A value that does not
+match, or is no date, fails the conversion with one message naming it, as an Arrow cast
+does, so the Validator's halving finds exactly the failing values. The ingest's fast pass
+and the Validator convert through here alike (:func:`errortable.convert.cast`).
+
+A TIMESTAMP value without an offset is read as UTC (the ingest's session time zone)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from markerstore.datetime_patterns import MONTHS, DatetimePattern, compile_pattern
+
+_MONTH_NUMBERS = pa.array([f"{i:02d}" for i in range(1, 13)])
+
+
+@dataclass(frozen=True)
+class ValueFormats:
+    """How text values read (Spark's CSV/JSON options): datetime patterns (None: the
+    default ISO 8601 text); for floating point columns, the tokens of NaN and the
+    infinities besides the IEEE ones."""
+
+    date: str | None = None
+    timestamp: str | None = None
+    timestamp_ntz: str | None = None
+    nan_value: str = "NaN"
+    positive_inf: str = "Inf"
+    negative_inf: str = "-Inf"
+    decimal_grouping: bool = True  # Spark's locale en-US: "80,000.65" is 80000.65
+
+    def pattern_for(self, target: pa.DataType) -> DatetimePattern | None:
+        if pa.types.is_date32(target) and self.date:
+            return compile_pattern(self.date, "dateFormat")
+        if pa.types.is_timestamp(target):
+            if target.tz is None and self.timestamp_ntz:
+                return compile_pattern(self.timestamp_ntz, "timestampNTZFormat")
+            if target.tz is not None and self.timestamp:
+                return compile_pattern(self.timestamp, "timestampFormat")
+        return None
+
+    def reads(self, target: pa.DataType) -> bool:
+        """Whether text for `target` reads otherwise than by Arrow's cast."""
+        return (self.pattern_for(target) is not None
+                or (pa.types.is_decimal(target) and self.decimal_grouping)
+                or (pa.types.is_floating(target) and self.float_tokens() is not None))
+
+    def float_tokens(self) -> dict[str, str] | None:
+        """Text that a floating point column reads as NaN or an infinity beyond what Arrow
+        reads (None: only Arrow's)."""
+        tokens = {self.nan_value: "NaN", self.positive_inf: "inf",
+                  self.negative_inf: "-inf"}
+        extra = {k: v for k, v in tokens.items()
+                 if k and k not in ("NaN", "Inf", "-Inf")}
+        return extra or None
+
+
+def _field(parts: pa.StructArray, name: str, pattern: DatetimePattern) -> pa.Array | None:
+    return parts.field(name) if name in pattern.groups else None
+
+
+def _number(text: pa.Array | None, default: int) -> pa.Array:
+    """A field's digits as an int64 (`default` where absent or empty: an optional
+    section)."""
+    if text is None:
+        return pa.scalar(default, pa.int64())
+    empty = pc.equal(text, "")
+    return pc.if_else(empty, default, pc.cast(pc.if_else(empty, "0", text), pa.int64()))
+
+
+def _pad(values: pa.Array | pa.Scalar, width: int) -> pa.Array:
+    return pc.utf8_lpad(pc.cast(values, pa.string()), width=width, padding="0")
+
+
+def _month(parts: pa.StructArray, pattern: DatetimePattern) -> pa.Array | pa.Scalar:
+    for name, width in (("month_short", 3), ("month_long", 0)):
+        text = _field(parts, name, pattern)
+        if text is not None:
+            names = [m[:width] if width else m for m in MONTHS]
+            index = pc.index_in(pc.utf8_lower(text), pa.array(names))
+            return pc.add(pc.cast(index, pa.int64()), 1)
+    return _number(_field(parts, "month", pattern), 1)
+
+
+def _hour(parts: pa.StructArray, pattern: DatetimePattern) -> tuple[pa.Array, pa.Array]:
+    """The hour of day, and where it is valid (a 12-hour clock reads 1 to 12)."""
+    hour12 = _field(parts, "hour12", pattern)
+    if hour12 is None:
+        hour = _number(_field(parts, "hour", pattern), 0)
+        return hour, pc.less(hour, 24)
+    h = _number(hour12, 12)
+    pm = pc.equal(pc.utf8_lower(parts.field("ampm")), "pm")
+    hour = pc.add(pc.if_else(pc.equal(h, 12), 0, h), pc.if_else(pm, 12, 0))
+    return hour, pc.and_(pc.greater_equal(h, 1), pc.less_equal(h, 12))
+
+
+def _offset_minutes(text: pa.Array) -> pa.Array:
+    """An offset (``Z``, ``+01``, ``+0130``, ``+01:30``) in minutes east of UTC."""
+    digits = pc.replace_substring(pc.utf8_slice_codeunits(text, 1), ":", "")
+    zero = pc.or_(pc.equal(pc.utf8_lower(text), "z"), pc.equal(text, ""))
+    digits = pc.if_else(zero, "0000", digits)
+    hours = pc.cast(pc.utf8_slice_codeunits(digits, 0, 2), pa.int64())
+    minutes_text = pc.utf8_slice_codeunits(digits, 2, 4)
+    minutes = pc.cast(pc.if_else(pc.equal(minutes_text, ""), "0", minutes_text), pa.int64())
+    total = pc.add(pc.multiply(hours, 60), minutes)
+    negative = pc.starts_with(text, "-")
+    return pc.if_else(negative, pc.negate(total), total)
+
+
+def _fraction_us(parts: pa.StructArray, pattern: DatetimePattern, n: int) -> pa.Array:
+    """The fraction of a second in microseconds (digits past the sixth truncated)."""
+    text = _field(parts, "fraction", pattern)
+    if text is None:
+        return pa.array([0] * n, pa.int64())
+    digits = pc.utf8_slice_codeunits(pc.utf8_rpad(text, width=6, padding="0"), 0, 6)
+    return pc.cast(digits, pa.int64())
+
+
+def parse(source: pa.Array, pattern: DatetimePattern, target: pa.DataType) -> pa.Array:
+    """`source` (text) as `target` (date32 or a timestamp) by `pattern`; an ArrowInvalid
+    naming the first value that does not match or is no valid date or time."""
+    n = len(source)
+    matched = pc.match_substring_regex(source, pattern.regex)
+    bad = pc.invert(pc.fill_null(matched, True))
+    if n and pc.any(bad).as_py():
+        _fail(source, bad, pattern)
+    safe = pc.if_else(pc.fill_null(matched, False), source, "")
+    parts = pc.extract_regex(safe, pattern.regex)
+    year = _field(parts, "year", pattern)
+    year2 = _field(parts, "year2", pattern)
+    years = pc.add(_number(year2, 0), 2000) if year2 is not None else _number(year, 1970)
+    hour, hour_ok = _hour(parts, pattern)
+    month, day = _month(parts, pattern), _number(_field(parts, "day", pattern), 1)
+    minute = _number(_field(parts, "minute", pattern), 0)
+    second = _number(_field(parts, "second", pattern), 0)
+    text = pc.binary_join_element_wise(
+        _pad(years, 4), "-", _pad(month, 2), "-", _pad(day, 2), "T", _pad(hour, 2), ":",
+        _pad(minute, 2), ":", _pad(second, 2), "")
+    wall = pc.strptime(text, format="%Y-%m-%dT%H:%M:%S", unit="us", error_is_null=True)
+    # strptime rolls February 30th over into March and second 60 into the next minute:
+    # each field it read must be the one given
+    valid = pc.is_valid(wall)
+    for got, given in ((pc.day(wall), day), (pc.month(wall), month),
+                       (pc.hour(wall), hour), (pc.minute(wall), minute),
+                       (pc.second(wall), second)):
+        valid = pc.and_(valid, pc.equal(got, given))
+    valid = pc.and_(valid, hour_ok)
+    invalid = pc.and_(pc.invert(pc.fill_null(valid, False)), pc.is_valid(source))
+    if n and pc.any(pc.fill_null(invalid, False)).as_py():
+        _fail(source, pc.fill_null(invalid, False), pattern)
+    micros = pc.add(pc.cast(wall, pa.int64()), _fraction_us(parts, pattern, n))
+    offset = _field(parts, "offset", pattern)
+    if offset is not None and pa.types.is_timestamp(target) and target.tz is not None:
+        micros = pc.subtract(micros, pc.multiply(_offset_minutes(offset), 60_000_000))
+    micros = pc.if_else(pc.is_valid(source), micros, pa.scalar(None, pa.int64()))
+    stamps = pc.cast(micros, pa.timestamp("us"))
+    if pa.types.is_date32(target):
+        return pc.cast(pc.floor_temporal(stamps, unit="day"), pa.date32())
+    naive = pc.cast(stamps, pa.timestamp(target.unit)) if target.unit != "us" else stamps
+    return naive if target.tz is None else pc.cast(naive, target)
+
+
+def _fail(source: pa.Array, bad: pa.Array, pattern: DatetimePattern) -> None:
+    value = source.filter(bad)[0].as_py()
+    raise pa.ArrowInvalid(f"{value!r:.200} is no date or time of the pattern "
+                          f"{pattern.pattern!r}")
+
+
+def fold_float_tokens(source: pa.Array, tokens: dict[str, str]) -> pa.Array:
+    """`source` with each text equal to a token of `tokens` replaced by what Arrow reads as
+    that value (``NaN``, ``inf``, ``-inf``)."""
+    for token, value in tokens.items():
+        source = pc.if_else(pc.equal(source, token), value, source)
+    return source
