@@ -27,7 +27,9 @@ view of the table.
 from __future__ import annotations
 
 import os
+import random
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -70,7 +72,8 @@ INSTANT_PROPERTY = "markerstore.instant"
 DEFAULT_CATALOG_FILE = ".markerstore/iceberg/catalog.db"
 # Folders (relative to the table) Iceberg writes into: not markerstore's orphans.
 METADATA_FOLDER = "metadata"
-COMMIT_ATTEMPTS = 4
+COMMIT_ATTEMPTS = 8    # another writer's commit won: read the instants again, then retry
+RETRY_WAIT_S = 0.05
 
 _LOCAL_SCHEMES = ("", "file")
 _S3_SCHEMES = ("s3", "s3a", "s3n")
@@ -191,6 +194,7 @@ class IcebergPublisher:
             except (CommitFailedException, TableAlreadyExistsError):
                 if attempt == COMMIT_ATTEMPTS - 1:
                     raise
+                time.sleep(random.uniform(0, RETRY_WAIT_S * 2 ** attempt))
 
     def referenced_paths(self) -> set[str]:
         """Table-relative paths of the data files any retained snapshot holds."""
@@ -234,7 +238,7 @@ class IcebergPublisher:
         check_partitioning(table.metadata, tuple(commit.partition_by))
         files = data_files(table.io, table.metadata, self.location, commit.added)
         removed = self._removed(table, commit) if commit.mode == OVERWRITE else []
-        with table.transaction() as tx:
+        with _without_retries(table).transaction() as tx:
             snapshot = tx.update_snapshot(snapshot_properties=self._summary(commit))
             with (snapshot.overwrite() if removed else snapshot.fast_append()) as op:
                 for data_file in removed:
@@ -255,6 +259,18 @@ class IcebergPublisher:
     @staticmethod
     def _summary(commit: CommitToPublish) -> dict[str, str]:
         return {INSTANT_PROPERTY: commit.instant}
+
+
+def _without_retries(table: Table) -> Table:
+    """`table` whose transactions do not retry a failed catalog commit themselves.
+
+    pyiceberg retries a commit that lost a race by rebuilding it on the new head, which
+    would append the same files a second time when the winner published the same instant;
+    :meth:`IcebergPublisher.publish` retries instead, after reading the instants again.
+    The setting is the transaction's only: the table's own properties are not changed."""
+    properties = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
+    metadata = table.metadata.model_copy(update={"properties": properties})
+    return Table(table.name(), metadata, table.metadata_location, table.io, table.catalog)
 
 
 def publisher_from_options(url: str, storage_options: Mapping[str, Any] | None,

@@ -6,6 +6,7 @@ SQLite)."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -193,3 +194,40 @@ def test_another_table_under_the_same_name_is_refused(tmp_path: Path) -> None:
     IcebergPublisher(one.url, {}, catalog).publish(one.commit(rows(range(1), D1, "eu")))
     with pytest.raises(IcebergPublishError, match=f"set {IDENTIFIER}"):
         IcebergPublisher(two.url, {}, catalog).publish(two.commit(rows(range(1), D1, "eu")))
+
+
+def _race(publish: Any, count: int) -> None:
+    """`publish(i)` for i in range(count), on `count` threads started together."""
+    barrier = threading.Barrier(count)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            publish(i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+def test_writers_racing_publish_each_instant_once(lake: Lake) -> None:
+    """Writers racing on the same instant make one snapshot of it (a writer whose catalog
+    commit lost reads the instants again instead of appending the files a second time);
+    writers racing on different instants all land."""
+    first = IcebergPublisher(lake.url)
+    first.publish(lake.commit(rows(range(0, 1), D1, "eu")))
+    same = lake.commit(rows(range(1, 3), D2, "eu"))
+    _race(lambda i: IcebergPublisher(lake.url).publish(same), 4)
+    others = [lake.commit(rows(range(10 * i, 10 * i + 2), D1, "us")) for i in range(1, 4)]
+    _race(lambda i: IcebergPublisher(lake.url).publish(others[i]), 3)
+    instants = history(first)
+    assert len(instants) == len(set(instants)) == 5
+    table = first.table()
+    assert table is not None
+    assert scanned(table) == lake.expected(lake.rows)
