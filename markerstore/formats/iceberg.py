@@ -40,8 +40,13 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the ins
     raise ModuleNotFoundError(
         "publishing Iceberg needs pyiceberg: pip install 'markerstore[iceberg]'",
         name=_missing.name) from _missing
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
-from pyiceberg.table import Table, TableProperties
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+    ValidationError,
+)
+from pyiceberg.table import Table, TableProperties, Transaction
 
 from markerstore.errors import ConfigError
 from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish
@@ -236,9 +241,12 @@ class IcebergPublisher:
 
     def _commit(self, table: Table, commit: CommitToPublish) -> None:
         check_partitioning(table.metadata, tuple(commit.partition_by))
-        files = data_files(table.io, table.metadata, self.location, commit.added)
         removed = self._removed(table, commit) if commit.mode == OVERWRITE else []
         with _without_retries(table).transaction() as tx:
+            new_columns = set(commit.schema.names) - set(tx.table_metadata.schema().column_names)
+            if new_columns:
+                _add_columns(tx, commit)
+            files = data_files(table.io, tx.table_metadata, self.location, commit.added)
             snapshot = tx.update_snapshot(snapshot_properties=self._summary(commit))
             with (snapshot.overwrite() if removed else snapshot.fast_append()) as op:
                 for data_file in removed:
@@ -259,6 +267,17 @@ class IcebergPublisher:
     @staticmethod
     def _summary(commit: CommitToPublish) -> dict[str, str]:
         return {INSTANT_PROPERTY: commit.instant}
+
+
+def _add_columns(tx: Transaction, commit: CommitToPublish) -> None:
+    """The commit's new columns added to the table's schema (and its name mapping), in the
+    transaction of the commit's snapshot."""
+    try:
+        with tx.update_schema() as update:
+            update.union_by_name(commit.schema)
+    except (ValueError, ValidationError) as exc:
+        raise IcebergPublishError(f"instant {commit.instant}: the table's new columns do not "
+                                  f"fit the Iceberg table's schema: {exc}") from exc
 
 
 def _without_retries(table: Table) -> Table:

@@ -231,3 +231,33 @@ def test_writers_racing_publish_each_instant_once(lake: Lake) -> None:
     table = first.table()
     assert table is not None
     assert scanned(table) == lake.expected(lake.rows)
+
+
+def test_a_commit_with_a_new_column_adds_it_to_the_schema(tmp_path: Path) -> None:
+    old = Lake(str(tmp_path / "grow"), {}, pa.schema([("id", pa.int64()),
+                                                      ("day", pa.date32())]), ("day",))
+    publisher = IcebergPublisher(old.url)
+    publisher.publish(old.commit([{"id": 1, "day": D1}]))
+    new = Lake(old.url, {}, pa.schema([("id", pa.int64()), ("note", pa.string()),
+                                       ("day", pa.date32())]), ("day",))
+    publisher.publish(new.commit([{"id": 2, "note": "x", "day": D2}]))
+    table = publisher.table()
+    assert table is not None
+    assert table.schema().column_names == ["id", "day", "note"]
+    mapping = table.metadata.name_mapping()
+    assert mapping is not None and "note" in {f.names[0] for f in mapping}
+    assert scanned(table) == [{"id": 1, "day": D1, "note": None},
+                              {"id": 2, "day": D2, "note": "x"}]
+
+
+def test_a_commit_without_files_is_a_snapshot_too(lake: Lake) -> None:
+    """Every completed instant is one snapshot, so the counts match the timeline."""
+    publisher = IcebergPublisher(lake.url)
+    first = lake.commit(rows(range(0, 2), D1, "eu"))
+    empty = lake.commit([])
+    drop = lake.replace([], removed=[f.path for f in first.added])
+    for commit in (first, empty, drop):
+        publisher.publish(commit)
+    assert history(publisher) == [first.instant, empty.instant, drop.instant]
+    table = publisher.table()
+    assert table is not None and scanned(table) == []
