@@ -26,6 +26,7 @@ view of the table.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import re
@@ -33,6 +34,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
+
+import fsspec
 
 try:
     from pyiceberg.catalog import Catalog, load_catalog
@@ -83,6 +86,8 @@ RETRY_WAIT_S = 0.05
 _LOCAL_SCHEMES = ("", "file")
 _S3_SCHEMES = ("s3", "s3a", "s3n")
 _NAME = re.compile(r"[^A-Za-z0-9_]")
+_VERSION = re.compile(r"^(\d+)-")
+_log = logging.getLogger(__name__)
 
 
 def table_location(url: str) -> str:
@@ -144,7 +149,8 @@ class IcebergPublisher:
                     f"catalog: set {CATALOG_PREFIX}uri (e.g. sqlite:////path/catalog.db "
                     "on a disk every writer shares, or a REST catalog's URL)")
             properties.update(type="sql", uri=f"sqlite:///{default_catalog_db(self.location)}")
-        self.catalog_properties = {**io_properties(storage_options or {}), **properties}
+        self.storage_options = dict(storage_options or {})
+        self.catalog_properties = {**io_properties(self.storage_options), **properties}
         self.identifier = identifier or _default_identifier(self.location)
         self._catalog: Catalog | None = None
 
@@ -156,10 +162,7 @@ class IcebergPublisher:
             uri = self.catalog_properties.get("uri", "")
             if uri.startswith("sqlite:///"):
                 os.makedirs(os.path.dirname(uri[len("sqlite:///"):]) or ".", exist_ok=True)
-            try:
-                self._catalog = load_catalog(CATALOG_NAME, **self.catalog_properties)
-            except (ValueError, TypeError, NotImplementedError) as exc:
-                raise ConfigError(f"Iceberg catalog ({CATALOG_PREFIX}*): {exc}") from exc
+            self._catalog = _load_catalog(self.catalog_properties)
         return self._catalog
 
     def table(self) -> Table | None:
@@ -187,16 +190,14 @@ class IcebergPublisher:
         if commit.mode not in (APPEND, OVERWRITE):
             raise IcebergPublishError(f"instant {commit.instant}: unknown mode {commit.mode!r}")
         for attempt in range(COMMIT_ATTEMPTS):
-            table = self.table()
-            if table is not None and commit.instant in self._instants(table):
+            table = self.table() or self._create(commit)
+            if commit.instant in self._instants(table):
                 return
             try:
-                if table is None:
-                    self._create(commit)
-                else:
-                    self._commit(table, commit)
+                self._commit(table, commit)
                 return
-            except (CommitFailedException, TableAlreadyExistsError):
+            except CommitFailedException:
+                self._drop_lost_metadata(table.metadata_location)
                 if attempt == COMMIT_ATTEMPTS - 1:
                     raise
                 time.sleep(random.uniform(0, RETRY_WAIT_S * 2 ** attempt))
@@ -217,8 +218,9 @@ class IcebergPublisher:
                  if s.summary is not None)
         return {instant for instant in found if instant}
 
-    def _create(self, commit: CommitToPublish) -> None:
-        """Create the table and its first snapshot in one catalog commit."""
+    def _create(self, commit: CommitToPublish) -> Table:
+        """The Iceberg table, created empty from the commit's schema and partitioning
+        (by this writer, or by another that created it first)."""
         if commit.removed:
             raise IcebergPublishError(
                 f"instant {commit.instant} replaces {len(commit.removed)} file(s) but the "
@@ -226,18 +228,53 @@ class IcebergPublisher:
                 "drifted (publish the table's instants from its first)")
         schema = iceberg_schema(commit.schema)
         spec = identity_spec(schema, commit.partition_by)
+        self._create_namespace()
+        try:
+            return self.catalog.create_table(
+                self.identifier, schema, location=self.location, partition_spec=spec,
+                properties={TableProperties.DEFAULT_NAME_MAPPING:
+                            schema.name_mapping.model_dump_json()})
+        except TableAlreadyExistsError:
+            self._drop_lost_metadata(None)
+            table = self.table()
+            if table is None:
+                raise
+            return table
+
+    def _create_namespace(self) -> None:
+        """The identifier's namespace, created unless it exists (a SQL catalog raises its
+        database's error when another process creates it at the same moment)."""
         namespace = self.identifier.rpartition(".")[0]
-        if namespace:
+        if not namespace or self.catalog.namespace_exists(namespace):
+            return
+        try:
             self.catalog.create_namespace_if_not_exists(namespace)
-        tx = self.catalog.create_table_transaction(
-            self.identifier, schema, location=self.location, partition_spec=spec,
-            properties={TableProperties.DEFAULT_NAME_MAPPING:
-                        schema.name_mapping.model_dump_json()})
-        files = data_files(tx._table.io, tx.table_metadata, self.location, commit.added)
-        with tx.update_snapshot(snapshot_properties=self._summary(commit)).fast_append() as op:
-            for data_file in files:
-                op.append_data_file(data_file)
-        tx.commit_transaction()
+        except Exception:
+            if not self.catalog.namespace_exists(namespace):
+                raise
+
+    def _drop_lost_metadata(self, base: str | None) -> None:
+        """Delete the metadata file a commit that lost a race wrote: a catalog that keeps
+        its metadata in the table (SQL, Glue, Hive) writes ``<version>-<uuid>.metadata.json``
+        before it swaps the pointer, and every writer that started from `base` and did not
+        win wrote one of that version that nothing will reference."""
+        match = _VERSION.match(base.rpartition("/")[2]) if base else None
+        prefix = f"{(int(match.group(1)) if match else -1) + 1:05d}-"
+        table = self.table()
+        keep = set() if table is None else {
+            table.metadata_location, *(e.metadata_file for e in table.metadata.metadata_log)}
+        try:
+            fs, folder = fsspec.core.url_to_fs(f"{self.location}/{METADATA_FOLDER}",
+                                               **self.storage_options)
+            fs.invalidate_cache(folder)       # s3fs keeps listings; the file is new
+            for path in fs.ls(folder, detail=False):
+                name = path.rstrip("/").rpartition("/")[2]
+                full = f"{self.location}/{METADATA_FOLDER}/{name}"
+                if name.startswith(prefix) and name.endswith(".metadata.json") \
+                        and full not in keep:
+                    fs.rm(path)
+        except OSError as exc:
+            _log.warning("could not delete the metadata of a lost Iceberg commit: %s", exc)
 
     def _commit(self, table: Table, commit: CommitToPublish) -> None:
         check_partitioning(table.metadata, tuple(commit.partition_by))
@@ -267,6 +304,21 @@ class IcebergPublisher:
     @staticmethod
     def _summary(commit: CommitToPublish) -> dict[str, str]:
         return {INSTANT_PROPERTY: commit.instant}
+
+
+def _load_catalog(properties: Mapping[str, str]) -> Catalog:
+    """The catalog; a SQL catalog whose tables another process is creating at the same
+    moment (SQLAlchemy: "table ... already exists") is loaded again."""
+    for attempt in range(COMMIT_ATTEMPTS):
+        try:
+            return load_catalog(CATALOG_NAME, **properties)
+        except (ValueError, TypeError, NotImplementedError) as exc:
+            raise ConfigError(f"Iceberg catalog ({CATALOG_PREFIX}*): {exc}") from exc
+        except Exception as exc:
+            if "already exists" not in str(exc) or attempt == COMMIT_ATTEMPTS - 1:
+                raise
+            time.sleep(random.uniform(0, RETRY_WAIT_S))
+    raise AssertionError("unreachable")
 
 
 def _add_columns(tx: Transaction, commit: CommitToPublish) -> None:
