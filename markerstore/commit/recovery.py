@@ -36,6 +36,7 @@ from markerstore.commit.ports import ErrorTables
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area, staging_for
 from markerstore.commit.stats import PendingUpload
 from markerstore.errors import CorruptTableError
+from markerstore.formats import publish
 from markerstore.markers import RollbackResult, marker_folder
 from markerstore.storage import Storage
 from markerstore.table import Table
@@ -193,10 +194,13 @@ def recover(table: Table, *, policy: str | None = None,
     """Recover a table: every failed write (per the failed-writes policy, see
     :meth:`Table.failed_instants`) rolled forward or back with :func:`rollback`, then what
     writers of terminal instants left (:func:`finish_terminal_plans`) and the marker
-    folders of terminal instants. The next write, ``markerstore rollback`` and
+    folders of terminal instants. Before that cleanup, every completed instant a format of
+    the table does not hold yet is published, oldest first
+    (:func:`markerstore.formats.publish`). The next write, ``markerstore rollback`` and
     ``markerstore sweep`` call it. Idempotent."""
     results = [rollback(table, instant, force=True, error_tables=error_tables)
                for instant in table.failed_instants(policy)]
+    publish(table)  # roll forward what a crash left unpublished, before any cleanup
     finish_terminal_plans(table)
     table.clean_markers()
     return results
