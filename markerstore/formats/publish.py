@@ -95,3 +95,32 @@ def drift(table: Table, publishers: list[FormatPublisher] | None = None
         found += [{"kind": "format_unknown_instant", "format": publisher.name,
                    "instant": i} for i in sorted(held - known)]
     return found
+
+
+# The folder each format keeps its own log or metadata in, under the table (a publisher's
+# ``metadata_folder`` attribute, where it has one, says otherwise).
+METADATA_FOLDERS = {"delta": "_delta_log/", "iceberg": "metadata/"}
+
+
+def check_formats(table: Table, *, repair: bool = False
+                  ) -> tuple[list[dict[str, Any]], set[str], list[str]]:
+    """For ``verify``: the drift findings (each with the action taken: with `repair`, the
+    missing instants are published, oldest first), then the files the formats' retained
+    versions reference (never deleted) and the formats' own folders (not orphans)."""
+    publishers = publishers_of(table)
+    if not publishers:
+        return [], set(), []
+    findings = drift(table, publishers)
+    if repair and any(f["kind"] == "format_missing_instant" for f in findings):
+        publish(table, publishers)
+    for finding in findings:
+        if finding["kind"] == "format_missing_instant":
+            finding["action"] = "published" if repair else "would publish"
+        else:
+            finding["action"] = (f"none: {finding['format']} holds a commit of an instant "
+                                 "the timeline has not completed (restore the timeline, or "
+                                 "revert that version with the format's own tools)")
+    referenced = {p for publisher in publishers for p in publisher.referenced_paths()}
+    folders = [getattr(p, "metadata_folder", None) or METADATA_FOLDERS.get(p.name, "")
+               for p in publishers]
+    return findings, referenced, [f for f in folders if f]
