@@ -36,7 +36,7 @@ from markerstore.commit.ports import ErrorTables
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area, staging_for
 from markerstore.commit.stats import PendingUpload
 from markerstore.errors import CorruptTableError
-from markerstore.formats import publish
+from markerstore.formats import publish, publishers_of
 from markerstore.markers import RollbackResult, marker_folder
 from markerstore.storage import Storage
 from markerstore.table import Table
@@ -172,6 +172,7 @@ def rollback(table: Table, instant: str, *, force: bool = False, roll_forward: b
         outcome = try_roll_forward(table, instant)
         if outcome is not None:
             return outcome
+    _refuse_if_published(table, instant)
     table.fence(instant)
     # The markers' pending uploads (S3 only: elsewhere the core's rollback is the one scan).
     pending = (table.marker_rows(instant, pending_only=True) if table.storage.is_s3
@@ -187,6 +188,17 @@ def rollback(table: Table, instant: str, *, force: bool = False, roll_forward: b
     result = table.rollback(instant, force=True, cleanup=cleanup)
     assert isinstance(result, RollbackResult)
     return result
+
+
+def _refuse_if_published(table: Table, instant: str) -> None:
+    """A table format that holds `instant` references its files: they are never deleted,
+    so such an instant is never rolled back (a CorruptTableError names the format)."""
+    for publisher in publishers_of(table):
+        if instant in publisher.published_instants():
+            raise CorruptTableError(table.commit_url(instant),
+                                    f"{publisher.name} holds instant {instant}, which the "
+                                    "timeline has not completed; it is not rolled back "
+                                    "(its files stay)")
 
 
 def recover(table: Table, *, policy: str | None = None,

@@ -344,7 +344,8 @@ class Verifier:
         missing); the files their retained versions reference are kept, their own
         folders are not orphans."""
         try:
-            findings, referenced, folders = check_formats(self.table, repair=self.repair)
+            findings, referenced, folders = check_formats(self.table, repair=self.repair,
+                                                            absent=self.absent)
         except CorruptTableError:
             return  # reported by _table_file
         for f in findings:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -21,6 +21,9 @@ HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # Key of a data file's Parquet key-value metadata naming the types of the partition
 # columns (which Hive-style files do not hold): an Arrow IPC schema, base64.
 PARTITION_SCHEMA_KEY = b"markerstore.partition_schema"
+# More files a commit removed, per its metadata, besides its ``replaced_files`` (an error
+# table's expire commits name theirs so): the same hook as verify's.
+Absent = Callable[[Mapping[str, Any]], Iterable[str]]
 
 
 def hive_partition(path: str) -> dict[str, str | None]:
@@ -64,13 +67,14 @@ def table_schema(table: Table, files: list[str], partition_by: tuple[str, ...]
     return pa.schema([f.remove_metadata() for f in fields])
 
 
-def commit_to_publish(table: Table, instant: str, meta: Mapping[str, Any] | None = None
-                      ) -> CommitToPublish:
+def commit_to_publish(table: Table, instant: str, meta: Mapping[str, Any] | None = None,
+                      absent: Absent | None = None) -> CommitToPublish:
     """The completed instant `instant` (its commit metadata `meta`, read if not given) as a
-    format publishes it."""
+    format publishes it; `absent` names more files it removed."""
     meta = table.commit_metadata(instant) if meta is None else meta
     entries = list(meta.get("files", []))
-    removed = tuple(meta.get("replaced_files", []))
+    removed = tuple(dict.fromkeys([*meta.get("replaced_files", []),
+                                   *(absent(meta) if absent is not None else [])]))
     requested = table.requested_info(instant)
     partition_by = tuple(requested.get("partition_by") or ())
     if not partition_by:

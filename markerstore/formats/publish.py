@@ -18,7 +18,7 @@ from typing import Any
 
 from markerstore.errors import ConfigError
 from markerstore.formats.base import FormatPublisher
-from markerstore.formats.commits import commit_to_publish
+from markerstore.formats.commits import Absent, commit_to_publish
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
@@ -51,11 +51,13 @@ def publishers_of(table: Table) -> list[FormatPublisher]:
     return [open_publisher(name, table) for name in table.formats()]
 
 
-def publish(table: Table, publishers: list[FormatPublisher] | None = None
-            ) -> dict[str, list[str]]:
+def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
+            absent: Absent | None = None) -> dict[str, list[str]]:
     """Publish every completed instant that a format of `table` does not hold yet, oldest
     first, and return the instants published now, by format. Idempotent; a failure
-    raises (the instants stay the source of truth: the next call publishes the rest)."""
+    raises (the instants stay the source of truth: the next call publishes the rest).
+    `absent` names, per commit metadata, files a commit removed besides its
+    ``replaced_files`` (an error table's expire)."""
     publishers = publishers_of(table) if publishers is None else publishers
     if not publishers:
         return {}
@@ -65,7 +67,7 @@ def publish(table: Table, publishers: list[FormatPublisher] | None = None
         held = publisher.published_instants()
         missing = [(i, m) for i, m in completed if i not in held]
         for instant, meta in missing:
-            publisher.publish(commit_to_publish(table, instant, meta))
+            publisher.publish(commit_to_publish(table, instant, meta, absent))
         done[publisher.name] = [i for i, _ in missing]
         if missing:
             log.info("%s: %d instant(s) published to %s", table, len(missing),
@@ -102,7 +104,7 @@ def drift(table: Table, publishers: list[FormatPublisher] | None = None
 METADATA_FOLDERS = {"delta": "_delta_log/", "iceberg": "metadata/"}
 
 
-def check_formats(table: Table, *, repair: bool = False
+def check_formats(table: Table, *, repair: bool = False, absent: Absent | None = None
                   ) -> tuple[list[dict[str, Any]], set[str], list[str]]:
     """For ``verify``: the drift findings (each with the action taken: with `repair`, the
     missing instants are published, oldest first), then the files the formats' retained
@@ -112,7 +114,7 @@ def check_formats(table: Table, *, repair: bool = False
         return [], set(), []
     findings = drift(table, publishers)
     if repair and any(f["kind"] == "format_missing_instant" for f in findings):
-        publish(table, publishers)
+        publish(table, publishers, absent=absent)
     for finding in findings:
         if finding["kind"] == "format_missing_instant":
             finding["action"] = "published" if repair else "would publish"
