@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from errortable import files as F
 from errortable import schema as S
+from errortable.expired import EXPIRE_OPERATION
 from errortable.recovery import (
     FORWARD,
     Sources,
@@ -51,7 +52,6 @@ if TYPE_CHECKING:  # imported where used: pyarrow.dataset and pyarrow.fs cost ab
 
 log = logging.getLogger(__name__)
 
-EXPIRE_OPERATION = "expire"
 REPLAY_LOG_OPERATION = "replay-log"
 META_FIELDS = pa.schema([("error_file", pa.string()), ("error_instant", pa.string()),
                          ("source_instant", pa.string()), ("source_table", pa.string()),

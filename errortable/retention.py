@@ -17,9 +17,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from errortable.expired import expired_paths
 from errortable.reader import EXPIRE_OPERATION, expire_record, is_error_table
 from errortable.taskwriter import OPERATION
 from markerstore.errors import ConfigError, NotAnErrorTableError
+from markerstore.formats import publish
 from markerstore.render.html import table_html
 from markerstore.table import Table
 from markerstore.timeline import parse_instant
@@ -133,7 +135,9 @@ def expire(path: str | Table, older_than: str | timedelta,
 
 def _delete(table: Table, expire_instant: str, paths: list[str]) -> int:
     """Delete an expire's files (missing ones are fine), then note that it is done, so
-    later expires do not try again."""
+    later expires do not try again. First the table's formats publish the expire (their
+    versions stop referencing the files), as every commit of the table before it."""
+    publish(table, absent=expired_paths)
     storage = table.storage
     count = storage.delete_many([storage.path(p) for p in paths], table.parallelism)
     storage.put(storage.path(DONE_DIR, expire_instant), b"")

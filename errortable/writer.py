@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 from errortable import metrics
 from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
+from errortable.expired import expired_paths
 from errortable.files import read_file
 from errortable.registry import forget_open, remember_open, remember_storage_options
 from errortable.taskwriter import (
@@ -45,8 +46,9 @@ from errortable.taskwriter import (
     ErrorFileStats,
     ErrorTaskSpec,
 )
-from markerstore.config import Settings
+from markerstore.config import TABLE_FORMATS, Settings, resolve
 from markerstore.errors import CommitConflictError, CorruptErrorFileError, ErrorTableError
+from markerstore.formats import publish
 from markerstore.markers import ReconcileResult, RollbackResult
 from markerstore.markers.base import WriteMarkers
 from markerstore.table import Table
@@ -112,7 +114,8 @@ class ErrorCommit:
         location = location or locate(source.storage.url(), config)
         e_options = dict(error_storage_options if error_storage_options is not None
                          else source.storage.storage_options)
-        table = Table(location.url, e_options, settings)
+        table = Table(location.url, e_options, _error_table_settings(source, location.url,
+                                                                     e_options, settings))
         table.storage.create_if_absent(table.storage.path(IDENTITY_FILE), json.dumps(
             {"kind": "error_table", "schema": "error_record.avsc"}).encode())
         remember_storage_options(table.storage.url(), e_options)
@@ -266,13 +269,37 @@ def complete_error_instant(table: Table, instant: str, files: list[dict[str, Any
                for f in files]
     link = {"source_table_id": source_table_id} if source_table_id else {}
     try:
-        return table.commit(instant, entries, metadata={
+        done = table.commit(instant, entries, metadata={
             "source_table": source_table, "source_instant": source_instant,
             **link, "error_records": dict(error_records)}, reconciled=reconciled)
     except CommitConflictError:
-        if table.state(instant) == COMPLETED:
-            return table.commit_metadata(instant)
-        raise
+        if table.state(instant) != COMPLETED:
+            raise
+        done = table.commit_metadata(instant)
+    publish_error_table(table)
+    return done
+
+
+def publish_error_table(table: Table) -> None:
+    """Publish the error table's completed instants to its formats (Delta, Iceberg), as the
+    main table's are. A failure is logged: the instant stands, and the next error commit,
+    recovery or `markerstore verify --repair` publishes it."""
+    try:
+        publish(table, absent=expired_paths)
+    except Exception as exc:
+        log.warning("%s: publishing to its table formats failed (%s); the next commit, "
+                    "recovery or verify --repair publishes it", table.storage.url(), exc)
+
+
+def _error_table_settings(source: Table, url: str, storage_options: Mapping[str, Any],
+                          settings: Mapping[str, Any] | Settings | None) -> Settings:
+    """The error table's settings: the writer's, with the table formats of the main table
+    when the error table is new (an existing one keeps those it was created with)."""
+    given = {k: v for k, v in resolve(settings).explicit().items() if k != TABLE_FORMATS}
+    formats = source.formats()
+    if formats and Table(url, storage_options).table_id() is None:
+        given[TABLE_FORMATS] = formats
+    return Settings(given)
 
 
 def _table_name(url: str) -> str:

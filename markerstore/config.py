@@ -25,6 +25,7 @@ from markerstore.option_values import (
     folder_name,
     int_min,
     locale,
+    json_object,
     memory_size,
     optional_folder_name,
     optional_fraction,
@@ -32,6 +33,7 @@ from markerstore.option_values import (
     optional_path,
     optional_str,
     parse_bool,
+    table_formats,
     text,
 )
 
@@ -102,6 +104,8 @@ INGEST_NEGATIVE_INF = "markerstore.ingest.csv.negativeInf"
 INGEST_LOCALE = "markerstore.ingest.locale"
 INGEST_ENCODING = "markerstore.ingest.encoding"
 INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
+TABLE_FORMATS = "markerstore.table.formats"
+DELTA_STORAGE_OPTIONS = "markerstore.table.formats.delta.storage_options"
 
 # Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
 ERROR_TABLE_SUFFIX_DEFAULT = "_errors"
@@ -329,6 +333,18 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(ROLL_FORWARD, True, parse_bool,
            "Recovery completes a failed write whose job commit plan was durably written "
            "(every winning file staged) instead of rolling it back.",
+           ()),
+    Option(TABLE_FORMATS, (), table_formats,
+           "Table formats the table also publishes, comma separated: delta, iceberg or "
+           "both. Each completed commit becomes one Delta version / Iceberg snapshot of the "
+           "same folder. Set when the table is created (recorded in .markerstore/table.json, "
+           "honoured by every writer); another value for an existing table is an error.",
+           ()),
+    Option(DELTA_STORAGE_OPTIONS, {}, json_object,
+           "Delta publishing: delta-rs storage options (a JSON object) over those derived "
+           "from the table's own (S3 endpoint, keys, region; conditional_put=etag). Where "
+           "the store has no put-if-absent, name a locking provider here (e.g. "
+           "{\"AWS_S3_LOCKING_PROVIDER\": \"dynamodb\", \"DELTA_DYNAMO_TABLE_NAME\": ...}).",
            ()),
     Option(ERROR_MAX_FRACTION, None, optional_fraction,
            "Error budget: a write whose error rows are more than this fraction of its rows "

@@ -202,3 +202,35 @@ def field_paths(value: Any) -> tuple[str, ...]:
             raise ValueError(f"field path {path!r} has an empty segment")
         result.append(path)
     return tuple(result)
+
+
+TABLE_FORMAT_NAMES = ("delta", "iceberg")
+
+
+def table_formats(value: Any) -> tuple[str, ...]:
+    """The table formats a table publishes: a list, or a comma-separated string ("delta",
+    "delta,iceberg"); empty or "none" for none. In a fixed order, each once."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names = {str(item).strip().lower() for item in items} - {"", "none"}
+    unknown = sorted(names - set(TABLE_FORMAT_NAMES))
+    if unknown:
+        raise ValueError(f"expected table formats among {', '.join(TABLE_FORMAT_NAMES)} "
+                         f"(comma separated), got {', '.join(unknown)}")
+    return tuple(n for n in TABLE_FORMAT_NAMES if n in names)
+
+
+def json_object(value: Any) -> dict[str, str]:
+    """A JSON object of string values (or a mapping), e.g. storage options of another
+    library; empty means none."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"expected a JSON object, got {value!r:.80}: {exc}") from None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected a JSON object, got {value!r:.80}")
+    return {str(k): str(v) for k, v in value.items()}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import socket
 import time
 import uuid
@@ -23,7 +22,6 @@ from markerstore.datafiles import ArrowPaths, DataFile, arrow_paths, data_file
 from markerstore.errors import (
     CommitConflictError,
     ConfigError,
-    CorruptTableError,
     HeartbeatAliveError,
     InstantCompletedError,
     MarkerStoreError,
@@ -43,6 +41,7 @@ from markerstore.markers import (
 )
 from markerstore.snapshot import Snapshot
 from markerstore.storage import Storage
+from markerstore.tablefile import parse_table_file, parse_table_formats
 from markerstore.timeline import (
     COMPLETED,
     INFLIGHT,
@@ -96,6 +95,7 @@ class Table:
                                      self.settings[config.HEARTBEAT_MAX_CLOCK_SKEW_MS])
         self._beating: dict[str, HeartbeatThread] = {}
         self._table_id: str | None = None
+        self._formats: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return f"Table({self.storage.url()!r})"
@@ -134,7 +134,12 @@ class Table:
         """The table's stable id (``.markerstore/table.json``), kept when the table's folder
         is copied or moved; error tables record it to know their owner's rows. None for a
         table that has none yet (created before ids existed, and not written since); with
-        `create`, a table without one adopts a new one (the first write does)."""
+        `create`, a table without one adopts a new one (the first write does), recording
+        the table formats this Table's settings name (``markerstore.table.formats``)."""
+        file = self._table_file(create=create)
+        return None if file is None else str(file["table_id"])
+
+    def _table_file(self, *, create: bool = False) -> dict[str, Any] | None:
         if self._table_id is None:
             path = self.storage.path(TABLE_FILE)
             try:
@@ -142,12 +147,38 @@ class Table:
             except FileNotFoundError:
                 if not create:
                     return None
-                raw = json.dumps({"table_id": str(uuid.uuid4()),
-                                  "created_at": datetime.now(timezone.utc).isoformat()}).encode()
+                payload: dict[str, Any] = {
+                    "table_id": str(uuid.uuid4()),
+                    "created_at": datetime.now(timezone.utc).isoformat()}
+                formats = self.settings[config.TABLE_FORMATS]
+                if formats:
+                    payload["formats"] = list(formats)
+                raw = json.dumps(payload).encode()
                 if not self.storage.create_if_absent(path, raw):
                     raw = self.storage.get(path)  # another writer created it first
-            self._table_id = parse_table_file(raw, self.storage.url(path))
-        return self._table_id
+            where = self.storage.url(path)
+            self._table_id = parse_table_file(raw, where)
+            self._formats = parse_table_formats(raw, where)
+        return {"table_id": self._table_id, "formats": self._formats}
+
+    def formats(self, *, create: bool = False) -> tuple[str, ...]:
+        """The table formats this table publishes (Delta, Iceberg), as recorded when the
+        table was created; () for none. A ConfigError when this Table's settings name
+        other formats than the table recorded (formats are set when a table is
+        created)."""
+        file = self._table_file(create=create)
+        recorded: tuple[str, ...] = () if file is None else tuple(file["formats"])
+        if config.TABLE_FORMATS in self.settings.explicit():
+            given = tuple(self.settings[config.TABLE_FORMATS])
+            if file is None:
+                return given
+            if given != recorded:
+                raise ConfigError(
+                    f"{config.TABLE_FORMATS}={','.join(given) or 'none'} but table "
+                    f"{self.storage.url()} was created with "
+                    f"{','.join(recorded) or 'none'}; formats are set when a table is "
+                    "created")
+        return recorded
 
     # --- instants ------------------------------------------------------------------------
     def start_commit(self, write_uuid: str | None = None, operation: str = "write",
@@ -159,7 +190,7 @@ class Table:
         if rollback_failed:
             self.rollback_failed()
         write_uuid = write_uuid or self.settings[config.WRITE_UUID] or str(uuid.uuid4())
-        self.table_id(create=True)
+        self.formats(create=True)  # creates the table's identity; refuses other formats
         instant = self._timeline.create(write_uuid, operation, dict(extra or {}))
         if heartbeat:
             self._beating[instant] = self.heartbeats.start(instant)
@@ -490,19 +521,3 @@ class Table:
 
     def reset_storage_requests(self) -> None:
         self.storage.reset_requests()
-
-
-_TABLE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{7,63}$")
-
-
-def parse_table_file(raw: bytes, where: str) -> str:
-    """The id in a ``table.json``: ``{"table_id": "<8 to 64 letters, digits, '-'>"}``."""
-    try:
-        payload = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise CorruptTableError(where, f"the table file is not JSON: {exc}") from None
-    table_id = payload.get("table_id") if isinstance(payload, dict) else None
-    if not isinstance(table_id, str) or not _TABLE_ID.match(table_id):
-        raise CorruptTableError(where, f"'table_id' must be 8 to 64 letters, digits and "
-                                       f"'-', got {table_id!r:.80}")
-    return table_id

@@ -23,10 +23,12 @@ PACKAGES = ("markerstore", "errortable")
 CORE = ("markerstore.storage", "markerstore.timeline", "markerstore.markers",
         "markerstore.paths", "markerstore.datafiles", "markerstore.config",
         "markerstore.option_values", "markerstore.datetime_patterns",
-        "markerstore.errors", "markerstore.arrow_avro", "markerstore.render",
+        "markerstore.errors", "markerstore.tablefile", "markerstore.arrow_avro",
+        "markerstore.render",
         "markerstore.metrics", "markerstore.duck")
 # What is above the core. `markerstore` itself is the package facade (its __init__).
-ABOVE = ("markerstore.table", "markerstore.server", "markerstore.sql", "markerstore.commit",
+ABOVE = ("markerstore.table", "markerstore.formats", "markerstore.server", "markerstore.sql",
+         "markerstore.commit",
          "markerstore.spark", "markerstore.ingest", "markerstore.cli", "markerstore.audit",
          "errortable")
 

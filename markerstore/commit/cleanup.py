@@ -6,14 +6,22 @@ from __future__ import annotations
 from markerstore.commit.plan import CommitPlan, delete_plan, plan_path
 from markerstore.commit.staging import staging_for
 from markerstore.errors import CorruptTableError
+from markerstore.formats import publish, publishers_of
 from markerstore.table import Table
 
 
 def post_commit(table: Table, plan: CommitPlan) -> None:
-    """After the completed instant: delete replaced files, the staging area, the plan.
-    Idempotent; recovery runs it again for a plan a completed instant left behind."""
+    """After the completed instant: publish it to the table's formats (with any instant a
+    crash left unpublished, oldest first), then delete replaced files, the staging area,
+    the plan. Idempotent; recovery runs it again for a plan a completed instant left
+    behind. A replaced file that a format's retained version still references stays."""
+    publishers = publishers_of(table)
+    publish(table, publishers)
     if plan.replaced_files:
         replaced = checked_replaced_files(table, plan)
+        if publishers:
+            kept = {p for publisher in publishers for p in publisher.referenced_paths()}
+            replaced = [p for p in replaced if p not in kept]
         table.storage.delete_many([table.storage.path(p) for p in replaced],
                                   table.parallelism)
     staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,

@@ -267,8 +267,8 @@ class JobCommitter:
         try:
             post_commit(self.table, plan)
         except Exception as exc:  # the commit stands; recovery finishes the cleanup
-            log.warning("instant %s: cleanup after commit failed (%s); the next write or "
-                        "sweep finishes it", self.instant, exc)
+            log.warning("instant %s: publishing or cleanup after commit failed (%s); the "
+                        "next write or sweep finishes it", self.instant, exc)
 
     def _result(self, results: list[TaskResult], plan: CommitPlan, counts: Mapping[str, Any],
                 started: float, before: Mapping[str, int], phases: Mapping[str, float]

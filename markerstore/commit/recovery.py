@@ -36,6 +36,7 @@ from markerstore.commit.ports import ErrorTables
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area, staging_for
 from markerstore.commit.stats import PendingUpload
 from markerstore.errors import CorruptTableError
+from markerstore.formats import publish, publishers_of
 from markerstore.markers import RollbackResult, marker_folder
 from markerstore.storage import Storage
 from markerstore.table import Table
@@ -171,6 +172,7 @@ def rollback(table: Table, instant: str, *, force: bool = False, roll_forward: b
         outcome = try_roll_forward(table, instant)
         if outcome is not None:
             return outcome
+    _refuse_if_published(table, instant)
     table.fence(instant)
     # The markers' pending uploads (S3 only: elsewhere the core's rollback is the one scan).
     pending = (table.marker_rows(instant, pending_only=True) if table.storage.is_s3
@@ -188,15 +190,29 @@ def rollback(table: Table, instant: str, *, force: bool = False, roll_forward: b
     return result
 
 
+def _refuse_if_published(table: Table, instant: str) -> None:
+    """A table format that holds `instant` references its files: they are never deleted,
+    so such an instant is never rolled back (a CorruptTableError names the format)."""
+    for publisher in publishers_of(table):
+        if instant in publisher.published_instants():
+            raise CorruptTableError(table.commit_url(instant),
+                                    f"{publisher.name} holds instant {instant}, which the "
+                                    "timeline has not completed; it is not rolled back "
+                                    "(its files stay)")
+
+
 def recover(table: Table, *, policy: str | None = None,
             error_tables: ErrorTables | None = None) -> list[RollbackResult]:
     """Recover a table: every failed write (per the failed-writes policy, see
     :meth:`Table.failed_instants`) rolled forward or back with :func:`rollback`, then what
     writers of terminal instants left (:func:`finish_terminal_plans`) and the marker
-    folders of terminal instants. The next write, ``markerstore rollback`` and
+    folders of terminal instants. Before that cleanup, every completed instant a format of
+    the table does not hold yet is published, oldest first
+    (:func:`markerstore.formats.publish`). The next write, ``markerstore rollback`` and
     ``markerstore sweep`` call it. Idempotent."""
     results = [rollback(table, instant, force=True, error_tables=error_tables)
                for instant in table.failed_instants(policy)]
+    publish(table)  # roll forward what a crash left unpublished, before any cleanup
     finish_terminal_plans(table)
     table.clean_markers()
     return results

@@ -33,6 +33,7 @@ from markerstore.commit.staging import Staging
 from markerstore.commit.stats import FileStats, TaskAttempt, TaskResult, TaskSummary
 from markerstore.config import REASON_KEY
 from markerstore.errors import MarkerStoreError
+from markerstore.formats.commits import partition_schema_metadata
 from markerstore.markers import IOType, WriteMarkers
 
 log = logging.getLogger(__name__)
@@ -168,6 +169,7 @@ class TaskWriter:
         self._closed: list[tuple[FileStats, str]] = []
         self._targets: list[str] = []
         self._marked: dict[str, str] = {}  # partition -> file name whose marker is made
+        self._partition_metadata: dict[bytes, bytes] | None = None
         self._seq = 0
         self._state = "open"
         self._result: TaskResult | None = None
@@ -196,6 +198,9 @@ class TaskWriter:
             raise ValueError(f"partition column(s) {missing} are not in the data "
                              f"(columns: {batch.schema.names})")
         keep = [n for n in batch.schema.names if n not in self.partition_by]
+        if self._partition_metadata is None:  # the partition columns' types, for formats
+            self._partition_metadata = partition_schema_metadata(
+                [batch.schema.field(c) for c in self.partition_by])
         pieces = [(partition_path(self.partition_by, values), rows.select(keep))
                   for values, rows in split_by_partition(batch, self.partition_by)]
         fresh = [p for p, _ in pieces if p not in self._open and p not in self._marked]
@@ -288,6 +293,9 @@ class TaskWriter:
             sink = pa.OSFile(target, "wb")
         else:
             sink = self.storage.open_write(target)
+        if self._partition_metadata:
+            schema = schema.with_metadata({**(schema.metadata or {}),
+                                           **self._partition_metadata})
         writer = pq.ParquetWriter(sink, schema, compression=self.compression)
         return _OpenFile(path, target, writer, sink)
 

@@ -13,6 +13,9 @@ Findings (each a :class:`Finding`: kind, path, size, instant, action):
 ``leftover_markers`` / ``leftover_plan`` / ``leftover_staging`` / ``leftover_heartbeat``
                        what a terminal instant (completed or rolled back) left behind
 ``corrupt_table_file`` ``.markerstore/table.json`` (the table's id) cannot be read
+``format_missing_instant`` a completed instant a table format (Delta, Iceberg) does not
+                       hold yet (repair publishes it, oldest first)
+``format_unknown_instant`` a format version of an instant the timeline has not completed
 
 And one notice, which leaves the table consistent:
 
@@ -64,8 +67,10 @@ from markerstore.commit.names import parse_path
 from markerstore.commit.plan import PLANS_DIR, delete_plan, read_plan
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area
 from markerstore.errors import ConfigError, CorruptTableError
+from markerstore.formats.publish import check_formats
 from markerstore.markers import MARKERS_DIR, read_markers
-from markerstore.table import TABLE_FILE, Table, parse_table_file
+from markerstore.table import TABLE_FILE, Table
+from markerstore.tablefile import parse_table_file, parse_table_formats
 from markerstore.timeline import COMPLETED, INFLIGHT, META_DIR, REQUESTED, ROLLEDBACK, Timeline
 from markerstore.timeline.heartbeat import HEARTBEAT_DIR
 
@@ -206,6 +211,8 @@ def _connect(folder: str) -> duckdb.DuckDBPyConnection:
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     con.execute("CREATE TABLE live (path VARCHAR, instant VARCHAR)")
     con.execute("CREATE TABLE states (instant VARCHAR, state VARCHAR, checked BOOLEAN)")
+    con.execute("CREATE TABLE kept (path VARCHAR)")  # a format's retained version has it
+    con.execute("CREATE TABLE format_folders (prefix VARCHAR)")  # its log, not orphans
     return con
 
 
@@ -230,12 +237,14 @@ LEFT JOIN states s ON s.instant = regexp_extract(l.path, '{_OURS.pattern}', 1)
 WHERE NOT starts_with(l.path, '{META_DIR}/')
   AND NOT EXISTS (SELECT 1 FROM committed c WHERE c.path = l.path)
   AND NOT EXISTS (SELECT 1 FROM live m WHERE m.path = l.path)
+  AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.path = l.path)
+  AND NOT EXISTS (SELECT 1 FROM format_folders f WHERE starts_with(l.path, f.prefix))
   AND {_NOT_NESTED}
 ORDER BY l.path"""
 
 _REMOVED = f"""
 SELECT l.path, l.size, min(g.instant) FROM listing l JOIN gone g USING (path)
-WHERE {_NOT_NESTED}
+WHERE {_NOT_NESTED} AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.path = l.path)
 GROUP BY l.path, l.size ORDER BY l.path"""
 
 _MISSING = """
@@ -294,6 +303,7 @@ class Verifier:
             try:
                 self._table_file()
                 self._load(con, folder)
+                self._formats(con)
                 self._nested(con)
                 self._orphans(con)
                 self._removed(con)
@@ -329,12 +339,30 @@ class Verifier:
             spool.view(con)
         _live_markers(self.table, [i.instant for i in infos if i.state in LIVE], con)
 
+    def _formats(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Drift between the timeline and the table's formats (repair publishes what is
+        missing); the files their retained versions reference are kept, their own
+        folders are not orphans."""
+        try:
+            findings, referenced, folders = check_formats(self.table, repair=self.repair,
+                                                            absent=self.absent)
+        except CorruptTableError:
+            return  # reported by _table_file
+        for f in findings:
+            self._add(f["kind"], f["format"], None, f["instant"], f["action"])
+        if referenced:
+            con.executemany("INSERT INTO kept VALUES (?)", [[p] for p in sorted(referenced)])
+        if folders:
+            con.executemany("INSERT INTO format_folders VALUES (?)", [[f] for f in folders])
+
     def _table_file(self) -> None:
         """The table's id file: absent is fine (tables older than ids), unreadable is a
         finding (error tables know their owner's rows by that id)."""
         path = self.storage.path(TABLE_FILE)
         try:
-            parse_table_file(self.storage.get(path), self.storage.url(path))
+            raw = self.storage.get(path)
+            parse_table_file(raw, self.storage.url(path))
+            parse_table_formats(raw, self.storage.url(path))
         except FileNotFoundError:
             return
         except CorruptTableError as exc:

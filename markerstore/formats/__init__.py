@@ -1,8 +1,33 @@
 """Table formats a markerstore table also publishes (Delta Lake, Apache Iceberg).
 
 Each completed instant becomes exactly one version or snapshot of each format the table
-names in ``.markerstore/table.json``, in the instants' order. The commit protocol calls
-the small interface of :mod:`markerstore.formats.base`; each format is one module behind
-it (``delta``, ``iceberg``), imported lazily, with an install hint where its package is
-missing (``pip install 'markerstore[delta]'`` / ``'markerstore[iceberg]'``).
+names in ``.markerstore/table.json`` (option ``markerstore.table.formats``, set when the
+table is created), in the instants' order. The commit protocol calls :func:`publish`;
+each format is one module behind the small interface of :mod:`markerstore.formats.base`
+(``delta``, ``iceberg``), imported lazily by :func:`open_publisher`, with an install
+hint where its package is missing (``pip install 'markerstore[delta]'`` /
+``'markerstore[iceberg]'``).
 """
+
+from markerstore.formats.base import (
+    APPEND,
+    OVERWRITE,
+    CommitToPublish,
+    FormatPublisher,
+    PublishedFile,
+)
+from markerstore.formats.commits import commit_to_publish, hive_partition
+from markerstore.formats.publish import (
+    FORMATS,
+    drift,
+    open_publisher,
+    publish,
+    publishers_of,
+    referenced_paths,
+)
+
+__all__ = [
+    "APPEND", "FORMATS", "OVERWRITE", "CommitToPublish", "FormatPublisher", "PublishedFile",
+    "commit_to_publish", "drift", "hive_partition", "open_publisher", "publish",
+    "publishers_of", "referenced_paths",
+]

@@ -1,0 +1,193 @@
+"""Delta Lake publishing through delta-rs (``pip install 'markerstore[delta]'``).
+
+Each completed instant becomes exactly one Delta version of the table's own folder
+(``_delta_log/`` beside ``.markerstore/``): an ``add`` action per file of the commit
+(partition values from the commit's Hive-style folders, statistics from the Parquet
+footers) and a ``remove`` action per file a replace replaced. The version carries the
+instant twice: as an app transaction ``markerstore-<instant>`` (checked before publishing,
+and conflicting with a concurrent publisher of the same instant) and as the commit info
+key ``markerstore.instant`` (read back by :meth:`DeltaPublisher.published_instants`).
+
+On S3 the Delta log needs put-if-absent: delta-rs's conditional put (``conditional_put``
+= ``etag``) is set by default; a store without it needs a locking provider, named through
+``markerstore.table.formats.delta.storage_options``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from markerstore import config
+from markerstore.errors import ConfigError, MarkerStoreError
+from markerstore.formats.base import OVERWRITE, CommitToPublish
+from markerstore.formats.commits import hive_partition
+from markerstore.formats.stats import file_stats
+from markerstore.table import Table
+
+log = logging.getLogger(__name__)
+
+APP_PREFIX = "markerstore-"
+INSTANT_KEY = "markerstore.instant"
+
+
+def delta_uri(table: Table) -> str:
+    """The table's folder as delta-rs names it (a local path or s3://bucket/key)."""
+    storage = table.storage
+    if storage.is_local:
+        return storage.root
+    if storage.is_s3:
+        return f"s3://{storage.root}"
+    raise ConfigError(f"table {storage.url()} cannot publish Delta: delta-rs reaches local "
+                      "folders and S3, not this store")
+
+
+def delta_storage_options(table: Table) -> dict[str, str]:
+    """delta-rs storage options from the table's fsspec options (S3 keys, endpoint,
+    region; conditional put by ETag), under the user's own
+    (``markerstore.table.formats.delta.storage_options``)."""
+    given: Mapping[str, Any] = table.storage.storage_options
+    result: dict[str, str] = {}
+    if table.storage.is_s3:
+        client = dict(given.get("client_kwargs") or {})
+        endpoint = given.get("endpoint_url") or client.get("endpoint_url")
+        names = {"key": "AWS_ACCESS_KEY_ID", "secret": "AWS_SECRET_ACCESS_KEY",
+                 "token": "AWS_SESSION_TOKEN"}
+        result.update({names[k]: str(v) for k, v in given.items() if k in names and v})
+        if endpoint:
+            result["AWS_ENDPOINT_URL"] = str(endpoint)
+            if str(endpoint).startswith("http://"):
+                result["AWS_ALLOW_HTTP"] = "true"
+        region = client.get("region_name") or given.get("region_name")
+        if region:
+            result["AWS_REGION"] = str(region)
+        result["conditional_put"] = "etag"
+    result.update(table.settings[config.DELTA_STORAGE_OPTIONS])
+    return result
+
+
+class DeltaPublisher:
+    """The Delta log of one markerstore table."""
+
+    name = "delta"
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.uri = delta_uri(table)
+        self.storage_options = delta_storage_options(table)
+
+    def __repr__(self) -> str:
+        return f"DeltaPublisher({self.uri!r})"
+
+    def _load(self) -> Any:
+        """The Delta table, or None where the folder has no Delta log yet."""
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(self.uri, self.storage_options):
+            return None
+        return DeltaTable(self.uri, storage_options=self.storage_options)
+
+    def versions(self) -> list[tuple[int, str | None]]:
+        """Every version the log keeps, oldest first, with the instant it published (None
+        for a version markerstore did not write)."""
+        delta = self._load()
+        if delta is None:
+            return []
+        found = [(int(h["version"]), h.get(INSTANT_KEY)) for h in delta.history()]
+        return sorted((v, str(i) if i is not None else None) for v, i in found)
+
+    def published_instants(self) -> set[str]:
+        return {i for _, i in self.versions() if i is not None}
+
+    def referenced_paths(self) -> set[str]:
+        """The files of the latest version (older versions' removed files are deleted by
+        markerstore once the replace that removed them is published, as a zero-retention
+        VACUUM would)."""
+        delta = self._load()
+        if delta is None:
+            return set()
+        paths = pa.table(delta.get_add_actions(flatten=True)).column("path").to_pylist()
+        return {urllib.parse.unquote(p) for p in paths}
+
+    def publish(self, commit: CommitToPublish) -> None:
+        from deltalake import DeltaTable, Schema
+        from deltalake.transaction import (
+            AddAction,
+            CommitProperties,
+            RemoveAction,
+            Transaction,
+            create_table_with_add_actions,
+        )
+
+        delta = self._load()
+        app_id = APP_PREFIX + commit.instant
+        if delta is not None and delta.transaction_version(app_id) is not None:
+            return  # published already
+        now = int(time.time() * 1000)
+        stats = file_stats(self.table, commit)
+        adds = [AddAction(f.path, f.size, dict(f.partition), now, True,
+                          json.dumps(stats.get(f.path, {"numRecords": f.rows})))
+                for f in commit.added]
+        removes = [RemoveAction(p, True, now, None, _partition_values(p))
+                   for p in commit.removed]
+        properties = CommitProperties(
+            custom_metadata={INSTANT_KEY: commit.instant, "markerstore.mode": commit.mode},
+            app_transactions=[Transaction(app_id, 1, now)])
+        schema = _delta_schema(commit.schema)
+        partition_by = list(commit.partition_by)
+        if delta is not None:
+            existing = list(delta.metadata().partition_columns)
+            if adds and partition_by != existing:
+                raise MarkerStoreError(
+                    f"instant {commit.instant} is partitioned by {partition_by}, the Delta "
+                    f"table {self.uri} by {existing}; a Delta table keeps its partitioning")
+            partition_by = existing
+        try:
+            if delta is None:
+                if removes:
+                    raise MarkerStoreError(f"instant {commit.instant} replaces files but "
+                                           f"{self.uri} has no Delta log to remove them from")
+                create_table_with_add_actions(
+                    self.uri, Schema.from_arrow(schema), adds, mode="error",
+                    partition_by=partition_by or None,
+                    storage_options=self.storage_options, commit_properties=properties)
+            else:
+                delta.create_write_transaction(
+                    [*adds, *removes], mode="append", schema=schema,
+                    partition_by=partition_by or None,
+                    commit_properties=properties)
+        except Exception as exc:
+            # A concurrent publisher of the same instant wins: that is this publish done.
+            again = DeltaTable(self.uri, storage_options=self.storage_options) \
+                if DeltaTable.is_deltatable(self.uri, self.storage_options) else None
+            if again is not None and again.transaction_version(app_id) is not None:
+                log.info("instant %s: published to Delta by another writer (%s)",
+                         commit.instant, exc)
+                return
+            raise
+        log.info("instant %s: Delta version published (%d added, %d removed%s)",
+                 commit.instant, len(adds), len(removes),
+                 ", overwrite" if commit.mode == OVERWRITE else "")
+
+
+def _delta_schema(schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema as Delta takes it: no field or schema metadata, large types
+    normalised by delta-rs itself."""
+    return pa.schema([f.remove_metadata() for f in schema])
+
+
+def _partition_values(path: str) -> dict[str, str | None] | None:
+    values = hive_partition(path)
+    return dict(values) if values else None
+
+
+def publisher(table: Table) -> DeltaPublisher:
+    """The Delta publisher of `table` (the factory in :mod:`markerstore.formats` calls
+    this)."""
+    return DeltaPublisher(table)

@@ -1,0 +1,128 @@
+"""Publishing completed instants to the table's formats, in the instants' order.
+
+:func:`open_publisher` maps a format's name to its publisher, importing its module only
+then (an install hint where its package is missing); nothing is registered by importing
+anything. :func:`publish` brings every format of a table up to its timeline: each
+completed instant a format does not hold yet becomes one version/snapshot, oldest
+instant first. Job commit calls it after the completed instant and before the files a
+replace replaced are deleted (:func:`markerstore.commit.cleanup.post_commit`); recovery
+calls it for what a crash left unpublished (roll forward), so it is idempotent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from typing import Any
+
+from markerstore.errors import ConfigError
+from markerstore.formats.base import FormatPublisher
+from markerstore.formats.commits import Absent, commit_to_publish
+from markerstore.table import Table
+
+log = logging.getLogger(__name__)
+
+# Format name -> (its module, the package it needs, the extra that installs it).
+FORMATS: dict[str, tuple[str, str, str]] = {
+    "delta": ("markerstore.formats.delta", "deltalake", "delta"),
+    "iceberg": ("markerstore.formats.iceberg", "pyiceberg", "iceberg"),
+}
+
+
+def open_publisher(name: str, table: Table) -> FormatPublisher:
+    """The publisher of format `name` for `table`: ``<module>.publisher(table)`` (or its
+    ``<Name>Publisher(table)`` class). ConfigError naming the extra to install when the
+    format's package is missing."""
+    if name not in FORMATS:
+        raise ConfigError(f"unknown table format {name!r}; known: {', '.join(FORMATS)}")
+    module_name, package, extra = FORMATS[name]
+    if importlib.util.find_spec(package) is None:
+        raise ConfigError(f"table {table.storage.url()} publishes {name}, which needs the "
+                          f"{package} package: pip install 'markerstore[{extra}]'")
+    module: Any = importlib.import_module(module_name)
+    factory = getattr(module, "publisher", None) or getattr(
+        module, f"{name.capitalize()}Publisher")
+    return factory(table)  # type: ignore[no-any-return]
+
+
+def publishers_of(table: Table) -> list[FormatPublisher]:
+    """A publisher for each format the table publishes (none for a table without)."""
+    return [open_publisher(name, table) for name in table.formats()]
+
+
+def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
+            absent: Absent | None = None) -> dict[str, list[str]]:
+    """Publish every completed instant that a format of `table` does not hold yet, oldest
+    first, and return the instants published now, by format. Idempotent; a failure
+    raises (the instants stay the source of truth: the next call publishes the rest).
+    `absent` names, per commit metadata, files a commit removed besides its
+    ``replaced_files`` (an error table's expire)."""
+    publishers = publishers_of(table) if publishers is None else publishers
+    if not publishers:
+        return {}
+    completed = table.completed()
+    done: dict[str, list[str]] = {}
+    for publisher in publishers:
+        held = publisher.published_instants()
+        missing = [(i, m) for i, m in completed if i not in held]
+        for instant, meta in missing:
+            publisher.publish(commit_to_publish(table, instant, meta, absent))
+        done[publisher.name] = [i for i, _ in missing]
+        if missing:
+            log.info("%s: %d instant(s) published to %s", table, len(missing),
+                     publisher.name)
+    return done
+
+
+def referenced_paths(table: Table) -> set[str]:
+    """Table-relative paths of every file a retained version/snapshot of a format of
+    `table` references (nothing of markerstore's deletes one)."""
+    return {p for publisher in publishers_of(table) for p in publisher.referenced_paths()}
+
+
+def drift(table: Table, publishers: list[FormatPublisher] | None = None
+          ) -> list[dict[str, Any]]:
+    """Where a format and the timeline disagree: a completed instant the format does not
+    hold (``format_missing_instant``), or a format version/snapshot of an instant the
+    timeline has not completed (``format_unknown_instant``)."""
+    publishers = publishers_of(table) if publishers is None else publishers
+    completed = [i for i, _ in table.completed()]
+    known = set(completed)
+    found: list[dict[str, Any]] = []
+    for publisher in publishers:
+        held = publisher.published_instants()
+        found += [{"kind": "format_missing_instant", "format": publisher.name,
+                   "instant": i} for i in completed if i not in held]
+        found += [{"kind": "format_unknown_instant", "format": publisher.name,
+                   "instant": i} for i in sorted(held - known)]
+    return found
+
+
+# The folder each format keeps its own log or metadata in, under the table (a publisher's
+# ``metadata_folder`` attribute, where it has one, says otherwise).
+METADATA_FOLDERS = {"delta": "_delta_log/", "iceberg": "metadata/"}
+
+
+def check_formats(table: Table, *, repair: bool = False, absent: Absent | None = None
+                  ) -> tuple[list[dict[str, Any]], set[str], list[str]]:
+    """For ``verify``: the drift findings (each with the action taken: with `repair`, the
+    missing instants are published, oldest first), then the files the formats' retained
+    versions reference (never deleted) and the formats' own folders (not orphans)."""
+    publishers = publishers_of(table)
+    if not publishers:
+        return [], set(), []
+    findings = drift(table, publishers)
+    if repair and any(f["kind"] == "format_missing_instant" for f in findings):
+        publish(table, publishers, absent=absent)
+    for finding in findings:
+        if finding["kind"] == "format_missing_instant":
+            finding["action"] = "published" if repair else "would publish"
+        else:
+            finding["action"] = (f"none: {finding['format']} holds a commit of an instant "
+                                 "the timeline has not completed (restore the timeline, or "
+                                 "revert that version with the format's own tools)")
+    referenced = {p for publisher in publishers for p in publisher.referenced_paths()}
+    folders = [getattr(p, "metadata_folder", None) or METADATA_FOLDERS.get(p.name, "")
+               for p in publishers]
+    return findings, referenced, [f for f in folders if f]
