@@ -28,6 +28,7 @@ from typing import Any
 from errortable.pii import ShapeError
 
 MAX_DEPTH = 512
+_CHUNK = 1 << 20  # bytes :func:`nesting_depth` scans at a time
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -43,9 +44,15 @@ def nesting_depth(text: str) -> int:
     import numpy as np
 
     codes = np.frombuffer(_STRING.sub("", text).encode("utf-8", "surrogatepass"), np.uint8)
-    step = np.isin(codes, (ord("["), ord("{"))).astype(np.int64) - \
-        np.isin(codes, (ord("]"), ord("}"))).astype(np.int64)
-    return int(np.cumsum(step).max()) if len(step) else 0
+    deepest = depth = 0
+    for at in range(0, len(codes), _CHUNK):  # a chunk at a time: memory a few chunks
+        chunk = codes[at:at + _CHUNK]
+        step = np.zeros(len(chunk), np.int8)
+        step[(chunk == ord("[")) | (chunk == ord("{"))] = 1
+        step[(chunk == ord("]")) | (chunk == ord("}"))] = -1
+        depths = np.cumsum(step, dtype=np.int64) + depth
+        deepest, depth = max(deepest, int(depths.max())), int(depths[-1])
+    return deepest
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

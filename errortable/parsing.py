@@ -60,6 +60,13 @@ class Failure:
     reason: str = R.PARSE
     extra: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Only the exception's class and text go into the error record; its traceback
+        # holds the parser's frames (several KiB a record), so a block of many bad
+        # records would hold them all at once.
+        self.exc.__traceback__ = None
+        self.exc.__context__ = None
+
 
 class RecordTooLarge(ShapeError):
     """A record larger than the size limit (markerstore.ingest.record.max_bytes): its text

@@ -38,6 +38,10 @@ from markerstore.ingest.jsondoc import record_spans
 from markerstore.ingest.sources import SourceTask
 
 BLOCK_BYTES = 16 * 1024 * 1024
+# At most this many records in a block, whatever their size: what a task holds per record
+# (offsets, line numbers, the parsed values, an error record) is bounded by it, so a block
+# of one-byte records costs no more than one of ordinary records (docs/RELIABILITY.md).
+BLOCK_RECORDS = 65_536
 PREFIX_BYTES = 64 * 1024  # what an error record keeps of a record too large (at most)
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 BOM = b"\xef\xbb\xbf"
@@ -124,7 +128,22 @@ def _ends(data: bytes, fmt: str, final: bool, newlines: np.ndarray, options: Rea
     ends = newlines + 1
     if final and len(data) and not data.endswith(b"\n"):
         ends = np.append(ends, len(data))
-    return ends.astype(np.int64)
+    return ends.astype(np.int64, copy=False)
+
+
+def _cuts(data: bytes, ends: np.ndarray, newlines: np.ndarray, fmt: str, first_line: int,
+          offset: int, options: ReadOptions) -> Iterator[Block]:
+    """The blocks of the records ending at `ends` in `data`, :data:`BLOCK_RECORDS` at a
+    time (each built only when the one before was used)."""
+    start = 0
+    for i in range(0, len(ends), BLOCK_RECORDS):
+        part = ends[i:i + BLOCK_RECORDS]
+        stop = int(part[-1])
+        lo, hi = np.searchsorted(newlines, [start, stop])
+        yield _cut(data[start:stop] if i or stop < len(data) else data, part - start,
+                   newlines[lo:hi] - start, fmt, first_line + int(lo), offset + start,
+                   options)
+        start = stop
 
 
 def _cut(data: bytes, ends: np.ndarray, newlines: np.ndarray, fmt: str, first_line: int,
@@ -260,7 +279,7 @@ def read_blocks(task: SourceTask, storage_options: dict[str, Any] | None = None,
             yield from _utf16_blocks(Utf16Stream(handle, options.encoding), task,
                                      block_bytes, options)
         elif options.json_document and task.format == "json":
-            yield _document(handle, block_bytes, options)
+            yield from _document(handle, block_bytes, options)
         else:
             yield from _Reader(handle, task, block_bytes, options).blocks()
 
@@ -271,7 +290,7 @@ def _utf16_blocks(stream: Utf16Stream, task: SourceTask, block_bytes: int,
     that is no UTF-16 (a lone surrogate) keeps its bytes in the file's encoding."""
     if task.start:
         raise ValueError(f"{task.url}: a UTF-16 file is read whole, not from byte {task.start}")
-    blocks = ([_document(stream, block_bytes, options)]
+    blocks = (_document(stream, block_bytes, options)
               if options.json_document and task.format == "json" else
               _Reader(stream, task, block_bytes, options).blocks())
     for block in blocks:
@@ -282,24 +301,32 @@ def _utf16_blocks(stream: Utf16Stream, task: SourceTask, block_bytes: int,
         yield block
 
 
-def _document(handle: Any, block_bytes: int, options: ReadOptions) -> Block:
-    """A JSON file as one document: the block of its records (the elements of its top-level
-    array, or the whole document); a document over the size limit is one raw record of
-    its true size, read through a block at a time."""
+def _document(handle: Any, block_bytes: int, options: ReadOptions) -> Iterator[Block]:
+    """A JSON file as one document: the blocks of its records (the elements of its
+    top-level array, or the whole document), :data:`BLOCK_RECORDS` at a time; a document
+    over the size limit is one raw record of its true size, read through a block at a
+    time."""
     data = handle.read(options.max_record_bytes + 1)
     if len(data) > options.max_record_bytes:
         size, lines, tail = len(data), data.count(b"\n"), data[-1:]
         while chunk := handle.read(block_bytes):
             size, lines, tail = size + len(chunk), lines + chunk.count(b"\n"), chunk[-1:]
         record = RawRecord(1, 0, size, data[:options.prefix_bytes], SIZE)
-        return Block.without_records((record,), lines + (tail != b"\n"))
+        yield Block.without_records((record,), lines + (tail != b"\n"))
+        return
     starts, stops = record_spans(data, len(BOM) if data.startswith(BOM) else 0)
-    newlines = newlines_of(data)
-    line_count = len(newlines) + (1 if data and not data.endswith(b"\n") else 0)
+    line_count = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
     if len(starts) == 0:
-        return Block.without_records(line_count=line_count)
-    lines = 1 + np.searchsorted(newlines, starts)
-    return _spans_block(data, starts, stops, lines, starts, options, line_count)
+        yield Block.without_records(line_count=line_count)
+        return
+    line, counted = 1, 0  # the line of byte `counted`
+    for i in range(0, len(starts), BLOCK_RECORDS):
+        part = slice(i, i + BLOCK_RECORDS)
+        newlines = newlines_of(data[counted:int(stops[part][-1])]) + counted
+        lines = line + np.searchsorted(newlines, starts[part])
+        yield _spans_block(data, starts[part], stops[part], lines, starts[part], options,
+                           line_count if i == 0 else 0)
+        line, counted = line + len(newlines), int(stops[part][-1])
 
 
 class _Reader:
@@ -336,13 +363,13 @@ class _Reader:
                 self.carry = data
                 continue
             cut = int(ends[-1]) if len(ends) else 0
-            block = _cut(data[:cut], ends, newlines, self.task.format, self.line,
-                         self.offset, self.options)
+            for block in _cuts(data, ends, newlines, self.task.format, self.line,
+                               self.offset, self.options):
+                if len(block) or block.raw:
+                    yield block
             self.line += int(np.searchsorted(newlines, cut))
             self.offset += cut
             self.carry = data[cut:]
-            if len(block) or block.raw:
-                yield block
             if ended or not chunk:
                 return
 

@@ -27,6 +27,7 @@ _IS_BLANK = np.zeros(256, dtype=bool)
 _IS_BLANK[list(_BLANK)] = True
 _QUOTE, _COMMA, _BACKSLASH = ord('"'), ord(","), ord("\\")
 _STEPS = 64  # whitespace bytes trimmed vectorized around an element; then one by one
+_CHUNK = 1 << 20  # bytes of the document scanned at a time
 
 Spans = tuple[np.ndarray, np.ndarray]
 
@@ -61,11 +62,19 @@ def record_spans(data: bytes, begin: int = 0) -> Spans:
     return starts + first, stops + first
 
 
+def _where(region: np.ndarray, byte: int) -> np.ndarray:
+    """Positions of `byte` in `region`, found a chunk at a time (int32 where they fit)."""
+    kind = np.int32 if len(region) < 2**31 else np.int64
+    found = [np.flatnonzero(region[a:a + _CHUNK] == byte).astype(kind) + kind(a)
+             for a in range(0, len(region), _CHUNK)]
+    return np.concatenate(found) if found else np.zeros(0, kind)
+
+
 def _unescaped_quotes(region: np.ndarray) -> np.ndarray:
     """Positions of the quotes that open or close a string: those after an even run of
     backslashes (none included)."""
-    quotes = np.flatnonzero(region == _QUOTE)
-    slashes = np.flatnonzero(region == _BACKSLASH)
+    quotes = _where(region, _QUOTE)
+    slashes = _where(region, _BACKSLASH)
     if len(slashes) == 0 or len(quotes) == 0:
         return quotes
     breaks = np.flatnonzero(np.diff(slashes) != 1)  # runs of consecutive backslashes
@@ -77,27 +86,30 @@ def _unescaped_quotes(region: np.ndarray) -> np.ndarray:
     return quotes[~escaped]
 
 
-def _outside(positions: np.ndarray, quotes: np.ndarray) -> np.ndarray:
-    """`positions` that lie outside strings (strings run between pairs of quotes)."""
-    return positions[np.searchsorted(quotes, positions) % 2 == 0]
-
-
 def _separators(region: np.ndarray, quotes: np.ndarray) -> np.ndarray | None:
     """Positions of the array's own brackets and of the commas between its elements (in
     `region`; `quotes` bound its strings), or None if the array does not close at its
-    end alone."""
-    opens = _outside(np.flatnonzero((region == ord("[")) | (region == ord("{"))), quotes)
-    closes = _outside(np.flatnonzero((region == ord("]")) | (region == ord("}"))), quotes)
-    at = np.concatenate([opens, closes])
-    order = np.argsort(at, kind="stable")
-    at = at[order]
-    depth = np.cumsum(np.concatenate([np.ones(len(opens), np.int64),
-                                      -np.ones(len(closes), np.int64)])[order])
-    if at[-1] != len(region) - 1 or depth[-1] != 0 or depth[:-1].min() < 1:
-        return None
-    commas = _outside(np.flatnonzero(region == _COMMA), quotes)
-    outer = commas[depth[np.searchsorted(at, commas, side="right") - 1] == 1]
-    return np.concatenate([[0], outer, [len(region) - 1]]).astype(np.int64)
+    end alone. Read a chunk at a time, the depth carried from one to the next: what is
+    held is one chunk's masks and depths, and the commas found."""
+    found, depth, size = [], 0, len(region)
+    for a in range(0, size, _CHUNK):
+        chunk = region[a:a + _CHUNK]
+        lo, hi = np.searchsorted(quotes, [a, a + len(chunk)])
+        marks = np.zeros(len(chunk), np.int8)
+        marks[quotes[lo:hi] - a] = 1
+        outside = (np.cumsum(marks, dtype=np.int32) + lo) % 2 == 0  # after even quotes
+        step = np.zeros(len(chunk), np.int8)
+        step[(chunk == ord("[")) | (chunk == ord("{"))] = 1
+        step[(chunk == ord("]")) | (chunk == ord("}"))] = -1
+        step[~outside] = 0
+        depths = np.cumsum(step, dtype=np.int64) + depth
+        last = a + len(chunk) == size
+        inner = depths[:-1] if last else depths  # the depth before the array's end
+        if (len(inner) and inner.min() < 1) or (last and depths[-1] != 0):
+            return None
+        found.append(np.flatnonzero((chunk == _COMMA) & outside & (depths == 1)) + a)
+        depth = int(depths[-1])
+    return np.concatenate([[0], *found, [size - 1]]).astype(np.int64)
 
 
 def _trim(data: bytes, region: np.ndarray, starts: np.ndarray, stops: np.ndarray,

@@ -36,6 +36,7 @@ from markerstore.ingest.reader import Parsed, blank_lines, json_query, parse_csv
 from markerstore.ingest.sources import SourceTask
 
 PARQUET_BATCH_ROWS = 64_000
+REFERENCE_RECORDS = 8_192  # suspect records per pass of the reference parser (Python objects)
 
 
 def _attempt() -> TaskAttempt:
@@ -244,9 +245,7 @@ class IngestTask:
         found = [t for t in (raw, errors, more_errors) if t is not None and t.num_rows]
         errors = None if not found else found[0] if len(found) == 1 else \
             pa.concat_tables(found)
-        if more is not None and more.num_rows:
-            return pa.Table.from_batches([good, more]), errors
-        return pa.Table.from_batches([good]), errors
+        return pa.Table.from_batches([good, *(b for b in more if b.num_rows)]), errors
 
     def _validate(self, block: Block, parsed: Parsed, fmt: str, columns: list[str] | None,
                   ctx: Any) -> tuple[pa.RecordBatch, pa.Table | None]:
@@ -266,12 +265,26 @@ class IngestTask:
         return good, (with_reason(errors) if errors.num_rows else None)
 
     def _reference(self, block: Block, suspects: np.ndarray, fmt: str,
-                   columns: list[str] | None, ctx: Any) -> tuple[pa.RecordBatch | None,
+                   columns: list[str] | None, ctx: Any) -> tuple[list[pa.RecordBatch],
                                                                  pa.Table | None]:
         """The suspect lines through errortable's parser and Validator, which decide them
-        exactly; their error records are built as Arrow columns (no dict per record)."""
+        exactly, :data:`REFERENCE_RECORDS` at a time; their error records are built as
+        Arrow columns (no dict per record)."""
         if len(suspects) == 0:
-            return None, None
+            return [], None
+        goods: list[pa.RecordBatch] = []
+        errors: list[pa.Table] = []
+        for i in range(0, len(suspects), REFERENCE_RECORDS):  # Python objects, a few at a time
+            good, found = self._suspects(block, suspects[i:i + REFERENCE_RECORDS], fmt,
+                                         columns, ctx)
+            goods.append(good)
+            errors += [] if found is None else [found]
+        return goods, (None if not errors else errors[0] if len(errors) == 1 else
+                       pa.concat_tables(errors))
+
+    def _suspects(self, block: Block, suspects: np.ndarray, fmt: str,
+                  columns: list[str] | None, ctx: Any) -> tuple[pa.RecordBatch,
+                                                                pa.Table | None]:
         from errortable.parsing import parse_csv_block, parse_json_block
 
         texts = block.records.take(pa.array(suspects)).to_pylist()
