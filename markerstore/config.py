@@ -387,12 +387,20 @@ def canonical_key_any_case(key: str) -> str:
     return canonical_key(lowered.get(key.lower(), key))
 
 
+# Every key and alias in lower case: option names match without case, as Spark's do.
+_LOWERED = {k.lower(): k for k in (*OPTIONS, *_ALIASES)}
+
+
 def canonical_key(key: str) -> str:
-    """The canonical spelling of `key` (itself, or the key it is an alias of)."""
+    """The canonical spelling of `key` (itself, or the key it is an alias of), matched
+    without case as Spark matches its reader options (``multiline`` is ``multiLine``)."""
     if key in OPTIONS:
         return key
     if key in _ALIASES:
         return _ALIASES[key]
+    spelled = _LOWERED.get(key.lower())
+    if spelled is not None:
+        return canonical_key(spelled)
     known = list(OPTIONS) + list(_ALIASES)
     close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""

@@ -30,6 +30,7 @@ from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
 from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
+from markerstore.ingest.header import drop_header
 from markerstore.ingest.payload import csv_payloads, json_payloads
 from markerstore.ingest.reader import Parsed, blank_lines, json_query, parse_csv, parse_json
 from markerstore.ingest.sources import SourceTask
@@ -179,8 +180,9 @@ class IngestTask:
         for block in timer.each("read", read_blocks(task, self.storage_options,
                                                     self.block_bytes, self.read_options)):
             _count(source, "lines", block.line_count)
-            if header_left:  # the CSV header: the file's first record
-                block, header_left = _without_header(block), False
+            if header_left:  # the CSV header: the file's first non-empty record
+                block, found = drop_header(block)
+                header_left = not found
             # a record the parser reads: every one but a blank one, those set apart too
             _count(source, "records", len(block) - blank_lines(block.records, task.format)
                    + len(block.raw))
@@ -286,13 +288,6 @@ class IngestTask:
         failures = [encoding_failure(r.line, r.data, r.offset) if r.reason == "encoding"
                     else size_failure(r.line, r.data, r.size, limit, r.offset) for r in raw]
         return with_reason(raw_errors(failures, ctx))
-
-
-def _without_header(block: Block) -> Block:
-    """`block` (a file's first) without its first record, the CSV header."""
-    if block.raw and (len(block) == 0 or block.raw[0].offset < block.offsets[0]):
-        return replace(block, raw=block.raw[1:])
-    return block.take(np.arange(1, len(block), dtype=np.int64))
 
 
 def _count(source: dict[str, int], kind: str, n: int) -> None:
