@@ -17,7 +17,11 @@ from markerstore.errors import ConfigError
 from markerstore.option_values import (
     Option,
     choice,
+    corrupt_record_column,
+    csv_comment,
     csv_escape,
+    csv_line_sep,
+    csv_quote,
     csv_separator,
     field_paths,
     folder_name,
@@ -29,6 +33,7 @@ from markerstore.option_values import (
     optional_path,
     optional_str,
     parse_bool,
+    read_mode,
     text,
 )
 
@@ -91,6 +96,14 @@ INGEST_JSON_MULTILINE = "markerstore.ingest.json.multiLine"
 INGEST_VALUE_AS_TEXT = "markerstore.ingest.json.value_as_text"
 INGEST_ENCODING_ERRORS = "markerstore.ingest.encoding.errors"
 INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
+# Spark's reader options for the structure of records
+INGEST_MODE = "markerstore.ingest.mode"
+INGEST_CORRUPT_RECORD = "markerstore.ingest.columnNameOfCorruptRecord"
+INGEST_CSV_QUOTE = "markerstore.ingest.csv.quote"
+INGEST_CSV_COMMENT = "markerstore.ingest.csv.comment"
+INGEST_CSV_LINE_SEP = "markerstore.ingest.csv.lineSep"
+INGEST_CSV_IGNORE_LEADING = "markerstore.ingest.csv.ignoreLeadingWhiteSpace"
+INGEST_CSV_IGNORE_TRAILING = "markerstore.ingest.csv.ignoreTrailingWhiteSpace"
 
 # Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
 ERROR_TABLE_SUFFIX_DEFAULT = "_errors"
@@ -277,6 +290,36 @@ _DEFINITIONS: tuple[Option, ...] = (
            "Ingest: a record (a line, or a CSV record spanning lines) larger than this is "
            "one error record of reason size holding its first 64 KiB; it is never held "
            "whole in memory.", ()),
+    # Spark's reader options for the structure of records (docs/ERROR_TABLE.md: differences)
+    Option(INGEST_MODE, "PERMISSIVE", read_mode,
+           "Ingest (Spark's mode, any case): PERMISSIVE keeps every malformed record as one "
+           "error record; FAILFAST allows none: the write fails and is rolled back, data and "
+           "error rows alike, in one line naming the reason (error.table.max_records=0). "
+           "DROPMALFORMED is refused: the error table keeps malformed records.", ("mode",)),
+    Option(INGEST_CORRUPT_RECORD, None, corrupt_record_column,
+           "Ingest (Spark's columnNameOfCorruptRecord): refused; a malformed record is never "
+           "a row, the error table holds it with its text and reason.",
+           ("columnNameOfCorruptRecord",)),
+    Option(INGEST_CSV_QUOTE, '"', csv_quote,
+           "Ingest, CSV (Spark's quote): the character that opens and closes a quoted field; "
+           "doubled inside one it is itself, unless escape names another character.",
+           ("quote",)),
+    Option(INGEST_CSV_COMMENT, "", csv_comment,
+           "Ingest, CSV (Spark's comment): a line that starts with this character (outside a "
+           "quoted field) is no record; empty (the default): none is a comment.",
+           ("comment",)),
+    Option(INGEST_CSV_LINE_SEP, None, csv_line_sep,
+           "Ingest, CSV (Spark's lineSep): what ends a record outside a quoted field. Default: "
+           "any of LF, CRLF and a lone CR; else one character (\\n, \\r, ...) or \\r\\n.",
+           ("lineSep",)),
+    Option(INGEST_CSV_IGNORE_LEADING, False, parse_bool,
+           "Ingest, CSV (Spark's ignoreLeadingWhiteSpace, false for reading): spaces and tabs "
+           "before a value are not part of it (before an opening quote too).",
+           ("ignoreLeadingWhiteSpace",)),
+    Option(INGEST_CSV_IGNORE_TRAILING, False, parse_bool,
+           "Ingest, CSV (Spark's ignoreTrailingWhiteSpace, false for reading): spaces and tabs "
+           "after a value are not part of it (after a closing quote too).",
+           ("ignoreTrailingWhiteSpace",)),
     Option(PARTITION_SORT, "python", choice("python", "jvm"),
            "How a DataFrame write with partition columns groups rows: python (each Arrow "
            "batch grouped by the task; no sort in the JVM) or jvm (sortWithinPartitions "

@@ -82,6 +82,10 @@ def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
     if sep == escape:
         raise ConfigError(f"option {config.INGEST_CSV_ESCAPE}: the escape {escape!r} is the "
                           "field separator; give another")
+    for key in (config.INGEST_CSV_QUOTE, config.INGEST_CSV_COMMENT, config.INGEST_CSV_LINE_SEP,
+                config.INGEST_CSV_IGNORE_LEADING, config.INGEST_CSV_IGNORE_TRAILING):
+        if resolved[key] != config.OPTIONS[key].default:
+            raise ConfigError(f"option {key}: only its default is read so far")
     return ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
                        resolved[config.INGEST_ENCODING_ERRORS], sep, escape,
                        resolved[config.INGEST_JSON_MULTILINE])

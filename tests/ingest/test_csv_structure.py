@@ -109,3 +109,48 @@ def test_an_option_given_twice_in_two_cases_is_refused_in_one_line() -> None:
     assert "\n" not in str(caught.value)
     with pytest.raises(ConfigError, match="did you mean"):
         config.resolve({"multilines": "true"})
+
+
+@pytest.mark.spark
+def test_failfast_allows_no_malformed_record_and_rolls_the_write_back(spark: Any,
+                                                                       tmp_path: Path) -> None:
+    """Spark's mode=FAILFAST: a file with one bad record fails the write in one line naming
+    the reason, and nothing of it is committed; a clean file commits as in PERMISSIVE."""
+    from markerstore.errors import ErrorBudgetExceeded
+
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"a,b\n1,x\ntwo,y\n3,z\n")
+    table = str(tmp_path / "t")
+    with pytest.raises(ErrorBudgetExceeded) as caught:
+        ingest(str(bad), table, schema=AB, spark=spark, markers="direct", progress=False,
+               options={"MODE": "failfast"})
+    message = str(caught.value)
+    assert "FAILFAST: 1 of 3 records are malformed (cast 1)" in message, message
+    assert "\n" not in message and "rolled back" in message
+    assert data_rows(table).num_rows == 0
+    out = CliRunner().invoke(cli, ["ingest", str(bad), str(tmp_path / "c"), "--schema", AB,
+                                   "--no-progress", "--markers", "direct",
+                                   "--option", "mode=FAILFAST"])
+    assert out.exit_code == 1 and "FAILFAST" in out.output, out.output
+    assert len(out.output.strip().splitlines()) == 1
+    good = tmp_path / "good.csv"
+    good.write_bytes(b"a,b\n1,x\n3,z\n")
+    result = ingest(str(good), table, schema=AB, spark=spark, markers="direct",
+                    progress=False, options={"mode": "FAILFAST"})
+    assert result.error_records == {} and data_rows(table).num_rows == 2
+
+
+@pytest.mark.parametrize(("option", "words"), [
+    ("mode=DROPMALFORMED", "the error table"), ("mode=dropMalformed", "the error table"),
+    ("mode=LENIENT", "PERMISSIVE or FAILFAST"),
+    ("columnNameOfCorruptRecord=_corrupt_record", "the error table holds")])
+def test_what_cannot_be_meant_here_is_refused_in_one_line_before_anything_runs(
+        tmp_path: Path, option: str, words: str) -> None:
+    source = tmp_path / "in.csv"
+    source.write_bytes(b"a,b\n1,x\n")
+    out = CliRunner().invoke(cli, ["ingest", str(source), str(tmp_path / "t"),
+                                   "--option", option])
+    assert out.exit_code == 2, out.output
+    (line,) = out.output.strip().splitlines()
+    assert words in line and option.split("=")[0] in line
+    assert not (tmp_path / "t").exists()
