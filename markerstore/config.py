@@ -19,13 +19,17 @@ from markerstore.option_values import (
     Option,
     charset,
     choice,
+    corrupt_record_column,
+    csv_comment,
     csv_escape,
+    csv_line_sep,
+    csv_quote,
     csv_separator,
     field_paths,
     folder_name,
     int_min,
-    locale,
     json_object,
+    locale,
     memory_size,
     optional_folder_name,
     optional_fraction,
@@ -33,6 +37,7 @@ from markerstore.option_values import (
     optional_path,
     optional_str,
     parse_bool,
+    read_mode,
     table_formats,
     text,
 )
@@ -106,6 +111,14 @@ INGEST_ENCODING = "markerstore.ingest.encoding"
 INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
 TABLE_FORMATS = "markerstore.table.formats"
 DELTA_STORAGE_OPTIONS = "markerstore.table.formats.delta.storage_options"
+# Spark's reader options for the structure of records
+INGEST_MODE = "markerstore.ingest.mode"
+INGEST_CORRUPT_RECORD = "markerstore.ingest.columnNameOfCorruptRecord"
+INGEST_CSV_QUOTE = "markerstore.ingest.csv.quote"
+INGEST_CSV_COMMENT = "markerstore.ingest.csv.comment"
+INGEST_CSV_LINE_SEP = "markerstore.ingest.csv.lineSep"
+INGEST_CSV_IGNORE_LEADING = "markerstore.ingest.csv.ignoreLeadingWhiteSpace"
+INGEST_CSV_IGNORE_TRAILING = "markerstore.ingest.csv.ignoreTrailingWhiteSpace"
 
 # Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
 ERROR_TABLE_SUFFIX_DEFAULT = "_errors"
@@ -325,6 +338,36 @@ _DEFINITIONS: tuple[Option, ...] = (
            "Ingest: a record (a line, or a CSV record spanning lines) larger than this is "
            "one error record of reason size holding its first 64 KiB; it is never held "
            "whole in memory.", ()),
+    # Spark's reader options for the structure of records (docs/ERROR_TABLE.md: differences)
+    Option(INGEST_MODE, "PERMISSIVE", read_mode,
+           "Ingest (Spark's mode, any case): PERMISSIVE keeps every malformed record as one "
+           "error record; FAILFAST allows none: the write fails and is rolled back, data and "
+           "error rows alike, in one line naming the reason (error.table.max_records=0). "
+           "DROPMALFORMED is refused: the error table keeps malformed records.", ("mode",)),
+    Option(INGEST_CORRUPT_RECORD, None, corrupt_record_column,
+           "Ingest (Spark's columnNameOfCorruptRecord): refused; a malformed record is never "
+           "a row, the error table holds it with its text and reason.",
+           ("columnNameOfCorruptRecord",)),
+    Option(INGEST_CSV_QUOTE, '"', csv_quote,
+           "Ingest, CSV (Spark's quote): the character that opens and closes a quoted field; "
+           "doubled inside one it is itself, unless escape names another character.",
+           ("quote",)),
+    Option(INGEST_CSV_COMMENT, "", csv_comment,
+           "Ingest, CSV (Spark's comment): a line that starts with this character (outside a "
+           "quoted field) is no record; empty (the default): none is a comment.",
+           ("comment",)),
+    Option(INGEST_CSV_LINE_SEP, None, csv_line_sep,
+           "Ingest, CSV (Spark's lineSep): what ends a record outside a quoted field. Default: "
+           "any of LF, CRLF and a lone CR; else one character (\\n, \\r, ...) or \\r\\n.",
+           ("lineSep",)),
+    Option(INGEST_CSV_IGNORE_LEADING, False, parse_bool,
+           "Ingest, CSV (Spark's ignoreLeadingWhiteSpace, false for reading): spaces and tabs "
+           "before a value are not part of it (before an opening quote too).",
+           ("ignoreLeadingWhiteSpace",)),
+    Option(INGEST_CSV_IGNORE_TRAILING, False, parse_bool,
+           "Ingest, CSV (Spark's ignoreTrailingWhiteSpace, false for reading): spaces and tabs "
+           "after a value are not part of it (after a closing quote too).",
+           ("ignoreTrailingWhiteSpace",)),
     Option(PARTITION_SORT, "python", choice("python", "jvm"),
            "How a DataFrame write with partition columns groups rows: python (each Arrow "
            "batch grouped by the task; no sort in the JVM) or jvm (sortWithinPartitions "
@@ -447,12 +490,20 @@ def canonical_key_any_case(key: str) -> str:
     return canonical_key(lowered.get(key.lower(), key))
 
 
+# Every key and alias in lower case: option names match without case, as Spark's do.
+_LOWERED = {k.lower(): k for k in (*OPTIONS, *_ALIASES)}
+
+
 def canonical_key(key: str) -> str:
-    """The canonical spelling of `key` (itself, or the key it is an alias of)."""
+    """The canonical spelling of `key` (itself, or the key it is an alias of), matched
+    without case as Spark matches its reader options (``multiline`` is ``multiLine``)."""
     if key in OPTIONS:
         return key
     if key in _ALIASES:
         return _ALIASES[key]
+    spelled = _LOWERED.get(key.lower())
+    if spelled is not None:
+        return canonical_key(spelled)
     known = list(OPTIONS) + list(_ALIASES)
     close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""

@@ -234,3 +234,59 @@ def json_object(value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping):
         raise ValueError(f"expected a JSON object, got {value!r:.80}")
     return {str(k): str(v) for k, v in value.items()}
+# --- Spark's reader options for the structure of records (CSV) ------------------------------
+READ_MODES = ("PERMISSIVE", "FAILFAST")
+
+
+def read_mode(value: Any) -> str:
+    """Spark's ``mode``, any case: PERMISSIVE (every malformed record is one error record)
+    or FAILFAST (none is allowed: the write fails and is rolled back). DROPMALFORMED is
+    refused: here a malformed record is never dropped, the error table keeps it."""
+    text = "" if value is None else str(value).strip().upper()
+    if text == "DROPMALFORMED":
+        raise ValueError("DROPMALFORMED would drop malformed records; here none is lost: each "
+                         "is one error record in the error table (PERMISSIVE, the default), "
+                         "or FAILFAST fails the write")
+    if text not in READ_MODES:
+        raise ValueError(f"expected PERMISSIVE or FAILFAST, got {value!r}")
+    return text
+
+
+def corrupt_record_column(value: Any) -> None:
+    """Spark's ``columnNameOfCorruptRecord``: refused, as no row here holds a malformed
+    record's text."""
+    if value is None:
+        return None
+    raise ValueError("a malformed record is never a row here: the error table holds each one "
+                     "with its text (column record), its reason and where it was; query it "
+                     "instead")
+
+
+def csv_quote(value: Any) -> str:
+    """The character that opens and closes a quoted CSV field: one ASCII character that is
+    no line break (Spark's quote; ``"`` by default)."""
+    return _csv_char(value, "\r\n", "one ASCII character other than a line break")
+
+
+def csv_comment(value: Any) -> str:
+    """The character that starts a comment line (Spark's comment): one ASCII character
+    that is no line break; empty: no comment lines (Spark's default)."""
+    if value is None or str(value) in ("", "\x00", "\\u0000"):
+        return ""
+    return _csv_char(value, "\r\n", "one ASCII character other than a line break, or "
+                                    "nothing (no comment lines)")
+
+
+_LINE_SEPS = {"\\n": "\n", "\\r": "\r", "\\r\\n": "\r\n"}
+
+
+def csv_line_sep(value: Any) -> str | None:
+    """What ends a CSV record (Spark's lineSep): None (the default) for any of LF, CRLF and a
+    lone CR; else one character (``\\n``, ``\\r`` or another ASCII character) or ``\\r\\n``."""
+    if value is None or str(value) == "":
+        return None
+    given = str(value)
+    sep = _LINE_SEPS.get(given, given)
+    if sep == "\r\n" or (len(sep) == 1 and sep.isascii() and sep != '"'):
+        return sep
+    raise ValueError(f"expected one ASCII character or \\r\\n, got {given!r}")

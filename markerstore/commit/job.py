@@ -304,7 +304,10 @@ class JobCommitter:
         max_fraction = settings[config.ERROR_MAX_FRACTION]
         bad = sum(errors.values())
         over = []
-        if max_records is not None and bad > max_records:
+        failfast = settings[config.INGEST_MODE] == "FAILFAST"  # Spark's: no malformed record
+        if failfast and bad:
+            over.append(f"{config.INGEST_MODE}=FAILFAST allows none")
+        elif max_records is not None and bad > max_records:
             over.append(f"more than {config.ERROR_MAX_RECORDS}={max_records}")
         if max_fraction is not None and rows_in and bad / rows_in > max_fraction:
             over.append(f"{bad / rows_in:.2%} of rows, more than "
@@ -327,9 +330,12 @@ class JobCommitter:
                           self.instant, exc)
         by_reason = ", ".join(f"{reason} {count}" for reason, count in
                               sorted(errors.items(), key=lambda kv: (-kv[1], kv[0])))
+        headline = (f"{config.INGEST_MODE}=FAILFAST: {bad} of {rows_in} records are "
+                    f"malformed ({by_reason}) and none is allowed" if failfast else
+                    f"error budget exceeded: {bad} of {rows_in} rows are bad ({by_reason}), "
+                    f"{' and '.join(over)}")
         raise ErrorBudgetExceeded(
-            f"instant {self.instant}: error budget exceeded: {bad} of {rows_in} rows are "
-            f"bad ({by_reason}), {' and '.join(over)}; commonest message: "
+            f"instant {self.instant}: {headline}; commonest message: "
             f"{commonest if commonest is not None else 'unknown'}; the write was rolled "
             "back, data and error rows alike",
             rows_in=rows_in, error_records=dict(errors), commonest_message=commonest)

@@ -14,7 +14,6 @@ from markerstore.ingest.blocks import ReadOptions, read_blocks
 from markerstore.ingest.sources import SourceTask
 
 SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
-HEADER_BYTES = 64 * 1024  # a header is read a block at a time, so it may be longer
 
 
 def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit: int,
@@ -137,11 +136,8 @@ def csv_headers(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] 
 
 def csv_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
                options: ReadOptions | None = None) -> str:
-    """The header of a CSV file: its first record (a byte order mark dropped); empty when
-    the file has none, or when that record is not text."""
-    for block in read_blocks(SourceTask(task.url, task.format), dict(storage_options or {}),
-                             HEADER_BYTES, options or ReadOptions()):
-        if block.raw and (len(block) == 0 or block.raw[0].offset < block.offsets[0]):
-            return ""
-        return str(block.records[0].as_py()) if len(block) else ""
-    return ""
+    """The header of a CSV file: its first record that is not empty (a byte order mark
+    dropped); empty when the file has none, or when that record is not text."""
+    from markerstore.ingest.header import read_header
+
+    return read_header(task, storage_options, options)

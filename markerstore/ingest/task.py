@@ -31,6 +31,7 @@ from markerstore.commit.task import TaskWriter
 from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
 from markerstore.ingest.charsets import codec
+from markerstore.ingest.header import drop_header
 from markerstore.ingest.payload import csv_payloads, json_payloads
 from markerstore.ingest.reader import Parsed, blank_lines, json_query, parse_csv, parse_json
 from markerstore.ingest.sources import SourceTask
@@ -83,6 +84,10 @@ def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
     if sep == escape:
         raise ConfigError(f"option {config.INGEST_CSV_ESCAPE}: the escape {escape!r} is the "
                           "field separator; give another")
+    for key in (config.INGEST_CSV_QUOTE, config.INGEST_CSV_COMMENT, config.INGEST_CSV_LINE_SEP,
+                config.INGEST_CSV_IGNORE_LEADING, config.INGEST_CSV_IGNORE_TRAILING):
+        if resolved[key] != config.OPTIONS[key].default:
+            raise ConfigError(f"option {key}: only its default is read so far")
     return ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
                        resolved[config.INGEST_ENCODING_ERRORS], sep, escape,
                        resolved[config.INGEST_JSON_MULTILINE], resolved[config.INGEST_ENCODING])
@@ -196,8 +201,9 @@ class IngestTask:
         for block in timer.each("read", read_blocks(task, self.storage_options,
                                                     self.block_bytes, self.read_options)):
             _count(source, "lines", block.line_count)
-            if header_left:  # the CSV header: the file's first record
-                block, header_left = _without_header(block), False
+            if header_left:  # the CSV header: the file's first non-empty record
+                block, found = drop_header(block)
+                header_left = not found
             # a record the parser reads: every one but a blank one, those set apart too
             _count(source, "records", len(block) - blank_lines(block.records, task.format)
                    + len(block.raw))
@@ -317,13 +323,6 @@ class IngestTask:
         failures = [encoding_failure(r.line, r.data, r.offset, name) if r.reason == "encoding"
                     else size_failure(r.line, r.data, r.size, limit, r.offset) for r in raw]
         return with_reason(raw_errors(failures, ctx))
-
-
-def _without_header(block: Block) -> Block:
-    """`block` (a file's first) without its first record, the CSV header."""
-    if block.raw and (len(block) == 0 or block.raw[0].offset < block.offsets[0]):
-        return replace(block, raw=block.raw[1:])
-    return block.take(np.arange(1, len(block), dtype=np.int64))
 
 
 def _count(source: dict[str, int], kind: str, n: int) -> None:

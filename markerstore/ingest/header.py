@@ -1,0 +1,89 @@
+"""The header of a CSV file: its first record that is not empty.
+
+An empty line (nothing between two line ends: LF, CRLF or a lone CR) is no record, before
+the header as anywhere else (Spark's own sample files start with one): the header is the
+first non-empty record, on the driver (:func:`read_header`, which names the columns) as in
+every task (:func:`drop_header`, which takes it and the empty lines before it out of the
+file's first records). A record set apart before it (bytes that are not UTF-8, a record
+too large) takes the header's place: the file then has no header that names anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from markerstore.ingest.blocks import BOM, Block, ReadOptions, _open
+from markerstore.ingest.sources import SourceTask
+
+HEADER_BYTES = 64 * 1024  # read a block at a time: a header may be longer
+
+
+def empty_records(records: pa.Array) -> np.ndarray:
+    """Whether each CSV record is empty (no text between its line ends)."""
+    if len(records) == 0:
+        return np.zeros(0, dtype=bool)
+    return pc.equal(pc.binary_length(records), 0).to_numpy(zero_copy_only=False)
+
+
+def drop_header(block: Block) -> tuple[Block, bool]:
+    """`block` (of a file's first records) without its empty records up to the header and
+    without the header (the first record that is not empty, or a record set apart before
+    it); and whether the header was in it (else every record of `block` was empty)."""
+    full = np.flatnonzero(~empty_records(block.records))
+    first = int(full[0]) if len(full) else len(block)
+    at = int(block.offsets[first]) if first < len(block) else None
+    if block.raw and (at is None or block.raw[0].offset < at):
+        before = int(np.searchsorted(block.offsets, block.raw[0].offset))
+        rest = block.take(np.arange(before, len(block), dtype=np.int64))
+        return replace(rest, raw=block.raw[1:]), True
+    rest = block.take(np.arange(min(first + 1, len(block)), len(block), dtype=np.int64))
+    return rest, at is not None
+
+
+def read_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
+                options: ReadOptions | None = None) -> str:
+    """The header of a CSV file: its first record that is not empty (a byte order mark
+    dropped); empty when the file has none, or when that record is not text or is larger
+    than the record size limit. Read a block at a time with the quote scanner, whose state
+    carries from block to block: linear in the bytes read, whatever the line ends."""
+    from errortable.csvtext import QuoteScanner, strip_line_end
+
+    options = options or ReadOptions()
+    scanner = QuoteScanner(bytes, options.delimiter, options.escape)
+    record = bytearray()
+    with _open(SourceTask(task.url, task.format), dict(storage_options or {})) as handle:
+        first = True
+        while True:
+            chunk = handle.read(HEADER_BYTES)
+            if first and chunk.startswith(BOM):
+                chunk = chunk[len(BOM):]
+            first = False
+            start = 0
+            for end in scanner.feed(chunk) if chunk else [len(chunk)]:
+                record += chunk[start:end]
+                start = end
+                text = strip_line_end(bytes(record))
+                record.clear()
+                if text:
+                    return _text(text, options)
+            if not chunk:
+                return ""
+            record += chunk[start:]
+            if len(record) > options.max_record_bytes:
+                return ""
+
+
+def _text(record: bytes, options: ReadOptions) -> str:
+    if len(record) > options.max_record_bytes:
+        return ""
+    try:
+        return record.decode("utf-8")
+    except UnicodeDecodeError:
+        return record.decode("utf-8", "replace") if options.encoding_errors == "replace" \
+            else ""
