@@ -261,3 +261,29 @@ def test_a_commit_without_files_is_a_snapshot_too(lake: Lake) -> None:
     assert history(publisher) == [first.instant, empty.instant, drop.instant]
     table = publisher.table()
     assert table is not None and scanned(table) == []
+
+
+@pytest.mark.parametrize("where", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_an_instant_whose_files_a_later_replace_deleted_is_published_late(
+        where: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A crash between an instant and its publish, then another writer's replace deleted
+    that instant's files: both are published in order, and the table reads right."""
+    if where == "s3":
+        lake = s3_lake(request.getfixturevalue("moto_s3"))
+        catalog = {"uri": f"sqlite:///{tmp_path}/catalog.db"}
+    else:
+        lake, catalog = Lake(str(tmp_path / "table"), {}, SCHEMA, PARTITION_BY), {}
+    first = lake.commit(rows(range(0, 2), D1, "eu") + rows(range(2, 4), D2, "eu"))
+    gone = [f.path for f in first.added if f.partition["day"] == D1.isoformat()]
+    replace = lake.replace(rows(range(4, 5), D1, "eu"), removed=gone)
+    lake.fs.rm(f"{lake.root()}/{gone[0]}")
+    publisher = IcebergPublisher(lake.url, lake.storage_options, catalog)
+    publisher.publish(first)
+    publisher.publish(replace)
+    assert history(publisher) == [first.instant, replace.instant]
+    table = publisher.table()
+    assert table is not None
+    live = [f.path for f in first.added + replace.added if f.path not in gone]
+    assert scanned(table) == lake.expected(live)
+    old = table.scan(snapshot_id=table.snapshots()[0].snapshot_id).plan_files()
+    assert sorted(t.file.record_count for t in old) == [2, 2]
