@@ -287,3 +287,22 @@ def test_an_instant_whose_files_a_later_replace_deleted_is_published_late(
     assert scanned(table) == lake.expected(live)
     old = table.scan(snapshot_id=table.snapshots()[0].snapshot_id).plan_files()
     assert sorted(t.file.record_count for t in old) == [2, 2]
+
+
+def test_nested_and_timestamp_columns_read_back(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string())),
+                        ("kv", pa.map_(pa.string(), pa.int64())),
+                        ("s", pa.struct([("a", pa.int32()), ("b", pa.string())])),
+                        ("at", pa.timestamp("us", tz="UTC")), ("day", pa.date32())])
+    lake = Lake(str(tmp_path / "nested"), {}, schema, ("day",))
+    at = dt.datetime(2026, 11, 27, 1, 2, 3, tzinfo=dt.timezone.utc)
+    data = [{"id": 1, "tags": ["x", "y"], "kv": [("k", 1)], "s": {"a": 1, "b": "q"},
+             "at": at, "day": D1},
+            {"id": 2, "tags": [], "kv": None, "s": None, "at": None, "day": D2}]
+    commit = lake.commit(data)
+    publisher = IcebergPublisher(lake.url)
+    publisher.publish(commit)
+    table = publisher.table()
+    assert table is not None
+    read = table.scan().to_arrow().sort_by("id").to_pylist()
+    assert [dict(r, at=r["at"] and r["at"].astimezone(dt.timezone.utc)) for r in read] == data
