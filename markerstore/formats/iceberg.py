@@ -63,6 +63,7 @@ from markerstore.formats.iceberg_files import (
     referenced_files,
     relative,
 )
+from markerstore.paths import META_SEGMENT
 
 __all__ = ["CATALOG_PREFIX", "DEFAULT_NAMESPACE", "IDENTIFIER", "INSTANT_PROPERTY",
            "IcebergPublishError", "IcebergPublisher", "catalog_options", "default_catalog_db",
@@ -72,12 +73,14 @@ __all__ = ["CATALOG_PREFIX", "DEFAULT_NAMESPACE", "IDENTIFIER", "INSTANT_PROPERT
 CATALOG_PREFIX = "markerstore.table.iceberg.catalog."   # + a pyiceberg catalog property
 IDENTIFIER = "markerstore.table.iceberg.identifier"     # namespace.table in the catalog
 IDENTIFIER_DEFAULT = ""                                 # markerstore.<folder name>
-DEFAULT_NAMESPACE = "markerstore"
+# The name pyiceberg's own configuration knows the catalog by (~/.pyiceberg.yaml,
+# PYICEBERG_CATALOG__MARKERSTORE__*), and the namespace of the tables it publishes.
 CATALOG_NAME = "markerstore"
+DEFAULT_NAMESPACE = CATALOG_NAME
 # The snapshot summary property that names the instant a snapshot publishes.
 INSTANT_PROPERTY = "markerstore.instant"
 # Where the embedded catalog of a local table lives, relative to the table folder.
-DEFAULT_CATALOG_FILE = ".markerstore/iceberg/catalog.db"
+DEFAULT_CATALOG_FILE = f"{META_SEGMENT}/iceberg/catalog.db"
 # Folders (relative to the table) Iceberg writes into: not markerstore's orphans.
 METADATA_FOLDER = "metadata"
 COMMIT_ATTEMPTS = 8    # another writer's commit won: read the instants again, then retry

@@ -55,9 +55,8 @@ from pyiceberg.utils.concurrent import ExecutorFactory
 
 from markerstore.errors import MarkerStoreError
 from markerstore.formats.base import PublishedFile
+from markerstore.paths import HIVE_DEFAULT_PARTITION
 
-# The folder name Hive and Spark give a null (or empty) partition value.
-HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = re.compile(r"%([0-9A-Fa-f]{2})")
 FIRST_PARTITION_FIELD_ID = 1000  # Iceberg's first partition field id
 _log = logging.getLogger(__name__)
