@@ -162,14 +162,22 @@ class IcebergPublisher:
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:
-            uri = self.catalog_properties.get("uri", "")
-            if uri.startswith("sqlite:///"):
-                os.makedirs(os.path.dirname(uri[len("sqlite:///"):]) or ".", exist_ok=True)
+            db = self._sqlite_file()
+            if db is not None:
+                os.makedirs(os.path.dirname(db) or ".", exist_ok=True)
             self._catalog = _load_catalog(self.catalog_properties)
         return self._catalog
 
+    def _sqlite_file(self) -> str | None:
+        uri = self.catalog_properties.get("uri", "")
+        return uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+
     def table(self) -> Table | None:
-        """The Iceberg table, or None before the first publish."""
+        """The Iceberg table, or None before the first publish (a SQLite catalog that does
+        not exist yet is not created by asking)."""
+        db = self._sqlite_file()
+        if self._catalog is None and db is not None and not os.path.exists(db):
+            return None
         try:
             table = self.catalog.load_table(self.identifier)
         except NoSuchTableError:

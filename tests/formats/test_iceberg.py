@@ -88,6 +88,7 @@ def test_appends_and_a_replace_are_one_snapshot_each(lake: Lake) -> None:
     assert as_format.name == "iceberg"
     assert publisher.published_instants() == set()
     assert publisher.referenced_paths() == set()
+    assert not Path(lake.url).exists()              # asking created nothing
     check_history(lake, publisher, {})
     assert (Path(lake.url) / DEFAULT_CATALOG_FILE).is_file()
     created = {p.relative_to(lake.url).parts[0] for p in Path(lake.url).iterdir()}
@@ -109,6 +110,11 @@ def test_a_table_on_s3_must_name_its_catalog(moto_s3: Any) -> None:
     lake = s3_lake(moto_s3)
     with pytest.raises(ConfigError, match=f"{CATALOG_PREFIX}uri"):
         IcebergPublisher(lake.url, lake.storage_options)
+
+
+def test_a_table_iceberg_cannot_reach_is_refused() -> None:
+    with pytest.raises(ConfigError, match="cannot publish a table on memory://"):
+        IcebergPublisher("memory://bucket/table")
 
 
 def test_partition_columns_come_from_the_folders_never_null(lake: Lake) -> None:
