@@ -312,3 +312,23 @@ def test_nested_and_timestamp_columns_read_back(tmp_path: Path) -> None:
     assert table is not None
     read = table.scan().to_arrow().sort_by("id").to_pylist()
     assert [dict(r, at=r["at"] and r["at"].astimezone(dt.timezone.utc)) for r in read] == data
+
+
+def test_expiring_old_snapshots_releases_the_replaced_files(lake: Lake) -> None:
+    publisher = IcebergPublisher(lake.url)
+    first = lake.commit(rows(range(0, 2), D1, "eu") + rows(range(2, 4), D2, "eu"))
+    replaced = [f.path for f in first.added if f.partition["day"] == D1.isoformat()]
+    replace = lake.replace(rows(range(4, 5), D1, "eu"), removed=replaced)
+    last = lake.commit(rows(range(5, 6), D2, "us"))
+    for commit in (first, replace, last):
+        publisher.publish(commit)
+    assert publisher.expired_before() is None
+    assert publisher.expire_before(last.instant) == set(replaced)
+    assert publisher.published_instants() == {last.instant}
+    assert publisher.expired_before() == last.instant
+    live = [f.path for c in (first, replace, last) for f in c.added if f.path not in replaced]
+    assert publisher.referenced_paths() == set(live)
+    table = publisher.table()
+    assert table is not None and scanned(table) == lake.expected(live)
+    assert publisher.expire_before(first.instant) == set()           # never backwards
+    assert publisher.expired_before() == last.instant

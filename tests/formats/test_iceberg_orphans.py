@@ -88,3 +88,24 @@ def test_a_commit_that_cannot_be_published_writes_no_metadata(tmp_path: Path) ->
     with pytest.raises(IcebergPublishError, match="drifted"):
         publisher.publish(wrong)
     assert listing(lake) - before == {f.path for f in bad.added}
+
+
+def test_no_orphan_after_a_long_history_and_an_expiry(tmp_path: Path) -> None:
+    """Metadata files beyond the kept history (here 3) are deleted by the commit that
+    drops them, and an expiry deletes the manifests only expired snapshots held."""
+    lake = Lake(str(tmp_path / "table"), {}, SCHEMA, PARTITION_BY)
+    publisher = history_with_a_race(lake, {})
+    table = publisher.table()
+    assert table is not None
+    with table.transaction() as tx:
+        tx.set_properties({"write.metadata.previous-versions-max": "3"})
+    commits = [lake.commit(rows(range(100 + i, 101 + i), D2, "us")) for i in range(6)]
+    for commit in commits:
+        publisher.publish(commit)
+    check_no_orphans(lake, publisher)
+    released = publisher.expire_before(commits[-1].instant)
+    for path in released:
+        lake.fs.rm(f"{lake.root()}/{path}")
+        del lake.rows[path]
+    assert released and len(publisher.published_instants()) == 1
+    check_no_orphans(lake, publisher)
