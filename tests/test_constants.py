@@ -17,7 +17,7 @@ KNOWN: dict[object, set[str]] = {
     # the Spark data source's format name and the name pyiceberg's configuration knows
     # the Iceberg catalog of a published table by
     "markerstore": {"markerstore/spark/source.py:NAME",
-                    "markerstore/formats/iceberg.py:CATALOG_NAME"},
+                    "markerstore/formats/iceberg_catalog.py:CATALOG_NAME"},
 }
 
 
