@@ -44,7 +44,8 @@ from pyiceberg.exceptions import (
     ValidationError,
 )
 from pyiceberg.table import Table, TableProperties, Transaction
-from pyiceberg.table.update.snapshot import ExpireSnapshots
+from pyiceberg.table.update.snapshot import ExpireSnapshots, UpdateSnapshot
+from pyiceberg.utils.properties import property_as_bool
 
 from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish
 from markerstore.formats.iceberg_catalog import (
@@ -167,9 +168,9 @@ class IcebergPublisher:
         table = self.table()
         if table is None:
             return set()
-        current = table.metadata.current_snapshot_id
+        kept = {ref.snapshot_id for ref in table.metadata.refs.values()}  # heads, tags
         expired = [s.snapshot_id for s in table.metadata.snapshots
-                   if s.snapshot_id != current and s.summary is not None
+                   if s.snapshot_id not in kept and s.summary is not None
                    and s.summary.get(INSTANT_PROPERTY, instant) < instant]
         before, metadata_before = self.referenced_paths(), manifest_files(table)
         with _without_retries(table).transaction() as tx:
@@ -177,8 +178,7 @@ class IcebergPublisher:
                 ExpireSnapshots(tx).by_ids(expired).commit()
             if instant > (self.expired_before() or ""):
                 tx.set_properties({EXPIRED_BEFORE_PROPERTY: instant})
-        after = self.table()
-        assert after is not None
+        after = self.table() or table
         for path in sorted(metadata_before - manifest_files(after)):
             after.io.delete(path)         # what only the expired snapshots referenced
         return before - self.referenced_paths()
@@ -266,7 +266,7 @@ class IcebergPublisher:
                 _add_columns(tx, commit)
             files = data_files(table.io, tx.table_metadata, self.location, commit.added)
             snapshot = tx.update_snapshot(snapshot_properties=self._summary(commit))
-            with (snapshot.overwrite() if removed else snapshot.fast_append()) as op:
+            with (snapshot.overwrite() if removed else _appender(tx, snapshot)) as op:
                 for data_file in removed:
                     op.delete_data_file(data_file)
                 for data_file in files:
@@ -296,6 +296,15 @@ def _add_columns(tx: Transaction, commit: CommitToPublish) -> None:
     except (ValueError, ValidationError) as exc:
         raise IcebergPublishError(f"instant {commit.instant}: the table's new columns do not "
                                   f"fit the Iceberg table's schema: {exc}") from exc
+
+
+def _appender(tx: Transaction, snapshot: UpdateSnapshot) -> Any:
+    """A fast append, or a merging one where the table asks for it
+    (``commit.manifest-merge.enabled``, as pyiceberg's own append does)."""
+    merge = property_as_bool(tx.table_metadata.properties,
+                             TableProperties.MANIFEST_MERGE_ENABLED,
+                             TableProperties.MANIFEST_MERGE_ENABLED_DEFAULT)
+    return snapshot.merge_append() if merge else snapshot.fast_append()
 
 
 def manifest_files(table: Table) -> set[str]:

@@ -332,3 +332,25 @@ def test_expiring_old_snapshots_releases_the_replaced_files(lake: Lake) -> None:
     assert table is not None and scanned(table) == lake.expected(live)
     assert publisher.expire_before(first.instant) == set()           # never backwards
     assert publisher.expired_before() == last.instant
+
+
+def test_a_table_that_merges_manifests_keeps_their_count_small(lake: Lake) -> None:
+    """Many small commits (a stream's micro-batches): with the table's
+    commit.manifest-merge.enabled, publishing merges manifests as pyiceberg's append does."""
+    publisher = IcebergPublisher(lake.url)
+    commits = [lake.commit(rows(range(0, 1), D1, "eu"))]
+    publisher.publish(commits[0])
+    table = publisher.table()
+    assert table is not None
+    with table.transaction() as tx:
+        tx.set_properties({"commit.manifest-merge.enabled": "true",
+                           "commit.manifest.min-count-to-merge": "3"})
+    for i in range(1, 8):
+        commits.append(lake.commit(rows(range(i, i + 1), D2, "us")))
+        publisher.publish(commits[-1])
+    table = publisher.table()
+    current = table.current_snapshot() if table is not None else None
+    assert table is not None and current is not None
+    assert len(current.manifests(table.io)) < 3
+    assert history(publisher) == [c.instant for c in commits]
+    assert scanned(table) == lake.expected(lake.rows)
