@@ -214,7 +214,10 @@ class IcebergPublisher:
                 properties={TableProperties.DEFAULT_NAME_MAPPING:
                             schema.name_mapping.model_dump_json(),
                             # metadata files beyond the kept history are deleted
-                            TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true"})
+                            TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
+                            # a stream's many commits: manifests merged, as Iceberg's Java
+                            # library does by default
+                            TableProperties.MANIFEST_MERGE_ENABLED: "true"})
         except TableAlreadyExistsError:
             self._drop_lost_metadata(None)
             table = self.table()
