@@ -354,3 +354,18 @@ def test_a_table_that_merges_manifests_keeps_their_count_small(lake: Lake) -> No
     assert len(current.manifests(table.io)) < 3
     assert history(publisher) == [c.instant for c in commits]
     assert scanned(table) == lake.expected(lake.rows)
+
+
+def test_an_unpartitioned_table_appends_and_replaces(tmp_path: Path) -> None:
+    lake = Lake(str(tmp_path / "flat"), {}, pa.schema([("id", pa.int64()),
+                                                      ("name", pa.string())]), ())
+    publisher = IcebergPublisher(lake.url)
+    first = lake.commit([{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])
+    second = lake.commit([{"id": 3, "name": "c"}])
+    replace = lake.replace([{"id": 4, "name": "d"}], removed=[first.added[0].path])
+    for commit in (first, second, replace):
+        publisher.publish(commit)
+    table = publisher.table()
+    assert table is not None and table.spec().is_unpartitioned()
+    assert scanned(table) == [{"id": 3, "name": "c"}, {"id": 4, "name": "d"}]
+    assert len(history(publisher)) == 3
