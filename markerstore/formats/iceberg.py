@@ -138,7 +138,7 @@ class IcebergPublisher:
             raise IcebergPublishError(f"instant {commit.instant}: unknown mode {commit.mode!r}")
         for attempt in range(COMMIT_ATTEMPTS):
             table = self.table() or self._create(commit)
-            if commit.instant in self._instants(table):
+            if self._holds(table, commit.instant):
                 return
             try:
                 self._commit(table, commit)
@@ -163,8 +163,10 @@ class IcebergPublisher:
         """Expire the snapshots of the instants before `instant` (never the current one)
         and return the table-relative paths of the data files no retained snapshot
         references any more: the files a replace replaced, which markerstore may now
-        delete. The instants of expired snapshots are no longer in
-        :meth:`published_instants`; :meth:`expired_before` says up to where they were."""
+        delete. Call it only when every completed instant before `instant` is published:
+        from then on an instant before it counts as published (:meth:`holds`, and
+        :meth:`publish` is a no-op for it), though :meth:`published_instants` no longer
+        lists the expired ones."""
         table = self.table()
         if table is None:
             return set()
@@ -190,6 +192,17 @@ class IcebergPublisher:
         return None if table is None else table.properties.get(EXPIRED_BEFORE_PROPERTY)
 
     # -- one snapshot --------------------------------------------------------------------
+
+    def holds(self, instant: str) -> bool:
+        """Whether `instant` is published: a retained snapshot names it, or it is before
+        the instant that :meth:`expire_before` expired the snapshots up to."""
+        table = self.table()
+        return table is not None and self._holds(table, instant)
+
+    @classmethod
+    def _holds(cls, table: Table, instant: str) -> bool:
+        expired = table.properties.get(EXPIRED_BEFORE_PROPERTY)
+        return instant in cls._instants(table) or expired is not None and instant < expired
 
     @staticmethod
     def _instants(table: Table) -> set[str]:

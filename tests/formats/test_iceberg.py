@@ -332,6 +332,9 @@ def test_expiring_old_snapshots_releases_the_replaced_files(lake: Lake) -> None:
     assert table is not None and scanned(table) == lake.expected(live)
     assert publisher.expire_before(first.instant) == set()           # never backwards
     assert publisher.expired_before() == last.instant
+    assert publisher.holds(first.instant) and not publisher.holds("29991231000000000")
+    publisher.publish(first)                                         # no-op: expired
+    assert len(history(publisher)) == 1
 
 
 def test_a_table_that_merges_manifests_keeps_their_count_small(lake: Lake) -> None:
