@@ -21,6 +21,8 @@ from typing import Any
 from markerstore.errors import CorruptTableError
 
 META_SEGMENT = ".markerstore"
+# The folder name Hive and Spark give a null (or empty) partition value.
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # What no name in a table may hold: Unicode's control characters (category Cc: C0, DEL and
 # C1), the line and paragraph separators (Zl, Zp), and the bidirectional formatting

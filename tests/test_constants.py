@@ -14,6 +14,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 KNOWN: dict[object, set[str]] = {
     # two different things that are spelled alike: the context key and the reason
     "check": {"errortable/records.py:CHECK", "errortable/records.py:CHECK_REASON"},
+    # the Spark data source's format name and the name pyiceberg's configuration knows
+    # the Iceberg catalog of a published table by
+    "markerstore": {"markerstore/spark/source.py:NAME",
+                    "markerstore/formats/iceberg_catalog.py:CATALOG_NAME"},
 }
 
 

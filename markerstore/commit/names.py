@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from markerstore.errors import ConfigError
+from markerstore.paths import HIVE_DEFAULT_PARTITION
 from markerstore.timeline import is_instant
 
 PARQUET = ".parquet"
-HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _UUID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
 # Characters Spark/Hive escape in partition values (ExternalCatalogUtils.escapePathName),
 # and the C1 controls, which no folder name may hold (markerstore.paths.CONTROL_RANGES):

@@ -16,12 +16,7 @@ Iceberg table whose location is the markerstore table's folder (pyiceberg).
   the table folder's ``metadata/``; the embedded catalog, when it is the default, is the
   SQLite file ``.markerstore/iceberg/catalog.db`` of a local table.
 
-The catalog is any catalog pyiceberg loads, configured with pyiceberg's own property
-names (``markerstore.table.iceberg.catalog.<property>``); without ``uri`` or ``type``, a
-local table gets the embedded SQL catalog on SQLite. A table on S3 or another object
-store must name its catalog: SQLite cannot live on an object store, and a catalog file
-on one machine's disk would let writers on other machines each keep their own, diverging
-view of the table.
+The catalog and where the table is: :mod:`markerstore.formats.iceberg_catalog`.
 """
 
 from __future__ import annotations
@@ -33,12 +28,11 @@ import re
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import fsspec
 
 try:
-    from pyiceberg.catalog import Catalog, load_catalog
+    from pyiceberg.catalog import Catalog
 except ModuleNotFoundError as _missing:  # pragma: no cover - depends on the installation
     raise ModuleNotFoundError(
         "publishing Iceberg needs pyiceberg: pip install 'markerstore[iceberg]'",
@@ -50,9 +44,26 @@ from pyiceberg.exceptions import (
     ValidationError,
 )
 from pyiceberg.table import Table, TableProperties, Transaction
+from pyiceberg.table.update.snapshot import ExpireSnapshots, UpdateSnapshot
+from pyiceberg.utils.properties import property_as_bool
 
-from markerstore.errors import ConfigError
 from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish
+from markerstore.formats.iceberg_catalog import (
+    CATALOG_PREFIX,
+    COMMIT_ATTEMPTS,
+    DEFAULT_CATALOG_FILE,
+    IDENTIFIER,
+    IDENTIFIER_DEFAULT,
+    INSTANT_PROPERTY,
+    METADATA_FOLDER,
+    RETRY_WAIT_S,
+    catalog_options,
+    default_identifier,
+    open_catalog,
+    resolve_catalog,
+    sqlite_file,
+    table_location,
+)
 from markerstore.formats.iceberg_files import (
     IcebergPublishError,
     check_partitioning,
@@ -64,71 +75,14 @@ from markerstore.formats.iceberg_files import (
     relative,
 )
 
-__all__ = ["CATALOG_PREFIX", "DEFAULT_NAMESPACE", "IDENTIFIER", "INSTANT_PROPERTY",
-           "IcebergPublishError", "IcebergPublisher", "catalog_options", "default_catalog_db",
+__all__ = ["CATALOG_PREFIX", "DEFAULT_CATALOG_FILE", "IDENTIFIER", "INSTANT_PROPERTY",
+           "METADATA_FOLDER", "IcebergPublishError", "IcebergPublisher",
            "publisher_from_options"]
 
-# Option keys (markerstore.config holds them with the table's other options).
-CATALOG_PREFIX = "markerstore.table.iceberg.catalog."   # + a pyiceberg catalog property
-IDENTIFIER = "markerstore.table.iceberg.identifier"     # namespace.table in the catalog
-IDENTIFIER_DEFAULT = ""                                 # markerstore.<folder name>
-DEFAULT_NAMESPACE = "markerstore"
-CATALOG_NAME = "markerstore"
-# The snapshot summary property that names the instant a snapshot publishes.
-INSTANT_PROPERTY = "markerstore.instant"
-# Where the embedded catalog of a local table lives, relative to the table folder.
-DEFAULT_CATALOG_FILE = ".markerstore/iceberg/catalog.db"
-# Folders (relative to the table) Iceberg writes into: not markerstore's orphans.
-METADATA_FOLDER = "metadata"
-COMMIT_ATTEMPTS = 8    # another writer's commit won: read the instants again, then retry
-RETRY_WAIT_S = 0.05
-
-_LOCAL_SCHEMES = ("", "file")
-_S3_SCHEMES = ("s3", "s3a", "s3n")
-_NAME = re.compile(r"[^A-Za-z0-9_]")
+# The table property that says before which instant the snapshots were expired.
+EXPIRED_BEFORE_PROPERTY = "markerstore.expired-before"
 _VERSION = re.compile(r"^(\d+)-")
 _log = logging.getLogger(__name__)
-
-
-def table_location(url: str) -> str:
-    """The Iceberg location of a markerstore table URL (a local path becomes file://)."""
-    scheme = urlsplit(url).scheme
-    if scheme in _LOCAL_SCHEMES or len(scheme) == 1:  # a Windows drive letter too
-        path = urlsplit(url).path if scheme == "file" else url
-        return "file://" + os.path.abspath(path).rstrip("/")
-    if scheme in _S3_SCHEMES or scheme in ("gs", "gcs", "abfs", "abfss", "hdfs", "oss"):
-        return url.rstrip("/")
-    raise ConfigError(f"table {url}: Iceberg cannot publish a table on {scheme}:// "
-                      "(local, s3://, gs://, abfs://, hdfs:// are supported)")
-
-
-def default_catalog_db(location: str) -> str:
-    """The SQLite file of the embedded catalog of the local table at `location`."""
-    return f"{urlsplit(location).path}/{DEFAULT_CATALOG_FILE}"
-
-
-def catalog_options(options: Mapping[str, Any]) -> dict[str, str]:
-    """The pyiceberg catalog properties among markerstore options
-    (``markerstore.table.iceberg.catalog.uri`` -> ``uri``)."""
-    return {key[len(CATALOG_PREFIX):]: str(value) for key, value in options.items()
-            if key.startswith(CATALOG_PREFIX) and len(key) > len(CATALOG_PREFIX)}
-
-
-def io_properties(storage_options: Mapping[str, Any]) -> dict[str, str]:
-    """pyiceberg FileIO properties equal to fsspec/s3fs storage options (endpoint,
-    credentials, region), so the table's storage is configured once."""
-    client = storage_options.get("client_kwargs") or {}
-    pairs = {"s3.endpoint": storage_options.get("endpoint_url") or client.get("endpoint_url"),
-             "s3.access-key-id": storage_options.get("key"),
-             "s3.secret-access-key": storage_options.get("secret"),
-             "s3.session-token": storage_options.get("token"),
-             "s3.region": client.get("region_name") or storage_options.get("region")}
-    return {key: str(value) for key, value in pairs.items() if value}
-
-
-def _default_identifier(location: str) -> str:
-    folder = urlsplit(location).path.rstrip("/").rpartition("/")[2]
-    return f"{DEFAULT_NAMESPACE}.{_NAME.sub('_', folder) or 'table'}"
 
 
 class IcebergPublisher:
@@ -140,18 +94,10 @@ class IcebergPublisher:
                  catalog_properties: Mapping[str, str] | None = None,
                  identifier: str | None = None) -> None:
         self.location = table_location(url)
-        properties = dict(catalog_properties or {})
-        local = self.location.startswith("file://")
-        if not {"uri", "type"} & properties.keys():
-            if not local:
-                raise ConfigError(
-                    f"table {url}: Iceberg publishing of a table on object storage needs a "
-                    f"catalog: set {CATALOG_PREFIX}uri (e.g. sqlite:////path/catalog.db "
-                    "on a disk every writer shares, or a REST catalog's URL)")
-            properties.update(type="sql", uri=f"sqlite:///{default_catalog_db(self.location)}")
         self.storage_options = dict(storage_options or {})
-        self.catalog_properties = {**io_properties(self.storage_options), **properties}
-        self.identifier = identifier or _default_identifier(self.location)
+        self.catalog_properties = resolve_catalog(url, self.location, catalog_properties,
+                                                  self.storage_options)
+        self.identifier = identifier or default_identifier(self.location)
         self._catalog: Catalog | None = None
 
     # -- the catalog and the table -------------------------------------------------------
@@ -159,14 +105,15 @@ class IcebergPublisher:
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:
-            uri = self.catalog_properties.get("uri", "")
-            if uri.startswith("sqlite:///"):
-                os.makedirs(os.path.dirname(uri[len("sqlite:///"):]) or ".", exist_ok=True)
-            self._catalog = _load_catalog(self.catalog_properties)
+            self._catalog = open_catalog(self.catalog_properties)
         return self._catalog
 
     def table(self) -> Table | None:
-        """The Iceberg table, or None before the first publish."""
+        """The Iceberg table, or None before the first publish (a SQLite catalog that does
+        not exist yet is not created by asking)."""
+        db = sqlite_file(self.catalog_properties)
+        if self._catalog is None and db is not None and not os.path.exists(db):
+            return None
         try:
             table = self.catalog.load_table(self.identifier)
         except NoSuchTableError:
@@ -191,7 +138,7 @@ class IcebergPublisher:
             raise IcebergPublishError(f"instant {commit.instant}: unknown mode {commit.mode!r}")
         for attempt in range(COMMIT_ATTEMPTS):
             table = self.table() or self._create(commit)
-            if commit.instant in self._instants(table):
+            if self._holds(table, commit.instant):
                 return
             try:
                 self._commit(table, commit)
@@ -210,7 +157,52 @@ class IcebergPublisher:
         paths = referenced_files(table.io, table.metadata)
         return {rel for rel in (relative(p, self.location) for p in paths) if rel is not None}
 
+    # -- beyond the protocol: releasing old snapshots -----------------------------------
+
+    def expire_before(self, instant: str) -> set[str]:
+        """Expire the snapshots of the instants before `instant` (never the current one)
+        and return the table-relative paths of the data files no retained snapshot
+        references any more: the files a replace replaced, which markerstore may now
+        delete. Call it only when every completed instant before `instant` is published:
+        from then on an instant before it counts as published (:meth:`holds`, and
+        :meth:`publish` is a no-op for it), though :meth:`published_instants` no longer
+        lists the expired ones."""
+        table = self.table()
+        if table is None:
+            return set()
+        kept = {ref.snapshot_id for ref in table.metadata.refs.values()}  # heads, tags
+        expired = [s.snapshot_id for s in table.metadata.snapshots
+                   if s.snapshot_id not in kept and s.summary is not None
+                   and s.summary.get(INSTANT_PROPERTY, instant) < instant]
+        before, metadata_before = self.referenced_paths(), manifest_files(table)
+        with _without_retries(table).transaction() as tx:
+            if expired:
+                ExpireSnapshots(tx).by_ids(expired).commit()
+            if instant > (self.expired_before() or ""):
+                tx.set_properties({EXPIRED_BEFORE_PROPERTY: instant})
+        after = self.table() or table
+        for path in sorted(metadata_before - manifest_files(after)):
+            after.io.delete(path)         # what only the expired snapshots referenced
+        return before - self.referenced_paths()
+
+    def expired_before(self) -> str | None:
+        """The instant before which :meth:`expire_before` expired every snapshot (those
+        instants were published), or None."""
+        table = self.table()
+        return None if table is None else table.properties.get(EXPIRED_BEFORE_PROPERTY)
+
     # -- one snapshot --------------------------------------------------------------------
+
+    def holds(self, instant: str) -> bool:
+        """Whether `instant` is published: a retained snapshot names it, or it is before
+        the instant that :meth:`expire_before` expired the snapshots up to."""
+        table = self.table()
+        return table is not None and self._holds(table, instant)
+
+    @classmethod
+    def _holds(cls, table: Table, instant: str) -> bool:
+        expired = table.properties.get(EXPIRED_BEFORE_PROPERTY)
+        return instant in cls._instants(table) or expired is not None and instant < expired
 
     @staticmethod
     def _instants(table: Table) -> set[str]:
@@ -233,7 +225,12 @@ class IcebergPublisher:
             return self.catalog.create_table(
                 self.identifier, schema, location=self.location, partition_spec=spec,
                 properties={TableProperties.DEFAULT_NAME_MAPPING:
-                            schema.name_mapping.model_dump_json()})
+                            schema.name_mapping.model_dump_json(),
+                            # metadata files beyond the kept history are deleted
+                            TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
+                            # a stream's many commits: manifests merged, as Iceberg's Java
+                            # library does by default
+                            TableProperties.MANIFEST_MERGE_ENABLED: "true"})
         except TableAlreadyExistsError:
             self._drop_lost_metadata(None)
             table = self.table()
@@ -285,7 +282,7 @@ class IcebergPublisher:
                 _add_columns(tx, commit)
             files = data_files(table.io, tx.table_metadata, self.location, commit.added)
             snapshot = tx.update_snapshot(snapshot_properties=self._summary(commit))
-            with (snapshot.overwrite() if removed else snapshot.fast_append()) as op:
+            with (snapshot.overwrite() if removed else _appender(tx, snapshot)) as op:
                 for data_file in removed:
                     op.delete_data_file(data_file)
                 for data_file in files:
@@ -306,21 +303,6 @@ class IcebergPublisher:
         return {INSTANT_PROPERTY: commit.instant}
 
 
-def _load_catalog(properties: Mapping[str, str]) -> Catalog:
-    """The catalog; a SQL catalog whose tables another process is creating at the same
-    moment (SQLAlchemy: "table ... already exists") is loaded again."""
-    for attempt in range(COMMIT_ATTEMPTS):
-        try:
-            return load_catalog(CATALOG_NAME, **properties)
-        except (ValueError, TypeError, NotImplementedError) as exc:
-            raise ConfigError(f"Iceberg catalog ({CATALOG_PREFIX}*): {exc}") from exc
-        except Exception as exc:
-            if "already exists" not in str(exc) or attempt == COMMIT_ATTEMPTS - 1:
-                raise
-            time.sleep(random.uniform(0, RETRY_WAIT_S))
-    raise AssertionError("unreachable")
-
-
 def _add_columns(tx: Transaction, commit: CommitToPublish) -> None:
     """The commit's new columns added to the table's schema (and its name mapping), in the
     transaction of the commit's snapshot."""
@@ -330,6 +312,24 @@ def _add_columns(tx: Transaction, commit: CommitToPublish) -> None:
     except (ValueError, ValidationError) as exc:
         raise IcebergPublishError(f"instant {commit.instant}: the table's new columns do not "
                                   f"fit the Iceberg table's schema: {exc}") from exc
+
+
+def _appender(tx: Transaction, snapshot: UpdateSnapshot) -> Any:
+    """A fast append, or a merging one where the table asks for it
+    (``commit.manifest-merge.enabled``, as pyiceberg's own append does)."""
+    merge = property_as_bool(tx.table_metadata.properties,
+                             TableProperties.MANIFEST_MERGE_ENABLED,
+                             TableProperties.MANIFEST_MERGE_ENABLED_DEFAULT)
+    return snapshot.merge_append() if merge else snapshot.fast_append()
+
+
+def manifest_files(table: Table) -> set[str]:
+    """The manifest lists and manifests of the table's retained snapshots."""
+    paths: set[str] = set()
+    for snapshot in table.metadata.snapshots:
+        paths.add(snapshot.manifest_list)
+        paths.update(m.manifest_path for m in snapshot.manifests(table.io))
+    return paths
 
 
 def _without_retries(table: Table) -> Table:

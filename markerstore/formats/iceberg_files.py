@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import logging
 import re
 import uuid
 from collections.abc import Callable, Iterable
@@ -54,11 +55,11 @@ from pyiceberg.utils.concurrent import ExecutorFactory
 
 from markerstore.errors import MarkerStoreError
 from markerstore.formats.base import PublishedFile
+from markerstore.paths import HIVE_DEFAULT_PARTITION
 
-# The folder name Hive and Spark give a null (or empty) partition value.
-HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = re.compile(r"%([0-9A-Fa-f]{2})")
 FIRST_PARTITION_FIELD_ID = 1000  # Iceberg's first partition field id
+_log = logging.getLogger(__name__)
 
 
 class IcebergPublishError(MarkerStoreError):
@@ -177,8 +178,11 @@ def data_file(io: FileIO, metadata: TableMetadata, location: str,
     commit, its statistics from its footer."""
     path = f"{location}/{file.path}"
     schema = metadata.schema()
-    with io.new_input(path).open() as stream:
-        footer = pq.read_metadata(stream)
+    try:
+        with io.new_input(path).open() as stream:
+            footer = pq.read_metadata(stream)
+    except FileNotFoundError:
+        return _gone(metadata, path, file)
     mapping = parquet_path_to_id_mapping(schema)
     unknown = [c for c in (footer.schema.column(i).path for i in range(footer.num_columns))
                if c not in mapping]
@@ -194,6 +198,23 @@ def data_file(io: FileIO, metadata: TableMetadata, location: str,
         partition=partition_record(file, metadata), file_size_in_bytes=file.size,
         sort_order_id=None, spec_id=metadata.default_spec_id, equality_ids=None,
         key_metadata=None, **stats.to_serialized_dict())
+
+
+def _gone(metadata: TableMetadata, path: str, file: PublishedFile) -> DataFile:
+    """The entry of a committed file that is gone: a later completed instant replaced it
+    and its files were deleted before this instant was published (a crash between an
+    instant and its publish, then another writer's replace). Its size and rows come from
+    the commit, without column statistics; the later instant's snapshot deletes it."""
+    if file.rows is None:
+        raise IcebergPublishError(f"{file.path}: the file is gone and the commit does not "
+                                  "say how many rows it held")
+    _log.warning("publishing %s without statistics: the file is gone (a later replace "
+                 "deleted it)", file.path)
+    return DataFile.from_args(
+        content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
+        partition=partition_record(file, metadata), file_size_in_bytes=file.size,
+        record_count=file.rows, sort_order_id=None, spec_id=metadata.default_spec_id,
+        equality_ids=None, key_metadata=None)
 
 
 def data_files(io: FileIO, metadata: TableMetadata, location: str,

@@ -88,6 +88,7 @@ def test_appends_and_a_replace_are_one_snapshot_each(lake: Lake) -> None:
     assert as_format.name == "iceberg"
     assert publisher.published_instants() == set()
     assert publisher.referenced_paths() == set()
+    assert not Path(lake.url).exists()              # asking created nothing
     check_history(lake, publisher, {})
     assert (Path(lake.url) / DEFAULT_CATALOG_FILE).is_file()
     created = {p.relative_to(lake.url).parts[0] for p in Path(lake.url).iterdir()}
@@ -109,6 +110,11 @@ def test_a_table_on_s3_must_name_its_catalog(moto_s3: Any) -> None:
     lake = s3_lake(moto_s3)
     with pytest.raises(ConfigError, match=f"{CATALOG_PREFIX}uri"):
         IcebergPublisher(lake.url, lake.storage_options)
+
+
+def test_a_table_iceberg_cannot_reach_is_refused() -> None:
+    with pytest.raises(ConfigError, match="cannot publish a table on memory://"):
+        IcebergPublisher("memory://bucket/table")
 
 
 def test_partition_columns_come_from_the_folders_never_null(lake: Lake) -> None:
@@ -261,3 +267,108 @@ def test_a_commit_without_files_is_a_snapshot_too(lake: Lake) -> None:
     assert history(publisher) == [first.instant, empty.instant, drop.instant]
     table = publisher.table()
     assert table is not None and scanned(table) == []
+
+
+@pytest.mark.parametrize("where", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_an_instant_whose_files_a_later_replace_deleted_is_published_late(
+        where: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A crash between an instant and its publish, then another writer's replace deleted
+    that instant's files: both are published in order, and the table reads right."""
+    if where == "s3":
+        lake = s3_lake(request.getfixturevalue("moto_s3"))
+        catalog = {"uri": f"sqlite:///{tmp_path}/catalog.db"}
+    else:
+        lake, catalog = Lake(str(tmp_path / "table"), {}, SCHEMA, PARTITION_BY), {}
+    first = lake.commit(rows(range(0, 2), D1, "eu") + rows(range(2, 4), D2, "eu"))
+    gone = [f.path for f in first.added if f.partition["day"] == D1.isoformat()]
+    replace = lake.replace(rows(range(4, 5), D1, "eu"), removed=gone)
+    lake.fs.rm(f"{lake.root()}/{gone[0]}")
+    publisher = IcebergPublisher(lake.url, lake.storage_options, catalog)
+    publisher.publish(first)
+    publisher.publish(replace)
+    assert history(publisher) == [first.instant, replace.instant]
+    table = publisher.table()
+    assert table is not None
+    live = [f.path for f in first.added + replace.added if f.path not in gone]
+    assert scanned(table) == lake.expected(live)
+    old = table.scan(snapshot_id=table.snapshots()[0].snapshot_id).plan_files()
+    assert sorted(t.file.record_count for t in old) == [2, 2]
+
+
+def test_nested_and_timestamp_columns_read_back(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string())),
+                        ("kv", pa.map_(pa.string(), pa.int64())),
+                        ("s", pa.struct([("a", pa.int32()), ("b", pa.string())])),
+                        ("at", pa.timestamp("us", tz="UTC")), ("day", pa.date32())])
+    lake = Lake(str(tmp_path / "nested"), {}, schema, ("day",))
+    at = dt.datetime(2026, 11, 27, 1, 2, 3, tzinfo=dt.timezone.utc)
+    data = [{"id": 1, "tags": ["x", "y"], "kv": [("k", 1)], "s": {"a": 1, "b": "q"},
+             "at": at, "day": D1},
+            {"id": 2, "tags": [], "kv": None, "s": None, "at": None, "day": D2}]
+    commit = lake.commit(data)
+    publisher = IcebergPublisher(lake.url)
+    publisher.publish(commit)
+    table = publisher.table()
+    assert table is not None
+    read = table.scan().to_arrow().sort_by("id").to_pylist()
+    assert [dict(r, at=r["at"] and r["at"].astimezone(dt.timezone.utc)) for r in read] == data
+
+
+def test_expiring_old_snapshots_releases_the_replaced_files(lake: Lake) -> None:
+    publisher = IcebergPublisher(lake.url)
+    first = lake.commit(rows(range(0, 2), D1, "eu") + rows(range(2, 4), D2, "eu"))
+    replaced = [f.path for f in first.added if f.partition["day"] == D1.isoformat()]
+    replace = lake.replace(rows(range(4, 5), D1, "eu"), removed=replaced)
+    last = lake.commit(rows(range(5, 6), D2, "us"))
+    for commit in (first, replace, last):
+        publisher.publish(commit)
+    assert publisher.expired_before() is None
+    assert publisher.expire_before(last.instant) == set(replaced)
+    assert publisher.published_instants() == {last.instant}
+    assert publisher.expired_before() == last.instant
+    live = [f.path for c in (first, replace, last) for f in c.added if f.path not in replaced]
+    assert publisher.referenced_paths() == set(live)
+    table = publisher.table()
+    assert table is not None and scanned(table) == lake.expected(live)
+    assert publisher.expire_before(first.instant) == set()           # never backwards
+    assert publisher.expired_before() == last.instant
+    assert publisher.holds(first.instant) and not publisher.holds("29991231000000000")
+    publisher.publish(first)                                         # no-op: expired
+    assert len(history(publisher)) == 1
+
+
+def test_a_table_that_merges_manifests_keeps_their_count_small(lake: Lake) -> None:
+    """Many small commits (a stream's micro-batches): with the table's
+    commit.manifest-merge.enabled, publishing merges manifests as pyiceberg's append does."""
+    publisher = IcebergPublisher(lake.url)
+    commits = [lake.commit(rows(range(0, 1), D1, "eu"))]
+    publisher.publish(commits[0])
+    table = publisher.table()
+    assert table is not None
+    with table.transaction() as tx:
+        tx.set_properties({"commit.manifest-merge.enabled": "true",
+                           "commit.manifest.min-count-to-merge": "3"})
+    for i in range(1, 8):
+        commits.append(lake.commit(rows(range(i, i + 1), D2, "us")))
+        publisher.publish(commits[-1])
+    table = publisher.table()
+    current = table.current_snapshot() if table is not None else None
+    assert table is not None and current is not None
+    assert len(current.manifests(table.io)) < 3
+    assert history(publisher) == [c.instant for c in commits]
+    assert scanned(table) == lake.expected(lake.rows)
+
+
+def test_an_unpartitioned_table_appends_and_replaces(tmp_path: Path) -> None:
+    lake = Lake(str(tmp_path / "flat"), {}, pa.schema([("id", pa.int64()),
+                                                      ("name", pa.string())]), ())
+    publisher = IcebergPublisher(lake.url)
+    first = lake.commit([{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])
+    second = lake.commit([{"id": 3, "name": "c"}])
+    replace = lake.replace([{"id": 4, "name": "d"}], removed=[first.added[0].path])
+    for commit in (first, second, replace):
+        publisher.publish(commit)
+    table = publisher.table()
+    assert table is not None and table.spec().is_unpartitioned()
+    assert scanned(table) == [{"id": 3, "name": "c"}, {"id": 4, "name": "d"}]
+    assert len(history(publisher)) == 3

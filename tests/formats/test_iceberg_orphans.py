@@ -4,6 +4,10 @@ file the table's metadata references, or markerstore's own (``.markerstore/``)."
 
 from __future__ import annotations
 
+import os
+import pickle
+import subprocess
+import sys
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -15,8 +19,10 @@ import pytest
 from markerstore.formats.base import OVERWRITE
 from markerstore.formats.iceberg import METADATA_FOLDER, IcebergPublisher
 from markerstore.formats.iceberg_files import IcebergPublishError
-from tests.formats.iceberg_support import Lake
+from tests.formats.iceberg_support import Lake, scanned
 from tests.formats.test_iceberg import D1, D2, PARTITION_BY, SCHEMA, _race, rows
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def metadata_files(publisher: IcebergPublisher) -> set[str]:
@@ -88,3 +94,51 @@ def test_a_commit_that_cannot_be_published_writes_no_metadata(tmp_path: Path) ->
     with pytest.raises(IcebergPublishError, match="drifted"):
         publisher.publish(wrong)
     assert listing(lake) - before == {f.path for f in bad.added}
+
+
+def test_no_orphan_after_a_long_history_and_an_expiry(tmp_path: Path) -> None:
+    """Metadata files beyond the kept history (here 3) are deleted by the commit that
+    drops them, and an expiry deletes the manifests only expired snapshots held."""
+    lake = Lake(str(tmp_path / "table"), {}, SCHEMA, PARTITION_BY)
+    publisher = history_with_a_race(lake, {})
+    table = publisher.table()
+    assert table is not None
+    with table.transaction() as tx:
+        tx.set_properties({"write.metadata.previous-versions-max": "3"})
+    commits = [lake.commit(rows(range(100 + i, 101 + i), D2, "us")) for i in range(6)]
+    for commit in commits:
+        publisher.publish(commit)
+    check_no_orphans(lake, publisher)
+    released = publisher.expire_before(commits[-1].instant)
+    for path in released:
+        lake.fs.rm(f"{lake.root()}/{path}")
+        del lake.rows[path]
+    assert released and len(publisher.published_instants()) == 1
+    check_no_orphans(lake, publisher)
+
+
+def test_a_publish_killed_mid_commit_is_published_once_by_the_next(tmp_path: Path) -> None:
+    """The process dies after the catalog wrote the new metadata, before it took it: the
+    Iceberg table still shows the instants before, and the next publish of the instant
+    makes it one snapshot. What the dead commit wrote stays in metadata/ only."""
+    lake = Lake(str(tmp_path / "table"), {}, SCHEMA, PARTITION_BY)
+    publisher = IcebergPublisher(lake.url)
+    first = lake.commit(rows(range(0, 2), D1, "eu"))
+    publisher.publish(first)
+    second = lake.commit(rows(range(2, 4), D2, "us"))
+    arguments = tmp_path / "commit.pickle"
+    arguments.write_bytes(pickle.dumps((lake.url, {}, {}, second)))
+    child = subprocess.run([sys.executable, "-m", "tests.formats.iceberg_crash",
+                            str(arguments)], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert child.returncode == 9, child.stderr
+    assert publisher.published_instants() == {first.instant}
+    publisher.publish(second)
+    assert publisher.published_instants() == {first.instant, second.instant}
+    table = publisher.table()
+    assert table is not None and len(table.snapshots()) == 2
+    assert scanned(table) == lake.expected(lake.rows)
+    files = listing(lake)
+    left = {p for p in files if p.startswith(METADATA_FOLDER + "/")} - metadata_files(publisher)
+    assert left and all(p.startswith(METADATA_FOLDER + "/") for p in left)
+    assert files - left - metadata_files(publisher) == publisher.referenced_paths()

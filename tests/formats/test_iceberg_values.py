@@ -30,13 +30,13 @@ from pyiceberg.types import (
 from markerstore.commit.names import format_value, partition_path
 from markerstore.formats.base import PublishedFile
 from markerstore.formats.iceberg_files import (
-    HIVE_DEFAULT_PARTITION,
     IcebergPublishError,
     iceberg_schema,
     identity_spec,
     partition_record,
     partition_value,
 )
+from markerstore.paths import HIVE_DEFAULT_PARTITION
 
 UTC = dt.timezone.utc
 ROUND_TRIPS: list[tuple[IcebergType, Any]] = [
