@@ -142,7 +142,7 @@ def _sections(t: Table, since: str | None, first: str | None
 def _table_id(table: Table, findings: list[dict[str, Any]]) -> str | None:
     try:
         return table.table_id()
-    except CorruptTableError as exc:
+    except (CorruptTableError, OSError) as exc:  # OSError: a folder, a link loop
         findings.append({"kind": "corrupt_table_id", "instant": None, "what": str(exc)})
         return None
 
