@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from markerstore.markers.base import MARKERS_DIR
 from markerstore.storage.fs import MAX_LIST_DEPTH
 from tests.support.files import exists, marked_write
 
-LEVELS = 4096
+LEVELS = 1500  # deeper than Python recurses (about 1,000 frames): what failed before
 
 
 def deep_tree(folder: Path, levels: int = LEVELS) -> Path:
@@ -66,12 +67,30 @@ def test_rollback_names_a_tree_too_deep_then_completes_without_it(
     assert not folder.exists()
 
 
+def test_the_rollback_command_names_the_folder_in_one_line(tmp_path: Path,
+                                                            cleanup: list[Path]) -> None:
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    marked_write(table, instant, ["p/a.parquet"])
+    folder = Path(table.storage.path(MARKERS_DIR, instant))
+    cleanup.append(deep_tree(folder))
+    run = subprocess.run([sys.executable, "-m", "markerstore.cli", "rollback", table.path,
+                          instant, "--force"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout
+    error, = run.stderr.splitlines()
+    assert f"{folder}/d/d/" in error and "nested more than" in error
+    subprocess.run(["rm", "-rf", str(folder / "d")], check=True)
+    run = subprocess.run([sys.executable, "-m", "markerstore.cli", "rollback", table.path,
+                          instant, "--force"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "rolled back" in run.stdout, run.stderr
+
+
 def test_memory_listing_has_the_same_bound() -> None:
     table = Table("memory://deep-listing")
     instant = table.start_commit(heartbeat=False)
     marked_write(table, instant, ["p/a.parquet"])
     folder = table.storage.path(MARKERS_DIR, instant)
-    table.storage.fs.pipe_file(folder + "/" + "d/" * LEVELS + "x.marker.CREATE", b"")
+    table.storage.fs.pipe_file(folder + "/" + "d/" * 4096 + "x.marker.CREATE", b"")
     with pytest.raises(CorruptTableError, match="nested more than"):
         table.rollback(instant, force=True)
     table.storage.fs.rm(folder + "/d", recursive=True)
