@@ -127,3 +127,14 @@ def test_a_name_over_the_limit_is_one_storage_error(tmp_path: Path, request_kind
     message = str(caught.value)
     assert "\n" not in message and "300 bytes" in message and len(message) < 400, message
     assert "over the filesystem's limit" in message
+
+
+def test_a_name_at_the_limit_is_written(tmp_path: Path) -> None:
+    """255 bytes is a valid name: its atomic write's temporary file must fit too."""
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    name = "p=" + "y" * 253
+    assert table.markers(instant).create("q", name[:230] + ".parquet", "CREATE")
+    table.storage.put(table.storage.path(name), b"x")
+    assert table.storage.get(table.storage.path(name)) == b"x"
+    assert table.storage.create_if_absent(table.storage.path("q", name), b"y")
