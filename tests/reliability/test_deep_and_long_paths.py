@@ -138,3 +138,30 @@ def test_a_name_at_the_limit_is_written(tmp_path: Path) -> None:
     table.storage.put(table.storage.path(name), b"x")
     assert table.storage.get(table.storage.path(name)) == b"x"
     assert table.storage.create_if_absent(table.storage.path("q", name), b"y")
+
+
+@pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_a_write_with_a_partition_value_over_the_limit_fails_in_one_line(
+        request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> None:
+    """On local disk the marker meets the limit; on S3 (keys up to 1,024 bytes) the local
+    staging file does: either way one StorageError naming the segment, nothing left."""
+    import pyarrow as pa
+
+    from markerstore.commit import TaskAttempt, WriteJob, run_task
+
+    staging = {"markerstore.write.staging.dir": str(tmp_path / "staging")}
+    if kind == "local":
+        table = Table(str(tmp_path / "t"), None, staging)
+    else:
+        moto = request.getfixturevalue("moto_s3")
+        table = Table(f"s3://{moto.create_bucket('long-names')}/t", moto.storage_options(),
+                      staging)
+    job = WriteJob(table, partition_by=["day"]).start()
+    batch = pa.record_batch({"id": pa.array([1], pa.int64()),
+                             "day": pa.array(["x" * 300])})
+    with pytest.raises(StorageError) as caught:
+        run_task(job.spec, [batch], TaskAttempt(0, 1, 0, 1))
+    message = str(caught.value)
+    assert "\n" not in message and "over the filesystem's limit" in message, message
+    job.abort()
+    assert not [p for p in table.storage.find(table.storage.root) if "day=" in p]
