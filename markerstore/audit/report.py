@@ -212,10 +212,10 @@ def _recovery(table: Table, con: duckdb.DuckDBPyConnection,
                                      "roll back (markerstore rollback)"})
     rolled = [i for i, in con.sql("SELECT instant FROM commits WHERE state = 'rolledback' "
                                   "ORDER BY instant DESC LIMIT 10").fetchall()]
-    forward = [i for i, in con.sql(
+    forward = [i for i, in con.execute(
         "SELECT instant FROM commits WHERE state = 'completed' AND "
-        f"json_extract_string(metadata, '$.recovered') = '{ROLLED_FORWARD}' "
-        "ORDER BY instant DESC LIMIT 10").fetchall()]
+        "json_extract_string(metadata, '$.recovered') = ? "
+        "ORDER BY instant DESC LIMIT 10", [ROLLED_FORWARD]).fetchall()]
     return {"inflight": inflight, "dead_writers": sum(not i["writer_alive"] for i in inflight),
             "pending_uploads": sum(i["pending_uploads"] for i in inflight),
             "recent_rollbacks": rolled, "recent_roll_forwards": forward, "verify": None,
