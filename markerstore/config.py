@@ -424,7 +424,8 @@ _DEFINITIONS: tuple[Option, ...] = (
            "PII: store no record payload (`record` is null); messages keep no record data."),
     Option(ERROR_PAYLOAD_REDACT, (), field_paths,
            "PII: field paths (comma-separated, nested with dots) whose values are replaced "
-           "by [REDACTED] in the stored record (and anywhere else in the error record)."),
+           "by [REDACTED] in the stored record (and anywhere else in the error record); "
+           "keys match without case and surrounding whitespace, at any depth."),
 )
 
 

@@ -101,11 +101,11 @@ def events(con: duckdb.DuckDBPyConnection, points: list[dict[str, Any]]
     """Rollbacks and instants still in flight, each placed at the point of the first
     completed commit after it (or after the last point), and writes rolled forward by a
     recovery, at their own point."""
-    found = rows(con, f"""
+    found = rows(con, """
         SELECT instant, state FROM report_commits
-        WHERE state IN ('{ROLLEDBACK}', '{INFLIGHT}', '{REQUESTED}', 'corrupt')
-           OR (state = '{COMPLETED}' AND recovered IS NOT NULL)
-        ORDER BY instant DESC LIMIT {MAX_EVENTS}""")
+        WHERE state IN (?, ?, ?, 'corrupt') OR (state = ? AND recovered IS NOT NULL)
+        ORDER BY instant DESC LIMIT ?""",
+                 [ROLLEDBACK, INFLIGHT, REQUESTED, COMPLETED, MAX_EVENTS])
     firsts = [p["first_instant"] for p in points]
     placed = []
     for event in reversed(found):

@@ -142,7 +142,7 @@ def _sections(t: Table, since: str | None, first: str | None
 def _table_id(table: Table, findings: list[dict[str, Any]]) -> str | None:
     try:
         return table.table_id()
-    except CorruptTableError as exc:
+    except (CorruptTableError, OSError) as exc:  # OSError: a folder, a link loop
         findings.append({"kind": "corrupt_table_id", "instant": None, "what": str(exc)})
         return None
 
@@ -212,10 +212,10 @@ def _recovery(table: Table, con: duckdb.DuckDBPyConnection,
                                      "roll back (markerstore rollback)"})
     rolled = [i for i, in con.sql("SELECT instant FROM commits WHERE state = 'rolledback' "
                                   "ORDER BY instant DESC LIMIT 10").fetchall()]
-    forward = [i for i, in con.sql(
+    forward = [i for i, in con.execute(
         "SELECT instant FROM commits WHERE state = 'completed' AND "
-        f"json_extract_string(metadata, '$.recovered') = '{ROLLED_FORWARD}' "
-        "ORDER BY instant DESC LIMIT 10").fetchall()]
+        "json_extract_string(metadata, '$.recovered') = ? "
+        "ORDER BY instant DESC LIMIT 10", [ROLLED_FORWARD]).fetchall()]
     return {"inflight": inflight, "dead_writers": sum(not i["writer_alive"] for i in inflight),
             "pending_uploads": sum(i["pending_uploads"] for i in inflight),
             "recent_rollbacks": rolled, "recent_roll_forwards": forward, "verify": None,

@@ -19,7 +19,6 @@ from markerstore.cli.main import (
 )
 from markerstore.errors import CorruptTableError
 from markerstore.markers import MarkerName, read_markers
-from markerstore.render.text import visible
 
 
 @click.command()
@@ -123,11 +122,7 @@ def sql(table: str, query: str, unsafe_sql: bool, time_limit: float | None,
     t = open_table(table, storage_options)
     if not unsafe_sql:
         sandbox.check(query)  # refused before the views are built
-    problems: dict[str, str] = {}
-    con = table_connect(t, problems)
-    for instant, problem in problems.items():  # the rest is in the views: not a failure
-        click.echo(f"markerstore: warning: the markers view leaves out instant {instant}: "
-                   f"{visible(' '.join(problem.split()))}", err=True)
+    con = table_connect(t)
     relation = sandbox.run(con, query, unsafe=unsafe_sql, limits=limits)
     with sandbox.limited(con, limits):
         emit_relation(relation, as_json)

@@ -35,6 +35,7 @@ from markerstore.config import REASON_KEY
 from markerstore.errors import MarkerStoreError
 from markerstore.formats.commits import partition_schema_metadata
 from markerstore.markers import IOType, WriteMarkers
+from markerstore.storage.contain import path_errors
 
 log = logging.getLogger(__name__)
 
@@ -289,8 +290,9 @@ class TaskWriter:
         if self.storage.is_local:  # pyarrow writes it: storage checks it and its folder
             sink: Any = pa.OSFile(self.storage.writable_folder(target), "wb")
         elif self.staging.writes_os_paths:  # S3: a local file to upload, outside the table
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            sink = pa.OSFile(target, "wb")
+            with path_errors(target):
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                sink = pa.OSFile(target, "wb")
         else:
             sink = self.storage.open_write(target)
         if self._partition_metadata:

@@ -365,9 +365,11 @@ class Verifier:
             parse_table_formats(raw, self.storage.url(path))
         except FileNotFoundError:
             return
-        except CorruptTableError as exc:
+        except (CorruptTableError, OSError) as exc:  # a folder, a link loop: unreadable
+            what = exc.entry if isinstance(exc, CorruptTableError) else \
+                f"the table file cannot be read: {exc}"
             self._add("corrupt_table_file", TABLE_FILE, None, None,
-                      f"none: {exc.entry} (restore it: error tables know their owner's rows "
+                      f"none: {what} (restore it: error tables know their owner's rows "
                       "by the id in it)")
 
     def _nested(self, con: duckdb.DuckDBPyConnection) -> None:

@@ -318,6 +318,9 @@ def read_marker_type(storage: Storage, instant: str, files: list[str] | None = N
         raise MarkerTypeError(
             f"{storage.url(path)} is missing but the folder holds {len(files)} file(s); "
             "the marker mechanism is unknown, so the markers cannot be read safely") from None
+    except (IsADirectoryError, NotADirectoryError) as exc:  # a folder, or a file above it
+        raise MarkerTypeError(f"{storage.url(path)} cannot be read ({exc.strerror}): the "
+                              "marker mechanism is unknown") from None
     return parse_marker_type(raw, storage.url(path))
 
 

@@ -8,7 +8,6 @@ providers to :func:`connect` (errortable's `errors`: ``errortable.table_connect`
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,7 @@ import pyarrow as pa
 
 from markerstore.errors import CorruptTableError, InvalidMarkerError, MarkerTypeError
 from markerstore.markers.base import MARKERS_DIR
-from markerstore.markers.scan import empty_markers, scan_markers
+from markerstore.markers.scan import empty_markers, empty_rows, scan_markers
 from markerstore.snapshot import live_files
 from markerstore.sql.sandbox import allow_paths
 from markerstore.timeline import COMPLETED, is_instant, parse_instant
@@ -26,7 +25,6 @@ from markerstore.timeline import COMPLETED, is_instant, parse_instant
 if TYPE_CHECKING:
     from markerstore.table import Table
 
-log = logging.getLogger(__name__)
 ViewProvider = Callable[["Table", duckdb.DuckDBPyConnection], None]
 
 COMMITS_SCHEMA = pa.schema([
@@ -124,7 +122,8 @@ def markers_relation(table: Table, con: duckdb.DuckDBPyConnection,
 
     An instant whose marker folder cannot be read (a stray or odd file in it, a corrupt
     segment: an in-flight write may leave one) is left out, and `problems` maps it to
-    why; without `problems` it raises."""
+    why; without `problems`, a query that reads the view fails with that reason (naming
+    the file), and a query of the other views runs."""
     storage = table.storage
     relation: duckdb.DuckDBPyRelation | None = None
     for name in storage.ls(storage.path(MARKERS_DIR)):
@@ -133,9 +132,11 @@ def markers_relation(table: Table, con: duckdb.DuckDBPyConnection,
         try:
             scan = scan_markers(storage, name)
         except (CorruptTableError, InvalidMarkerError, MarkerTypeError) as exc:
-            if problems is None:
-                raise
-            problems[name] = str(exc)
+            if problems is not None:
+                problems[name] = str(exc)
+                continue
+            rows = _failing(con, str(exc))
+            relation = rows if relation is None else relation.union(rows)
             continue
         if scan is None:
             continue
@@ -149,6 +150,15 @@ def markers_relation(table: Table, con: duckdb.DuckDBPyConnection,
     return relation
 
 
+def _failing(con: duckdb.DuckDBPyConnection, message: str) -> duckdb.DuckDBPyRelation:
+    """A relation of the `markers` columns that fails with `message` when it is scanned
+    (DuckDB's ``error()`` over one row), and only then."""
+    row = empty_rows().add_column(0, "instant", pa.array([], pa.string()))
+    row = pa.Table.from_pylist([dict.fromkeys(row.column_names)], row.schema)
+    fail = duckdb.FunctionExpression("error", duckdb.ConstantExpression(message))
+    return con.from_arrow(row).filter(fail.isnull())
+
+
 def connect(table: Table, views: Mapping[str, ViewProvider] | None = None, *,
             corrupt: Collection[str] = (), problems: dict[str, str] | None = None
             ) -> duckdb.DuckDBPyConnection:
@@ -157,8 +167,8 @@ def connect(table: Table, views: Mapping[str, ViewProvider] | None = None, *,
     Completed instants in `corrupt` (:func:`unreadable_commits`) are left out of `files`
     and have state 'corrupt' in `commits`; otherwise an unreadable one raises
     CorruptTableError. An instant whose markers cannot be read is left out of `markers`
-    (see :func:`markers_relation`), and `problems` maps it to why (logged as a warning
-    when None is given).
+    (see :func:`markers_relation`), and `problems` maps it to why; without `problems` a
+    query that reads `markers` fails with the reason.
 
     This is DuckDB's full engine (any file, COPY, ATTACH, SET, ...): the caller already
     runs Python. For SQL from someone else, use the sandbox that `markerstore sql` uses:
@@ -166,14 +176,7 @@ def connect(table: Table, views: Mapping[str, ViewProvider] | None = None, *,
     con = duckdb.connect()
     con.register("commits", commits_table(table, corrupt))
     con.register("files", files_table(table, corrupt))
-    found: dict[str, str] = {}
-    markers_relation(table, con, found).create_view("markers")
-    if problems is None:
-        for instant, problem in found.items():
-            log.warning("%s: the markers view leaves out instant %s: %s", table, instant,
-                        problem)
-    else:
-        problems.update(found)
+    markers_relation(table, con, problems).create_view("markers")
     for name, provider in (views or {}).items():
         provider(table, con)
         if name not in {r[0] for r in con.sql("SELECT view_name FROM duckdb_views()").fetchall()

@@ -24,10 +24,11 @@ comparison. Never a storage request.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from markerstore.errors import CorruptTableError, StorageError
 
@@ -59,6 +60,18 @@ def path_error(path: str, exc: OSError) -> StorageError:
     error = StorageError(f"{shown(path)}: {why}")
     error.errno = exc.errno
     return error
+
+
+@contextlib.contextmanager
+def path_errors(path: str) -> Iterator[None]:
+    """Around local file calls made outside Storage (a staging folder, pyarrow's own
+    files): a path the filesystem refuses is :func:`path_error`'s StorageError."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in PATH_ERRNOS and not isinstance(exc, StorageError):
+            raise path_error(path, exc) from None
+        raise
 
 
 class Containment:

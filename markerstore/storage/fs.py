@@ -17,7 +17,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, TypeVar
 
@@ -26,7 +26,13 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from markerstore.errors import CorruptTableError, MarkerStoreError, StorageError
-from markerstore.storage.contain import PATH_ERRNOS, Containment, path_error, shown
+from markerstore.storage.contain import (
+    PATH_ERRNOS,
+    Containment,
+    path_error,
+    path_errors,
+    shown,
+)
 from markerstore.storage.local import (
     TooDeepError,
     local_atomic_replace,
@@ -172,7 +178,7 @@ class Storage:
         on local disk): check that `path` is in the table, create its folder, return it."""
         self.check_in_table(path)
         if self.is_local:
-            with self._path_errors(path):
+            with path_errors(path):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
         return path
 
@@ -301,20 +307,10 @@ class Storage:
                                  "markerstore never writes such a tree (move it out of the "
                                  "table, then retry)")
 
-    @contextlib.contextmanager
-    def _path_errors(self, path: str) -> Iterator[None]:
-        """A path the filesystem refuses is a StorageError naming it (see path_error)."""
-        try:
-            yield
-        except OSError as exc:
-            if exc.errno in PATH_ERRNOS and not isinstance(exc, MarkerStoreError):
-                raise path_error(path, exc) from None
-            raise
-
     def open_read(self, path: str) -> IO[bytes]:
         self.check_in_table(path)
         self.count_request("GET")
-        with self._path_errors(path):
+        with path_errors(path):
             handle: IO[bytes] = self.fs.open(path, "rb")
         return handle
 
@@ -380,7 +376,7 @@ class Storage:
         """A file handle for a large write (data files); the caller closes it."""
         self.writable_folder(path)
         self.count_request("PUT")
-        with self._path_errors(path):
+        with path_errors(path):
             handle: IO[bytes] = self.fs.open(path, "wb")
         return handle
 

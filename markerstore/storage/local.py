@@ -40,7 +40,9 @@ def _make_folder(folder: str, within: str | None) -> None:
 def _write_temp(path: str, data: bytes, within: str | None = None) -> str:
     folder = os.path.dirname(path)
     _make_folder(folder, within)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    # The start of the name (64 bytes at most): a name up to the filesystem's limit fits.
+    stem = os.path.basename(path).encode()[:64].decode(errors="ignore")
+    tmp = os.path.join(folder, f".{stem}.{uuid.uuid4().hex}.tmp")
     with open(tmp, "wb") as handle:
         handle.write(data)
         handle.flush()

@@ -51,6 +51,10 @@ class Heartbeats:
             raw = self.storage.get(self._file(instant))
         except FileNotFoundError:
             return None
+        except (IsADirectoryError, NotADirectoryError) as exc:  # no beat a writer wrote
+            log.warning("heartbeat of %s is unreadable (%s); treating it as expired",
+                        instant, exc.strerror)
+            return None
         try:
             return dict(check_heartbeat(json.loads(raw), self.storage.url(self._file(instant))))
         except (ValueError, RecursionError) as exc:  # CorruptTableError is a ValueError

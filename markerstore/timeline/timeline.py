@@ -80,7 +80,16 @@ def parse_instant(instant: str) -> datetime:
 
 
 def is_instant(text: str) -> bool:
-    return len(text) == INSTANT_LENGTH and text.isdigit()
+    """Whether `text` is an instant id: 17 ASCII digits that make a date and time (a name
+    such as 99999999999999999 is a stray file, not an instant)."""
+    if len(text) != INSTANT_LENGTH or not (text.isascii() and text.isdigit()):
+        return False
+    try:
+        datetime(int(text[:4]), int(text[4:6]), int(text[6:8]), int(text[8:10]),
+                 int(text[10:12]), int(text[12:14]))
+    except ValueError:
+        return False
+    return True
 
 
 def _bump(instant: str) -> str:

@@ -123,7 +123,9 @@ def main(argv: list[str]) -> None:
     text = target.read_text()
     at = text.find("\n" + KEPT_HEADING)
     head = text if at < 0 else text[:at]
-    target.write_text(head.rstrip("\n") + "\n\n" + section(figures))
+    after = -1 if at < 0 else text.find("\n## ", at + 1)  # sections after this one: kept
+    tail = "" if after < 0 else text[after:]
+    target.write_text(head.rstrip("\n") + "\n\n" + section(figures) + tail)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from markerstore.markers.base import MARKERS_DIR
 from markerstore.storage.fs import MAX_LIST_DEPTH
 from tests.support.files import exists, marked_write
 
-LEVELS = 4096
+LEVELS = 1500  # deeper than Python recurses (about 1,000 frames): what failed before
 
 
 def deep_tree(folder: Path, levels: int = LEVELS) -> Path:
@@ -66,12 +67,30 @@ def test_rollback_names_a_tree_too_deep_then_completes_without_it(
     assert not folder.exists()
 
 
+def test_the_rollback_command_names_the_folder_in_one_line(tmp_path: Path,
+                                                            cleanup: list[Path]) -> None:
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    marked_write(table, instant, ["p/a.parquet"])
+    folder = Path(table.storage.path(MARKERS_DIR, instant))
+    cleanup.append(deep_tree(folder))
+    run = subprocess.run([sys.executable, "-m", "markerstore.cli", "rollback", table.path,
+                          instant, "--force"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout
+    error, = run.stderr.splitlines()
+    assert f"{folder}/d/d/" in error and "nested more than" in error
+    subprocess.run(["rm", "-rf", str(folder / "d")], check=True)
+    run = subprocess.run([sys.executable, "-m", "markerstore.cli", "rollback", table.path,
+                          instant, "--force"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "rolled back" in run.stdout, run.stderr
+
+
 def test_memory_listing_has_the_same_bound() -> None:
     table = Table("memory://deep-listing")
     instant = table.start_commit(heartbeat=False)
     marked_write(table, instant, ["p/a.parquet"])
     folder = table.storage.path(MARKERS_DIR, instant)
-    table.storage.fs.pipe_file(folder + "/" + "d/" * LEVELS + "x.marker.CREATE", b"")
+    table.storage.fs.pipe_file(folder + "/" + "d/" * 4096 + "x.marker.CREATE", b"")
     with pytest.raises(CorruptTableError, match="nested more than"):
         table.rollback(instant, force=True)
     table.storage.fs.rm(folder + "/d", recursive=True)
@@ -108,3 +127,41 @@ def test_a_name_over_the_limit_is_one_storage_error(tmp_path: Path, request_kind
     message = str(caught.value)
     assert "\n" not in message and "300 bytes" in message and len(message) < 400, message
     assert "over the filesystem's limit" in message
+
+
+def test_a_name_at_the_limit_is_written(tmp_path: Path) -> None:
+    """255 bytes is a valid name: its atomic write's temporary file must fit too."""
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    name = "p=" + "y" * 253
+    assert table.markers(instant).create("q", name[:230] + ".parquet", "CREATE")
+    table.storage.put(table.storage.path(name), b"x")
+    assert table.storage.get(table.storage.path(name)) == b"x"
+    assert table.storage.create_if_absent(table.storage.path("q", name), b"y")
+
+
+@pytest.mark.parametrize("kind", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_a_write_with_a_partition_value_over_the_limit_fails_in_one_line(
+        request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> None:
+    """On local disk the marker meets the limit; on S3 (keys up to 1,024 bytes) the local
+    staging file does: either way one StorageError naming the segment, nothing left."""
+    import pyarrow as pa
+
+    from markerstore.commit import TaskAttempt, WriteJob, run_task
+
+    staging = {"markerstore.write.staging.dir": str(tmp_path / "staging")}
+    if kind == "local":
+        table = Table(str(tmp_path / "t"), None, staging)
+    else:
+        moto = request.getfixturevalue("moto_s3")
+        table = Table(f"s3://{moto.create_bucket('long-names')}/t", moto.storage_options(),
+                      staging)
+    job = WriteJob(table, partition_by=["day"]).start()
+    batch = pa.record_batch({"id": pa.array([1], pa.int64()),
+                             "day": pa.array(["x" * 300])})
+    with pytest.raises(StorageError) as caught:
+        run_task(job.spec, [batch], TaskAttempt(0, 1, 0, 1))
+    message = str(caught.value)
+    assert "\n" not in message and "over the filesystem's limit" in message, message
+    job.abort()
+    assert not [p for p in table.storage.find(table.storage.root) if "day=" in p]

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from markerstore import Table
 from markerstore.audit.report import build
 from markerstore.cli.main import cli
-from markerstore.markers.base import MARKERS_DIR
+from markerstore.markers.base import BATCHED, DIRECT, MARKERS_DIR, ensure_marker_type
+from markerstore.markers.segments import segment_name
 from markerstore.render.charts import LABEL_CHARS, Chart, Series, alt_text, available, svg
 from tests.support.files import marked_write
 
@@ -82,34 +83,49 @@ def test_a_reason_key_with_quotes_is_data_not_a_json_path(tmp_path: Path) -> Non
     assert out.exit_code == 0, out.output
 
 
-def with_a_stray_marker_file(path: Path) -> tuple[Table, str]:
+def with_a_stray_marker_file(path: Path, mechanism: str = DIRECT) -> tuple[Table, str]:
+    """A completed commit, then an in-flight write whose marker folder holds a file no
+    marker mechanism wrote: a stray file (direct), a truncated segment (batched)."""
     table = committed(path)
     instant = table.start_commit(heartbeat=False)
-    marked_write(table, instant, ["q/b.parquet"])
-    stray = Path(table.storage.path(MARKERS_DIR, instant, "q", "part-0.tmp"))
+    if mechanism == DIRECT:
+        marked_write(table, instant, ["q/b.parquet"])
+        stray = Path(table.storage.path(MARKERS_DIR, instant, "q", "part-0.tmp"))
+    else:
+        ensure_marker_type(table.storage, instant, BATCHED)
+        stray = Path(table.storage.path(MARKERS_DIR, instant, segment_name(1, "parquet")))
     stray.write_bytes(b"half")
     return table, instant
 
 
-def test_a_stray_marker_file_is_a_finding_of_the_report(tmp_path: Path) -> None:
-    table, instant = with_a_stray_marker_file(tmp_path / "t")
+@pytest.mark.parametrize("mechanism", [DIRECT, BATCHED])
+def test_a_stray_marker_file_is_a_finding_of_the_report(tmp_path: Path, mechanism: str
+                                                        ) -> None:
+    table, instant = with_a_stray_marker_file(tmp_path / "t", mechanism)
+    named = "part-0.tmp" if mechanism == DIRECT else segment_name(1, "parquet")
     out = CliRunner().invoke(cli, ["report", table.path, "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     found = [f for f in data["verdict"]["findings"] if f["kind"] == "unreadable_markers"]
-    assert [f["instant"] for f in found] == [instant] and "part-0.tmp" in found[0]["what"]
+    assert [f["instant"] for f in found] == [instant] and named in found[0]["what"]
     assert not data["verdict"]["healthy"]
     page = tmp_path / "r.html"
     out = CliRunner().invoke(cli, ["report", table.path, "-o", str(page)])
-    assert out.exit_code == 0 and "part-0.tmp" in page.read_text()
+    assert out.exit_code == 0 and named in page.read_text()
 
 
 def test_sql_over_a_table_with_a_stray_marker_file(tmp_path: Path) -> None:
-    table, instant = with_a_stray_marker_file(tmp_path / "t")
-    run = subprocess.run([sys.executable, "-m", "markerstore.cli", "sql", table.path,
-                          "SELECT count(*) AS n FROM commits", "--json"],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
+    """The other views answer; a query of `markers` fails in one line naming the file."""
+    table, _ = with_a_stray_marker_file(tmp_path / "t")
+
+    def sql(query: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "markerstore.cli", "sql", table.path,
+                               query, "--json"], capture_output=True, text=True, timeout=120)
+
+    run = sql("SELECT count(*) AS n FROM commits")
+    assert run.returncode == 0 and run.stderr == "", run.stderr
     assert json.loads(run.stdout) == [{"n": 2}]
-    warning, = run.stderr.splitlines()  # one line, naming the instant and the file
-    assert instant in warning and "part-0.tmp" in warning
+    run = sql("SELECT count(*) AS n FROM markers")
+    assert run.returncode == 1 and run.stdout == ""
+    error, = run.stderr.splitlines()
+    assert "part-0.tmp" in error and error.startswith("markerstore: error: ")
