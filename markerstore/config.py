@@ -32,6 +32,11 @@ from markerstore.option_values import (
     text,
 )
 
+# --- environment variables ------------------------------------------------------------
+# The marker server's bearer token (read by the server, its client and `markerstore
+# serve`): the environment or a file keep it out of `ps`, where `--token` shows it.
+SERVER_TOKEN_ENV = "MARKERSTORE_SERVER_TOKEN"
+
 # --- keys -------------------------------------------------------------------------------
 MARKERS_TYPE = "markerstore.write.markers.type"
 BATCH_INTERVAL_MS = "markerstore.markers.batch.interval_ms"
