@@ -201,9 +201,12 @@ def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None) -> Parsed:
                                       lines.take(pa.array(rows))}))
         try:
             result = _relation(con, query).to_arrow_table()
+        except duckdb.Error:  # what DuckDB cannot take, the reference parser decides
+            result = None
         finally:
             con.unregister("blk")
-        found.append(result.filter(pc.fill_null(result.column("ok"), False)))
+        if result is not None:
+            found.append(result.filter(pc.fill_null(result.column("ok"), False)))
         start = stop
     if not found:
         return everything_suspect(schema, n)

@@ -47,3 +47,18 @@ def _errors(errors: list[dict[str, object]]) -> list[tuple[object, ...]]:
     keep = ("reason", "sourceLine", "sourceOffset")
     return sorted((e["record"], e["message"], *(dict(e["context"]).get(k) for k in keep))
                   for e in errors)
+
+
+def test_what_duckdb_cannot_take_falls_back_to_the_reference(tmp_path: Path) -> None:
+    """A DuckDB error in the vectorized pass makes its lines suspects, which the reference
+    parser decides: the same rows and error records, never a failed task."""
+    import duckdb
+
+    rows, errors = run(tmp_path / "a.json", JSON_LINES, "a BIGINT, b STRING")
+
+    def fails(*_: object) -> None:
+        raise duckdb.InvalidInputException("cannot take this")
+
+    with patch.object(reader, "_relation", fails):
+        fallback = run(tmp_path / "b.json", JSON_LINES, "a BIGINT, b STRING")
+    assert fallback[0] == rows and _errors(fallback[1]) == _errors(errors)
