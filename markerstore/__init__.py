@@ -5,40 +5,40 @@ The public names are listed in ``__all__``; everything else is internal.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from markerstore import config
-from markerstore.errors import (
-    CommitConflictError,
-    ConfigError,
-    CorruptTableError,
-    ErrorBudgetExceeded,
-    HeartbeatAliveError,
-    InstantCompletedError,
-    InstantNotFoundError,
-    InvalidMarkerError,
-    MarkerServerError,
-    MarkerStoreError,
-    MarkerTypeError,
-    ReconcileError,
-    StorageError,
-    TimelineError,
-    WriteAbortedError,
-    WriteConflictError,
-)
-from markerstore.markers import (
-    DirectWriteMarkers,
-    IOType,
-    MarkerName,
-    ReconcileResult,
-    RollbackResult,
-    WriteMarkers,
-)
-from markerstore.table import DataFile, Table
-from markerstore.timeline import InstantInfo
-
 if TYPE_CHECKING:
+    from markerstore import config
+    from markerstore.errors import (
+        CommitConflictError,
+        ConfigError,
+        CorruptTableError,
+        ErrorBudgetExceeded,
+        HeartbeatAliveError,
+        InstantCompletedError,
+        InstantNotFoundError,
+        InvalidMarkerError,
+        MarkerServerError,
+        MarkerStoreError,
+        MarkerTypeError,
+        ReconcileError,
+        StorageError,
+        TimelineError,
+        WriteAbortedError,
+        WriteConflictError,
+    )
+    from markerstore.markers import (
+        DirectWriteMarkers,
+        IOType,
+        MarkerName,
+        ReconcileResult,
+        RollbackResult,
+        WriteMarkers,
+    )
     from markerstore.server.client import MarkerClient
+    from markerstore.table import DataFile, Table
+    from markerstore.timeline import InstantInfo
 
 __version__ = "0.1.0"
 
@@ -53,10 +53,33 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # MarkerClient pulls in the HTTP client; import it only when asked for.
-    if name == "MarkerClient":
-        from markerstore.server.client import MarkerClient
+# Where each public name lives. They are imported when first used, so that importing the
+# package (as the command line does before anything else) costs nothing: the console
+# scripts install their Ctrl-C handler before numpy, pyarrow or fsspec load.
+_HOMES = {
+    **dict.fromkeys(("CommitConflictError", "ConfigError", "CorruptTableError",
+                     "ErrorBudgetExceeded", "HeartbeatAliveError", "InstantCompletedError",
+                     "InstantNotFoundError", "InvalidMarkerError", "MarkerServerError",
+                     "MarkerStoreError", "MarkerTypeError", "ReconcileError", "StorageError",
+                     "TimelineError", "WriteAbortedError", "WriteConflictError"),
+                    "markerstore.errors"),
+    **dict.fromkeys(("DirectWriteMarkers", "IOType", "MarkerName", "ReconcileResult",
+                     "RollbackResult", "WriteMarkers"), "markerstore.markers"),
+    "DataFile": "markerstore.table", "Table": "markerstore.table",
+    "InstantInfo": "markerstore.timeline", "MarkerClient": "markerstore.server.client",
+}
 
-        return MarkerClient
-    raise AttributeError(f"module 'markerstore' has no attribute {name!r}")
+
+def __getattr__(name: str) -> Any:
+    if name == "config":
+        return importlib.import_module("markerstore.config")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'markerstore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

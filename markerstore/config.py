@@ -42,6 +42,11 @@ from markerstore.option_values import (
     text,
 )
 
+# --- environment variables ------------------------------------------------------------
+# The marker server's bearer token (read by the server, its client and `markerstore
+# serve`): the environment or a file keep it out of `ps`, where `--token` shows it.
+SERVER_TOKEN_ENV = "MARKERSTORE_SERVER_TOKEN"
+
 # --- keys -------------------------------------------------------------------------------
 MARKERS_TYPE = "markerstore.write.markers.type"
 BATCH_INTERVAL_MS = "markerstore.markers.batch.interval_ms"
@@ -87,6 +92,8 @@ ERROR_STACKTRACE_MAX_CHARS = "markerstore.write.error.table.stacktrace.max_chars
 ERROR_PAYLOAD_DROP = "markerstore.write.error.table.payload.drop"
 ERROR_PAYLOAD_REDACT = "markerstore.write.error.table.payload.redact"
 INGEST_TASK_BYTES = "markerstore.ingest.task_bytes"
+CONNECT_TIMEOUT_MS = "markerstore.ingest.connect.timeout_ms"
+CONNECT_RETRIES = "markerstore.ingest.connect.retries"
 SQL_TIME_LIMIT_MS = "markerstore.sql.sandbox.time_limit_ms"
 SQL_MEMORY_LIMIT = "markerstore.sql.sandbox.memory_limit"
 SERVER_HEADER_TIMEOUT_MS = "markerstore.markers.server.header_timeout_ms"
@@ -257,6 +264,14 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(INGEST_TASK_BYTES, 256 * 1024 * 1024, int_min(1),
            "Ingest: source bytes a Spark task reads at most. Source splits are packed into "
            "as few tasks as this allows, one wave per core at least (balanced by bytes).",
+           ()),
+    Option(CONNECT_TIMEOUT_MS, 10000, int_min(1),
+           "Ingest over Spark Connect (--remote): how long to wait for the server to accept "
+           "a connection before failing with one line naming its address.",
+           ()),
+    Option(CONNECT_RETRIES, 3, int_min(0),
+           "Ingest over Spark Connect: retries of a Spark Connect call the server did not "
+           "answer (pyspark's own default keeps retrying for 10 minutes).",
            ()),
     Option(SQL_TIME_LIMIT_MS, 5 * 60 * 1000, int_min(0),
            "SQL sandbox: a query running longer than this is interrupted (0: no limit).",

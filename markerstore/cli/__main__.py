@@ -1,3 +1,3 @@
-from markerstore.cli.main import main
+from markerstore.cli.launch import markerstore
 
-main()
+markerstore()

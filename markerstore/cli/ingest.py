@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from markerstore import config
 from markerstore.cli.main import (
     duckdb_message,
     emit,
@@ -99,7 +100,12 @@ def _summary_text(summary: dict[str, Any]) -> None:
                    "spark.driver.host=10.0.0.5.")
 @click.option("--remote", metavar="sc://HOST:PORT",
               help="Run through a Spark Connect server instead of starting Spark here "
-                   "(--master is then the server's; --conf sets session options).")
+                   "(--master is then the server's; --conf sets session options). The "
+                   "server must accept a connection within "
+                   f"{config.CONNECT_TIMEOUT_MS} (default "
+                   f"{config.OPTIONS[config.CONNECT_TIMEOUT_MS].default} ms); a call it "
+                   f"does not answer is retried {config.CONNECT_RETRIES} (default "
+                   f"{config.OPTIONS[config.CONNECT_RETRIES].default}) times.")
 @click.option("--no-error-table", is_flag=True,
               help="Do not store failed records (they are still counted).")
 @click.option("--max-error-fraction", type=click.FloatRange(0.0, 1.0), default=None,
@@ -139,15 +145,15 @@ def ingest(source: str, table: str, fmt: str | None, schema: str | None,
     Spark starts from spark-defaults.conf and --conf (a cluster master gets no address
     pinned: executors reach the driver, and its marker server, at spark.driver.host);
     with --remote, the write runs on the Spark Connect server's driver."""
-    from markerstore import config
 
     # Everything that needs no source or schema is checked before the pipeline (and
     # Spark) is even imported.
     parsed_checks, parsed_options = parse_checks(checks), parse_options(options)
     conf = parse_key_values(spark_conf, "--conf")
-    if remote is not None and not remote.startswith("sc://"):
-        raise click.UsageError(f"--remote expects a Spark Connect URL sc://HOST:PORT, got "
-                               f"{remote!r}")
+    if remote is not None:
+        from markerstore.ingest.session import connect_address
+
+        connect_address(remote)  # a bad URL is one line before Spark starts
     if max_error_fraction is not None:
         parsed_options[config.ERROR_MAX_FRACTION] = max_error_fraction
     if max_errors is not None:

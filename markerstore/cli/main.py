@@ -82,6 +82,13 @@ class OneLineGroup(click.Group):
     An unexpected exception is one line too, with a hint: set MARKERSTORE_DEBUG=1 for its
     traceback."""
 
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:  # parsing (and --help) imports the commands' modules: it takes a while
+            return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

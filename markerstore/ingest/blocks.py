@@ -350,8 +350,8 @@ class _Reader:
             ends = _ends(data, self.task.format, not chunk, newlines, self.options)
             ended = False
             if end is not None and len(ends):  # the records that start before the end
-                starts = np.concatenate([[0], ends[:-1]])
-                within = int(np.searchsorted(starts, end - self.offset, side="left"))
+                # (record i starts where record i-1 ends; the first at 0, before the end)
+                within = min(len(ends), int(np.searchsorted(ends, end - self.offset)) + 1)
                 ended = within < len(ends)
                 ends = ends[:within]
             if len(ends) == 0 and not ended:

@@ -129,7 +129,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     probe = errortable.Validator(target, key, columns, dict(checks or {}))
     del probe
 
-    session = spark or spark_session(master, conf=conf, remote=remote)
+    session = spark or spark_session(master, conf=conf, remote=remote, options=settings)
     plan = IngestPlan(target, key, columns, dict(checks or {}), src_options,
                       _task_splits(session, tasks, headers, resolved), settings)
     splits = plan.splits

@@ -33,6 +33,7 @@ _INTS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
          pa.uint32(): "UINTEGER", pa.uint64(): "UBIGINT"}
 _HINTS = {**_INTS, pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
           pa.date32(): "DATE"}
+PARSE_VALUES = 1 << 18  # JSON values DuckDB parses at a time (docs/RELIABILITY.md)
 _MAX_EXACT = 2 ** 53  # the largest JSON integer pyarrow converts to a double exactly
 _MAX_FLOAT32 = 3.4028234663852886e38
 # Extensions DuckDB's JSON parser accepts and Python's json does not (DuckDB rejects a
@@ -177,34 +178,44 @@ def _relation(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyRela
 
 def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None,
                formats: ValueFormats | None = None) -> Parsed:
-    """The clean rows of a block of JSON lines, and its suspects."""
+    """The clean rows of a block of JSON lines, and its suspects. DuckDB's JSON parsing
+    holds about 150 bytes for each value (70 times the text of `[0,0,...]`), so it is
+    given the block :data:`PARSE_VALUES` values at a time (counted by commas and opening
+    brackets), and a line with more is a suspect (the reference parser holds a few times
+    a record)."""
     n = len(lines)
     if query is None or n == 0:
         return everything_suspect(schema, n)
-    rows = complement(n, _too_deep(lines))  # DuckDB's parser takes ~16 bytes a bracket
+    values = sum(pc.count_substring(lines, mark).to_numpy(zero_copy_only=False)
+                 for mark in (",", "[", "{")) + 1
+    short = np.flatnonzero(values <= PARSE_VALUES)
+    ends = np.cumsum(values[short])
     con = duck.local()  # this thread's, single-threaded: Spark runs a task per core
-    con.register("blk", pa.table({"i": rows, "line": lines if len(rows) == n else
-                                  lines.take(pa.array(rows))}))
-    try:
-        result = _relation(con, query).to_arrow_table()
-    finally:
-        con.unregister("blk")
-    ok = pc.fill_null(result.column("ok"), False)
-    result = result.filter(ok)
+    found = []
+    start = 0
+    while start < len(short):
+        before = int(ends[start - 1]) if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, before + PARSE_VALUES,
+                                                  side="right")))
+        rows = short[start:stop]
+        whole = len(rows) == n
+        con.register("blk", pa.table({"i": rows, "line": lines if whole else
+                                      lines.take(pa.array(rows))}))
+        try:
+            result = _relation(con, query).to_arrow_table()
+        except duckdb.Error:  # what DuckDB cannot take, the reference parser decides
+            result = None
+        finally:
+            con.unregister("blk")
+        if result is not None:
+            found.append(result.filter(pc.fill_null(result.column("ok"), False)))
+        start = stop
+    if not found:
+        return everything_suspect(schema, n)
+    result = found[0] if len(found) == 1 else pa.concat_tables(found)
     rows = result.column("i").to_numpy()
     columns = [result.column(f"c{j}") for j in range(1, len(schema) + 1)]
     return _finish(schema, columns, rows, n, formats)
-
-
-def _too_deep(lines: pa.Array) -> np.ndarray:
-    """The lines that nest deeper than the reference parser takes (suspects, which it
-    rejects): only lines with that many brackets are looked at."""
-    from errortable.jsontext import MAX_DEPTH, nesting_depth
-
-    brackets = pc.add(pc.count_substring(lines, "["), pc.count_substring(lines, "{"))
-    many = np.flatnonzero(pc.fill_null(pc.greater(brackets, MAX_DEPTH), False))
-    return np.array([i for i in many if nesting_depth(lines[int(i)].as_py()) > MAX_DEPTH],
-                    np.int64)
 
 
 def _finish(schema: pa.Schema, columns: Sequence[pa.ChunkedArray], rows: np.ndarray,

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
+import urllib.parse
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from markerstore import config
+from markerstore.errors import ConfigError
 from markerstore.spark.writer import DRIVER_HOST, is_connect
 
 __all__ = ["default_parallelism", "is_connect", "progress_bar", "spark_session"]
@@ -28,25 +33,26 @@ CONSOLE_PROGRESS = "spark.ui.showConsoleProgress"
 # Utils.localHostName): with one of them set, Spark's own detection is the user's choice.
 ADDRESS_ENV = ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")
 MASTER = "spark.master"
+CONNECT_PORT = 15002  # Spark Connect's port where the URL names none
 LOCAL_MASTER = "local[*]"  # where neither --master nor Spark's configuration names one
 
 
 def spark_session(master: str | None = None, log_level: str | None = None, *,
-                  conf: Mapping[str, str] | None = None, remote: str | None = None) -> Any:
+                  conf: Mapping[str, str] | None = None, remote: str | None = None,
+                  options: Mapping[str, Any] | None = None) -> Any:
     """The Spark session ingest uses when none is given: `conf` (``--conf``) over
     ``spark-defaults.conf``; the master is `master`, else ``spark.master`` from those,
     else ``local[*]``; UTC where nothing else sets a time zone, no console
     progress bar unless `conf` asks for one; Spark's
     log at ERROR unless MARKERSTORE_SPARK_LOG_LEVEL says otherwise. With `remote`
     (``sc://host:port``), a Spark Connect session: the server's configuration decides,
-    `conf` sets session options on it."""
+    `conf` sets session options on it; the server must accept a connection within
+    ``markerstore.ingest.connect.timeout_ms`` and a call it does not answer is retried
+    ``markerstore.ingest.connect.retries`` times (`options`)."""
+    if remote:
+        return _connect_session(remote, conf or {}, options)
     from pyspark.sql import SparkSession
 
-    if remote:
-        builder = SparkSession.builder.remote(remote)
-        for key, value in (conf or {}).items():
-            builder = builder.config(key, value)
-        return _remote_session(builder)
     master, settings = _classic_settings(master, dict(conf or {}))
     builder = SparkSession.builder.master(master).appName("markerstore-ingest")
     for key, value in settings.items():
@@ -55,6 +61,87 @@ def spark_session(master: str | None = None, log_level: str | None = None, *,
     session.sparkContext.setLogLevel(
         log_level or os.environ.get("MARKERSTORE_SPARK_LOG_LEVEL", "ERROR"))
     return session
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """The host and port of a Spark Connect URL (``sc://host[:port][/;key=value...]``,
+    port 15002 by default), checked as pyspark's client reads it, without pyspark; a
+    ConfigError naming what is wrong otherwise."""
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"--remote {url!r}: {why}; expected sc://HOST:PORT")
+
+    if not url.startswith("sc://"):
+        raise bad("not a Spark Connect URL")
+    parsed = urllib.parse.urlparse("http" + url[2:])
+    if parsed.path not in ("", "/"):
+        raise bad(f"a path ({parsed.path!r}) where none may be")
+    if parsed.params and any(p.count("=") != 1 for p in parsed.params.split(";")):
+        raise bad("a parameter that is not key=value")
+    if parsed.query or parsed.fragment:
+        raise bad("a query or fragment where none may be")
+    if not parsed.hostname:
+        raise bad("no host")
+    try:
+        port = parsed.port
+    except ValueError:
+        port = 0
+    if port is None:
+        return parsed.hostname, CONNECT_PORT
+    if not 1 <= port <= 65535:
+        raise bad("the port is not a number from 1 to 65535")
+    return parsed.hostname, port
+
+
+def _connect_session(remote: str, conf: Mapping[str, str],
+                     options: Mapping[str, Any] | None) -> Any:
+    """The Spark Connect session of `remote`: the server reached first (a connect timeout),
+    then every call under a bounded retry budget (pyspark's default retries for minutes)."""
+    host, port = connect_address(remote)
+    settings = config.resolve(options)
+    timeout = settings[config.CONNECT_TIMEOUT_MS] / 1000
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise ConnectionError(f"cannot reach the Spark Connect server at {host}:{port} "
+                              f"({remote}): {why} (waited up to {timeout:g} s, "
+                              f"{config.CONNECT_TIMEOUT_MS})") from None
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+    from pyspark.sql.connect.session import SparkSession
+
+    # gRPC gives a connection this long to answer (its own default: 20 s)
+    channel = DefaultChannelBuilder(remote, [("grpc.min_reconnect_backoff_ms",
+                                              settings[config.CONNECT_TIMEOUT_MS])])
+    session = SparkSession.builder.channelBuilder(channel).create()  # no call made yet
+    retries = settings[config.CONNECT_RETRIES]
+    session.client.set_retry_policies([DefaultPolicy(max_retries=retries,
+                                                     max_backoff=int(timeout * 1000))])
+    # pyspark also warns (when its retry loop is collected) of the retries it gave up:
+    # the error below says it in one line.
+    warnings.filterwarnings("ignore", r"\[RETRIES_EXCEEDED\]", UserWarning)
+    try:
+        _ = session.version  # the first call: the server speaks Spark Connect
+    except Exception as exc:  # noqa: BLE001 (pyspark's and gRPC's errors alike)
+        first = _first_line(exc)
+        raise ConnectionError(f"the Spark Connect server at {host}:{port} ({remote}) did "
+                              f"not answer after {retries} retries "
+                              f"({config.CONNECT_RETRIES}): {first}") from None
+    for key, value in conf.items():  # session options, under the same budget
+        session.conf.set(key, value)
+    return session
+
+
+def _first_line(exc: BaseException) -> str:
+    """What went wrong, in one line: gRPC's own text (its details) where the error or a
+    cause of it has one."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        details = getattr(seen, "details", None)
+        if callable(details) and details():
+            return " ".join(str(details()).split())
+        seen = seen.__cause__ or seen.__context__
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _remote_session(builder: Any) -> Any:
