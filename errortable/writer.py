@@ -276,14 +276,15 @@ def complete_error_instant(table: Table, instant: str, files: list[dict[str, Any
         if table.state(instant) != COMPLETED:
             raise
         done = table.commit_metadata(instant)
-    publish_error_table(table)
+    publish_formats(table)
     return done
 
 
-def publish_error_table(table: Table) -> None:
-    """Publish the error table's completed instants to its formats (Delta, Iceberg), as the
-    main table's are. A failure is logged: the instant stands, and the next error commit,
-    recovery or `markerstore verify --repair` publishes it."""
+def publish_formats(table: Table) -> None:
+    """Publish a table's completed instants (an error table's, or a replay's target's) to
+    its formats (Delta, Iceberg), as job commit does for a write. A failure is logged: the
+    instant stands, and the next commit, recovery or `markerstore verify --repair`
+    publishes it."""
     try:
         publish(table, absent=expired_paths)
     except Exception as exc:

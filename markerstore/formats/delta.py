@@ -148,6 +148,12 @@ class DeltaPublisher:
                     f"instant {commit.instant} is partitioned by {partition_by}, the Delta "
                     f"table {self.uri} by {existing}; a Delta table keeps its partitioning")
             partition_by = existing
+            known = {f.name for f in pa.schema(delta.schema().to_arrow())}
+            new_columns = [f.name for f in schema if f.name not in known]
+            if new_columns:  # delta-rs's transaction keeps the table's schema
+                log.warning("instant %s adds column(s) %s that the Delta table %s does not "
+                            "have: Delta readers do not see them", commit.instant,
+                            new_columns, self.uri)
         try:
             if delta is None:
                 if removes:
