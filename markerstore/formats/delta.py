@@ -105,6 +105,14 @@ class DeltaPublisher:
     def published_instants(self) -> set[str]:
         return {i for _, i in self.versions() if i is not None}
 
+    def held_among(self, instants: list[str]) -> set[str]:
+        """Those of `instants` the log holds by their app transaction: it outlives the
+        commit info of versions whose log files Delta's log cleanup removed."""
+        delta = self._load()
+        if delta is None or not instants:
+            return set()
+        return {i for i in instants if delta.transaction_version(APP_PREFIX + i) is not None}
+
     def referenced_paths(self) -> set[str]:
         """The files of the latest version (older versions' removed files are deleted by
         markerstore once the replace that removed them is published, as a zero-retention

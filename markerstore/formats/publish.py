@@ -40,6 +40,9 @@ def open_publisher(name: str, table: Table) -> FormatPublisher:
     if importlib.util.find_spec(package) is None:
         raise ConfigError(f"table {table.storage.url()} publishes {name}, which needs the "
                           f"{package} package: pip install 'markerstore[{extra}]'")
+    if importlib.util.find_spec(module_name) is None:
+        raise ConfigError(f"table {table.storage.url()} publishes {name}, which this "
+                          f"version of markerstore cannot publish ({module_name} is missing)")
     module: Any = importlib.import_module(module_name)
     factory = getattr(module, "publisher", None) or getattr(
         module, f"{name.capitalize()}Publisher")
@@ -64,8 +67,8 @@ def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
     completed = table.completed()
     done: dict[str, list[str]] = {}
     for publisher in publishers:
-        held = publisher.published_instants()
-        missing = [(i, m) for i, m in completed if i not in held]
+        absent_from = set(missing_instants(publisher, [i for i, _ in completed]))
+        missing = [(i, m) for i, m in completed if i in absent_from]
         for instant, meta in missing:
             publisher.publish(commit_to_publish(table, instant, meta, absent))
         done[publisher.name] = [i for i, _ in missing]
@@ -73,6 +76,19 @@ def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
             log.info("%s: %d instant(s) published to %s", table, len(missing),
                      publisher.name)
     return done
+
+
+def missing_instants(publisher: FormatPublisher, instants: list[str]) -> list[str]:
+    """Those of `instants` the format does not hold: not among its published instants,
+    nor (for a publisher with ``held_among``, such as Delta's, whose log cleanup drops old
+    versions' commit info but keeps their app transactions) held otherwise."""
+    held = publisher.published_instants()
+    candidates = [i for i in instants if i not in held]
+    held_among = getattr(publisher, "held_among", None)
+    if candidates and held_among is not None:
+        also = held_among(candidates)
+        candidates = [i for i in candidates if i not in also]
+    return candidates
 
 
 def referenced_paths(table: Table) -> set[str]:
@@ -93,7 +109,7 @@ def drift(table: Table, publishers: list[FormatPublisher] | None = None
     for publisher in publishers:
         held = publisher.published_instants()
         found += [{"kind": "format_missing_instant", "format": publisher.name,
-                   "instant": i} for i in completed if i not in held]
+                   "instant": i} for i in missing_instants(publisher, completed)]
         found += [{"kind": "format_unknown_instant", "format": publisher.name,
                    "instant": i} for i in sorted(held - known)]
     return found

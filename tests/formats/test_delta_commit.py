@@ -118,3 +118,31 @@ def test_publishing_again_is_a_no_op_and_drift_is_found(local_where: Any) -> Non
     assert publish(table) == {"delta": [core]}
     assert drift(table) == []
     assert_delta_matches(table)
+
+
+def test_log_cleanup_does_not_make_old_instants_missing(local_where: Any) -> None:
+    """Delta's log cleanup drops old versions' commit info (history); their app
+    transactions stay in the checkpoint, so those instants are neither drift nor
+    published twice."""
+    table = open_table(local_where, markerstore__table__formats="delta")
+    for start in (0, 100, 200):
+        commit_all(table, split(20, 1, start=start), partition_by=["day"],
+                   conflict_mode="append")
+    delta = delta_table(table)
+    delta.create_checkpoint()
+    for version in (0, 1):
+        table.storage.delete(table.storage.path("_delta_log", f"{version:020d}.json"))
+    (publisher,) = publishers_of(table)
+    assert len(publisher.published_instants()) == 1  # the history left
+    assert drift(table) == []
+    assert publish(table) == {"delta": []}
+    assert delta_table(table).version() == 2
+    assert delta_table(table).to_pyarrow_table().num_rows == 60
+
+
+def test_a_format_without_its_module_is_named(tmp_path: Any, monkeypatch: Any) -> None:
+    monkeypatch.setitem(FORMATS, "delta", ("markerstore.formats.nowhere", "pyarrow", "delta"))
+    with pytest.raises(ConfigError, match=r"^table .* publishes delta, which this version of "
+                                          r"markerstore cannot publish [^\n]*$"):
+        commit_all(Table(str(tmp_path / "t"), None, DELTA), split(10, 1),
+                   conflict_mode="append")
