@@ -53,8 +53,8 @@ def _timed_publish() -> list[float]:
         finally:
             spent.append(time.perf_counter() - started)
 
-    cleanup.publish = publish  # type: ignore[assignment]
-    recovery.publish = publish  # type: ignore[assignment]
+    cleanup.publish = publish
+    recovery.publish = publish
     return spent
 
 

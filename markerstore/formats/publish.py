@@ -46,7 +46,7 @@ def open_publisher(name: str, table: Table) -> FormatPublisher:
     module: Any = importlib.import_module(module_name)
     factory = getattr(module, "publisher", None) or getattr(
         module, f"{name.capitalize()}Publisher")
-    return factory(table)  # type: ignore[no-any-return]
+    return factory(table)
 
 
 def publishers_of(table: Table) -> list[FormatPublisher]:
