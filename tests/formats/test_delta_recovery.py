@@ -100,3 +100,29 @@ def test_repair_never_deletes_a_file_delta_references(local_where: Any) -> None:
                                     table.settings), repair=True, grace="0")
     assert all(f.path != kept for f in report.findings if f.kind == "orphan_file")
     assert table.storage.exists(table.storage.path(kept))
+
+
+def test_a_failed_publish_keeps_the_commit_and_the_replaced_files(local_where: Any,
+                                                                   monkeypatch: Any) -> None:
+    from markerstore.formats.delta import DeltaPublisher
+
+    table = open_table(local_where, markerstore__table__formats="delta")
+    commit_all(table, split(300, 1), partition_by=["day"], conflict_mode="append")
+    old = sorted(table.snapshot().paths)
+
+    def unreachable(self: Any, commit: Any) -> None:
+        raise OSError("the Delta log cannot be reached")
+
+    monkeypatch.setattr(DeltaPublisher, "publish", unreachable)
+    result = commit_all(table, split(30, 1, start=9000), partition_by=["day"],
+                        conflict_mode="replace")  # the commit stands
+    assert table.state(result.instant) == "completed" and result.replaced_files
+    assert [f["kind"] for f in drift(table)] == ["format_missing_instant"]
+    # Delta still reads the old version: its files were not deleted.
+    assert all(table.storage.exists(table.storage.path(p)) for p in old)
+    assert delta_table(table).to_pyarrow_table().num_rows == 300
+    monkeypatch.undo()
+    recover(table)  # the next write, rollback or sweep: publishes, then cleans up
+    assert drift(table) == []
+    assert_delta_matches(table)
+    assert not any(table.storage.exists(table.storage.path(p)) for p in old)
