@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.errors import ConfigError, MarkerStoreError
-from markerstore.formats.base import OVERWRITE, CommitToPublish
+from markerstore.formats.base import OVERWRITE, CommitToPublish, PublishDeferred
 from markerstore.formats.commits import hive_partition
 from markerstore.formats.stats import file_stats
 from markerstore.table import Table
@@ -164,6 +164,9 @@ class DeltaPublisher:
                             new_columns, self.uri)
         try:
             if delta is None:
+                if not adds and not len(schema):
+                    raise PublishDeferred(f"instant {commit.instant} has no file to give "
+                                          f"the Delta table {self.uri} its schema")
                 if removes:
                     raise MarkerStoreError(f"instant {commit.instant} replaces files but "
                                            f"{self.uri} has no Delta log to remove them from")
@@ -176,6 +179,8 @@ class DeltaPublisher:
                     [*adds, *removes], mode="append", schema=schema,
                     partition_by=partition_by or None,
                     commit_properties=properties)
+        except PublishDeferred:
+            raise
         except Exception as exc:
             # A concurrent publisher of the same instant wins: that is this publish done.
             again = DeltaTable(self.uri, storage_options=self.storage_options) \

@@ -17,7 +17,7 @@ import logging
 from typing import Any
 
 from markerstore.errors import ConfigError
-from markerstore.formats.base import FormatPublisher
+from markerstore.formats.base import FormatPublisher, PublishDeferred
 from markerstore.formats.commits import Absent, commit_to_publish
 from markerstore.table import Table
 
@@ -69,11 +69,22 @@ def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
     for publisher in publishers:
         absent_from = set(missing_instants(publisher, [i for i, _ in completed]))
         missing = [(i, m) for i, m in completed if i in absent_from]
+        published, deferred = [], []
         for instant, meta in missing:
-            publisher.publish(commit_to_publish(table, instant, meta, absent))
-        done[publisher.name] = [i for i, _ in missing]
-        if missing:
-            log.info("%s: %d instant(s) published to %s", table, len(missing),
+            try:
+                publisher.publish(commit_to_publish(table, instant, meta, absent))
+                published.append(instant)
+            except PublishDeferred:
+                deferred.append((instant, meta))
+        for instant, meta in deferred:  # once a later instant has made the format's table
+            try:
+                publisher.publish(commit_to_publish(table, instant, meta, absent))
+                published.append(instant)
+            except PublishDeferred as exc:
+                log.info("%s: %s; published with a later commit", table, exc)
+        done[publisher.name] = published
+        if published:
+            log.info("%s: %d instant(s) published to %s", table, len(published),
                      publisher.name)
     return done
 

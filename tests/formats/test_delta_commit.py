@@ -146,3 +146,22 @@ def test_a_format_without_its_module_is_named(tmp_path: Any, monkeypatch: Any) -
                                           r"markerstore cannot publish [^\n]*$"):
         commit_all(Table(str(tmp_path / "t"), None, DELTA), split(10, 1),
                    conflict_mode="append")
+
+
+def test_null_and_escaped_partition_values_and_an_empty_first_commit(tmp_path: Any) -> None:
+    import pyarrow as pa
+
+    from markerstore.commit import TaskAttempt, WriteJob, run_task
+
+    table = Table(str(tmp_path / "t"), None, DELTA)
+    empty = table.start_commit()
+    table.commit(empty, [])  # no file: nothing to give the Delta table its schema yet
+    assert publish(table) == {"delta": []}
+    job = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
+    batch = pa.record_batch({"id": pa.array([1, 2, 3], pa.int64()),
+                             "day": pa.array(["a", None, "x:y/z=%"])})
+    job.commit([run_task(job.spec, [batch], TaskAttempt(0, 1, 0, 1))])
+    assert drift(table) == []  # the empty instant too, once the table existed
+    assert sorted(delta_table(table).to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) \
+        == [{"id": 1, "day": "a"}, {"id": 2, "day": None}, {"id": 3, "day": "x:y/z=%"}]
+    assert delta_table(table).version() == 1
