@@ -20,6 +20,7 @@ from markerstore.errors import ConfigError
 from markerstore.formats.base import FormatPublisher, PublishDeferred
 from markerstore.formats.commits import Absent, commit_to_publish
 from markerstore.table import Table
+from markerstore.timeline import COMPLETED
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +65,12 @@ def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
     publishers = publishers_of(table) if publishers is None else publishers
     if not publishers:
         return {}
-    completed = table.completed()
+    completed = _completed_instants(table)
     done: dict[str, list[str]] = {}
     for publisher in publishers:
-        absent_from = set(missing_instants(publisher, [i for i, _ in completed]))
-        missing = [(i, m) for i, m in completed if i in absent_from]
+        # Only the missing instants' metadata is read: one GET each, none for the rest.
+        missing = [(i, table.commit_metadata(i))
+                   for i in missing_instants(publisher, completed)]
         published, deferred = [], []
         for instant, meta in missing:
             try:
@@ -89,17 +91,17 @@ def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
     return done
 
 
+def _completed_instants(table: Table) -> list[str]:
+    return [i.instant for i in table.timeline() if i.state == COMPLETED]
+
+
 def missing_instants(publisher: FormatPublisher, instants: list[str]) -> list[str]:
-    """Those of `instants` the format does not hold: not among its published instants,
-    nor (for a publisher with ``held_among``, such as Delta's, whose log cleanup drops old
-    versions' commit info but keeps their app transactions) held otherwise."""
-    held = publisher.published_instants()
-    candidates = [i for i in instants if i not in held]
+    """Those of `instants` the format does not hold. A publisher with ``held_among`` (Delta:
+    each instant's app transaction, in the log's latest state, which Delta's log cleanup
+    keeps) answers for the instants at once; any other, from its published instants."""
     held_among = getattr(publisher, "held_among", None)
-    if candidates and held_among is not None:
-        also = held_among(candidates)
-        candidates = [i for i in candidates if i not in also]
-    return candidates
+    held = held_among(instants) if held_among is not None else publisher.published_instants()
+    return [i for i in instants if i not in held]
 
 
 def referenced_paths(table: Table) -> set[str]:
@@ -114,7 +116,7 @@ def drift(table: Table, publishers: list[FormatPublisher] | None = None
     hold (``format_missing_instant``), or a format version/snapshot of an instant the
     timeline has not completed (``format_unknown_instant``)."""
     publishers = publishers_of(table) if publishers is None else publishers
-    completed = [i for i, _ in table.completed()]
+    completed = _completed_instants(table)
     known = set(completed)
     found: list[dict[str, Any]] = []
     for publisher in publishers:
