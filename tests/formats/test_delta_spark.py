@@ -27,6 +27,8 @@ def _df(spark: Any, start: int, rows: int) -> Any:
 
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_spark_writes_are_delta_versions(spark: Any, where: Any, entry: str) -> None:
+    if entry == "format" and where.kind == "s3":
+        pytest.skip("format and function share the job commit; S3 is checked with one")
     def die_once(step: str, attempt: Any, files: list[Any]) -> None:
         # The worker dies after its files are written: job commit must delete them.
         if step == "committed" and attempt.partition_id == 1 and attempt.attempt_number == 0:
