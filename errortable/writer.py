@@ -46,7 +46,7 @@ from errortable.taskwriter import (
     ErrorFileStats,
     ErrorTaskSpec,
 )
-from markerstore.config import TABLE_FORMATS, Settings, resolve
+from markerstore.config import ERROR_TABLE_FORMAT, TABLE_FORMATS, Settings, resolve
 from markerstore.errors import CommitConflictError, CorruptErrorFileError, ErrorTableError
 from markerstore.formats import publish
 from markerstore.markers import ReconcileResult, RollbackResult
@@ -295,9 +295,13 @@ def publish_formats(table: Table) -> None:
 def _error_table_settings(source: Table, url: str, storage_options: Mapping[str, Any],
                           settings: Mapping[str, Any] | Settings | None) -> Settings:
     """The error table's settings: the writer's, with the table formats of the main table
-    when the error table is new (an existing one keeps those it was created with)."""
-    given = {k: v for k, v in resolve(settings).explicit().items() if k != TABLE_FORMATS}
+    when the error table is new and written in Parquet (an existing one keeps those it was
+    created with)."""
+    resolved = resolve(settings)
+    given = {k: v for k, v in resolved.explicit().items() if k != TABLE_FORMATS}
     formats = source.formats()
+    if resolved[ERROR_TABLE_FORMAT] != "parquet":
+        return Settings(given)  # Delta and Iceberg engines read Parquet files only
     if formats and Table(url, storage_options).table_id() is None:
         given[TABLE_FORMATS] = formats
     return Settings(given)
