@@ -31,6 +31,7 @@ from errortable.reader import REPLAY_LOG_OPERATION, CommittedInstant, ErrorTable
 from errortable.records import REASON, SOURCE_LINE
 from errortable.recovery import same_table
 from errortable.registry import storage_options_for
+from errortable.writer import publish_formats
 from markerstore.errors import ConfigError, ErrorTableError, InstantNotFoundError
 from markerstore.render.html import table_html
 from markerstore.sql import sandbox
@@ -245,6 +246,7 @@ def _replay_into(table: Table, rows: list[tuple[str, str | None]], where: str,
     except BaseException:
         table.abort(instant)
         raise
+    publish_formats(table)
     outcome.instant = instant
     outcome.files = [f.path for f in files]
     log.info("replayed %d error record(s) into %s as %s", good.num_rows,
@@ -286,6 +288,7 @@ def _log_replay(error_table: Table, outcome: TargetReplay) -> None:
         error_table.commit(instant, [], metadata={"replay": {
             "uids": outcome.uids, "instant": outcome.instant,
             "target_table": outcome.target_table}})
+        publish_formats(error_table)
     except Exception as exc:
         log.warning("replay %s into %s committed, but recording it on the error table %s "
                     "failed (%s); replays stay idempotent through the target's metadata",

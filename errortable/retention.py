@@ -21,7 +21,7 @@ from errortable.expired import expired_paths
 from errortable.reader import EXPIRE_OPERATION, expire_record, is_error_table
 from errortable.taskwriter import OPERATION
 from markerstore.errors import ConfigError, NotAnErrorTableError
-from markerstore.formats import publish
+from markerstore.formats import publish, referenced_paths
 from markerstore.render.html import table_html
 from markerstore.table import Table
 from markerstore.timeline import parse_instant
@@ -138,6 +138,8 @@ def _delete(table: Table, expire_instant: str, paths: list[str]) -> int:
     later expires do not try again. First the table's formats publish the expire (their
     versions stop referencing the files), as every commit of the table before it."""
     publish(table, absent=expired_paths)
+    kept = referenced_paths(table)  # a format still referencing one: it stays
+    paths = [p for p in paths if p not in kept]
     storage = table.storage
     count = storage.delete_many([storage.path(p) for p in paths], table.parallelism)
     storage.put(storage.path(DONE_DIR, expire_instant), b"")

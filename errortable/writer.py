@@ -46,7 +46,7 @@ from errortable.taskwriter import (
     ErrorFileStats,
     ErrorTaskSpec,
 )
-from markerstore.config import TABLE_FORMATS, Settings, resolve
+from markerstore.config import ERROR_TABLE_FORMAT, TABLE_FORMATS, Settings, resolve
 from markerstore.errors import CommitConflictError, CorruptErrorFileError, ErrorTableError
 from markerstore.formats import publish
 from markerstore.markers import ReconcileResult, RollbackResult
@@ -276,14 +276,15 @@ def complete_error_instant(table: Table, instant: str, files: list[dict[str, Any
         if table.state(instant) != COMPLETED:
             raise
         done = table.commit_metadata(instant)
-    publish_error_table(table)
+    publish_formats(table)
     return done
 
 
-def publish_error_table(table: Table) -> None:
-    """Publish the error table's completed instants to its formats (Delta, Iceberg), as the
-    main table's are. A failure is logged: the instant stands, and the next error commit,
-    recovery or `markerstore verify --repair` publishes it."""
+def publish_formats(table: Table) -> None:
+    """Publish a table's completed instants (an error table's, or a replay's target's) to
+    its formats (Delta, Iceberg), as job commit does for a write. A failure is logged: the
+    instant stands, and the next commit, recovery or `markerstore verify --repair`
+    publishes it."""
     try:
         publish(table, absent=expired_paths)
     except Exception as exc:
@@ -294,9 +295,13 @@ def publish_error_table(table: Table) -> None:
 def _error_table_settings(source: Table, url: str, storage_options: Mapping[str, Any],
                           settings: Mapping[str, Any] | Settings | None) -> Settings:
     """The error table's settings: the writer's, with the table formats of the main table
-    when the error table is new (an existing one keeps those it was created with)."""
-    given = {k: v for k, v in resolve(settings).explicit().items() if k != TABLE_FORMATS}
+    when the error table is new and written in Parquet (an existing one keeps those it was
+    created with)."""
+    resolved = resolve(settings)
+    given = {k: v for k, v in resolved.explicit().items() if k != TABLE_FORMATS}
     formats = source.formats()
+    if resolved[ERROR_TABLE_FORMAT] != "parquet":
+        return Settings(given)  # Delta and Iceberg engines read Parquet files only
     if formats and Table(url, storage_options).table_id() is None:
         given[TABLE_FORMATS] = formats
     return Settings(given)

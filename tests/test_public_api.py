@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import errortable
 import markerstore
+import markerstore.formats
 
 
 def test_every_public_name_resolves() -> None:
-    for module in (markerstore, errortable):
+    for module in (markerstore, errortable, markerstore.formats):
         missing = [name for name in module.__all__ if getattr(module, name, None) is None]
         assert missing == [], f"{module.__name__}: {missing}"
     assert issubclass(markerstore.WriteAbortedError, markerstore.MarkerStoreError)

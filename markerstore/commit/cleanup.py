@@ -3,11 +3,15 @@ the plan. Job commit runs it; recovery runs it again for a plan a completed inst
 
 from __future__ import annotations
 
+import logging
+
 from markerstore.commit.plan import CommitPlan, delete_plan, plan_path
 from markerstore.commit.staging import staging_for
 from markerstore.errors import CorruptTableError
 from markerstore.formats import publish, publishers_of
 from markerstore.table import Table
+
+log = logging.getLogger(__name__)
 
 
 def post_commit(table: Table, plan: CommitPlan) -> None:
@@ -16,7 +20,14 @@ def post_commit(table: Table, plan: CommitPlan) -> None:
     the plan. Idempotent; recovery runs it again for a plan a completed instant left
     behind. A replaced file that a format's retained version still references stays."""
     publishers = publishers_of(table)
-    publish(table, publishers)
+    try:
+        publish(table, publishers)
+    except Exception as exc:  # the commit stands; the plan stays for recovery to retry
+        log.warning("instant %s: publishing to the table formats failed (%s); its replaced "
+                    "files stay until recovery publishes it", plan.instant, exc)
+        staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
+                    plan.staging_mode).cleanup()
+        return
     if plan.replaced_files:
         replaced = checked_replaced_files(table, plan)
         if publishers:

@@ -35,7 +35,7 @@ from markerstore.commit.plan import PUBLISH, delete_plan, plan_instants, read_pl
 from markerstore.commit.ports import ErrorTables
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area, staging_for
 from markerstore.commit.stats import PendingUpload
-from markerstore.errors import CorruptTableError
+from markerstore.errors import ConfigError, CorruptTableError
 from markerstore.formats import publish, publishers_of
 from markerstore.markers import RollbackResult, marker_folder
 from markerstore.storage import Storage
@@ -212,7 +212,13 @@ def recover(table: Table, *, policy: str | None = None,
     ``markerstore sweep`` call it. Idempotent."""
     results = [rollback(table, instant, force=True, error_tables=error_tables)
                for instant in table.failed_instants(policy)]
-    publish(table)  # roll forward what a crash left unpublished, before any cleanup
+    try:  # roll forward what a crash left unpublished, before any cleanup
+        publish(table)
+    except ConfigError:
+        raise  # a format this process cannot publish: nothing is written or deleted
+    except Exception as exc:
+        log.warning("%s: publishing to the table formats failed (%s); the next write, "
+                    "recovery or verify --repair publishes it", table, exc)
     finish_terminal_plans(table)
     table.clean_markers()
     return results

@@ -14,6 +14,7 @@ from markerstore.formats.base import (
     OVERWRITE,
     CommitToPublish,
     FormatPublisher,
+    PublishDeferred,
     PublishedFile,
 )
 from markerstore.formats.commits import commit_to_publish, hive_partition
@@ -27,7 +28,8 @@ from markerstore.formats.publish import (
 )
 
 __all__ = [
-    "APPEND", "FORMATS", "OVERWRITE", "CommitToPublish", "FormatPublisher", "PublishedFile",
+    "APPEND", "FORMATS", "OVERWRITE", "CommitToPublish", "FormatPublisher", "PublishDeferred",
+    "PublishedFile",
     "commit_to_publish", "drift", "hive_partition", "open_publisher", "publish",
     "publishers_of", "referenced_paths",
 ]

@@ -19,6 +19,12 @@ APPEND = "append"
 OVERWRITE = "overwrite"
 
 
+class PublishDeferred(Exception):
+    """Raised by :meth:`FormatPublisher.publish` for a commit the format cannot take yet
+    (an empty commit before the format's table exists: no schema to create it with);
+    :func:`markerstore.formats.publish` tries it again after the later instants."""
+
+
 @dataclass(frozen=True)
 class PublishedFile:
     """A data file of a completed instant, relative to the table folder."""

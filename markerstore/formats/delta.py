@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.errors import ConfigError, MarkerStoreError
-from markerstore.formats.base import OVERWRITE, CommitToPublish
+from markerstore.formats.base import OVERWRITE, CommitToPublish, PublishDeferred
 from markerstore.formats.commits import hive_partition
 from markerstore.formats.stats import file_stats
 from markerstore.table import Table
@@ -105,6 +105,14 @@ class DeltaPublisher:
     def published_instants(self) -> set[str]:
         return {i for _, i in self.versions() if i is not None}
 
+    def held_among(self, instants: list[str]) -> set[str]:
+        """Those of `instants` the log holds by their app transaction: it outlives the
+        commit info of versions whose log files Delta's log cleanup removed."""
+        delta = self._load()
+        if delta is None or not instants:
+            return set()
+        return {i for i in instants if delta.transaction_version(APP_PREFIX + i) is not None}
+
     def referenced_paths(self) -> set[str]:
         """The files of the latest version (older versions' removed files are deleted by
         markerstore once the replace that removed them is published, as a zero-retention
@@ -116,64 +124,86 @@ class DeltaPublisher:
         return {urllib.parse.unquote(p) for p in paths}
 
     def publish(self, commit: CommitToPublish) -> None:
-        from deltalake import DeltaTable, Schema
-        from deltalake.transaction import (
-            AddAction,
-            CommitProperties,
-            RemoveAction,
-            Transaction,
-            create_table_with_add_actions,
-        )
+        from deltalake.transaction import CommitProperties, Transaction
 
         delta = self._load()
         app_id = APP_PREFIX + commit.instant
         if delta is not None and delta.transaction_version(app_id) is not None:
             return  # published already
         now = int(time.time() * 1000)
+        actions = self._actions(commit, now)
+        properties = CommitProperties(
+            custom_metadata={INSTANT_KEY: commit.instant, "markerstore.mode": commit.mode},
+            app_transactions=[Transaction(app_id, 1, now)])
+        schema = _delta_schema(commit.schema)
+        if delta is None and not commit.added:
+            raise PublishDeferred(f"instant {commit.instant} has no file to give the Delta "
+                                  f"table {self.uri} its schema")
+        partition_by = self._partitioning(delta, commit, schema)
+        try:
+            self._commit(delta, commit, actions, schema, partition_by, properties)
+        except Exception as exc:
+            # A concurrent publisher of the same instant wins: that is this publish done.
+            again = self._load()
+            if again is not None and again.transaction_version(app_id) is not None:
+                log.info("instant %s: published to Delta by another writer (%s)",
+                         commit.instant, exc)
+                return
+            raise
+        log.info("instant %s: Delta version published (%d action(s)%s)", commit.instant,
+                 len(actions), ", overwrite" if commit.mode == OVERWRITE else "")
+
+    def _actions(self, commit: CommitToPublish, now: int) -> list[Any]:
+        """An ``add`` per file of the commit (statistics from its footer), a ``remove`` per
+        file it replaced."""
+        from deltalake.transaction import AddAction, RemoveAction
+
         stats = file_stats(self.table, commit)
         adds = [AddAction(f.path, f.size, dict(f.partition), now, True,
                           json.dumps(stats.get(f.path, {"numRecords": f.rows})))
                 for f in commit.added]
         removes = [RemoveAction(p, True, now, None, _partition_values(p))
                    for p in commit.removed]
-        properties = CommitProperties(
-            custom_metadata={INSTANT_KEY: commit.instant, "markerstore.mode": commit.mode},
-            app_transactions=[Transaction(app_id, 1, now)])
-        schema = _delta_schema(commit.schema)
+        return [*adds, *removes]
+
+    def _partitioning(self, delta: Any, commit: CommitToPublish, schema: pa.Schema
+                      ) -> list[str]:
+        """The partition columns of the version: the Delta table's, which a commit with
+        files must share; a column the table's schema lacks is named in a warning
+        (delta-rs's transaction keeps the table's schema)."""
         partition_by = list(commit.partition_by)
+        if delta is None:
+            return partition_by
+        existing = list(delta.metadata().partition_columns)
+        if commit.added and partition_by != existing:
+            raise MarkerStoreError(
+                f"instant {commit.instant} is partitioned by {partition_by}, the Delta "
+                f"table {self.uri} by {existing}; a Delta table keeps its partitioning")
+        known = {f.name for f in pa.schema(delta.schema().to_arrow())}
+        new_columns = [f.name for f in schema if f.name not in known]
+        if new_columns:
+            log.warning("instant %s adds column(s) %s that the Delta table %s does not "
+                        "have: Delta readers do not see them", commit.instant, new_columns,
+                        self.uri)
+        return existing
+
+    def _commit(self, delta: Any, commit: CommitToPublish, actions: list[Any],
+                schema: pa.Schema, partition_by: list[str], properties: Any) -> None:
+        from deltalake import Schema
+        from deltalake.transaction import create_table_with_add_actions
+
         if delta is not None:
-            existing = list(delta.metadata().partition_columns)
-            if adds and partition_by != existing:
-                raise MarkerStoreError(
-                    f"instant {commit.instant} is partitioned by {partition_by}, the Delta "
-                    f"table {self.uri} by {existing}; a Delta table keeps its partitioning")
-            partition_by = existing
-        try:
-            if delta is None:
-                if removes:
-                    raise MarkerStoreError(f"instant {commit.instant} replaces files but "
-                                           f"{self.uri} has no Delta log to remove them from")
-                create_table_with_add_actions(
-                    self.uri, Schema.from_arrow(schema), adds, mode="error",
-                    partition_by=partition_by or None,
-                    storage_options=self.storage_options, commit_properties=properties)
-            else:
-                delta.create_write_transaction(
-                    [*adds, *removes], mode="append", schema=schema,
-                    partition_by=partition_by or None,
-                    commit_properties=properties)
-        except Exception as exc:
-            # A concurrent publisher of the same instant wins: that is this publish done.
-            again = DeltaTable(self.uri, storage_options=self.storage_options) \
-                if DeltaTable.is_deltatable(self.uri, self.storage_options) else None
-            if again is not None and again.transaction_version(app_id) is not None:
-                log.info("instant %s: published to Delta by another writer (%s)",
-                         commit.instant, exc)
-                return
-            raise
-        log.info("instant %s: Delta version published (%d added, %d removed%s)",
-                 commit.instant, len(adds), len(removes),
-                 ", overwrite" if commit.mode == OVERWRITE else "")
+            delta.create_write_transaction(actions, mode="append", schema=schema,
+                                           partition_by=partition_by or None,
+                                           commit_properties=properties)
+            return
+        if commit.removed:
+            raise MarkerStoreError(f"instant {commit.instant} replaces files but {self.uri} "
+                                   "has no Delta log to remove them from")
+        create_table_with_add_actions(
+            self.uri, Schema.from_arrow(schema), actions, mode="error",
+            partition_by=partition_by or None, storage_options=self.storage_options,
+            commit_properties=properties)
 
 
 def _delta_schema(schema: pa.Schema) -> pa.Schema:

@@ -17,9 +17,10 @@ import logging
 from typing import Any
 
 from markerstore.errors import ConfigError
-from markerstore.formats.base import FormatPublisher
+from markerstore.formats.base import FormatPublisher, PublishDeferred
 from markerstore.formats.commits import Absent, commit_to_publish
 from markerstore.table import Table
+from markerstore.timeline import COMPLETED
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +41,13 @@ def open_publisher(name: str, table: Table) -> FormatPublisher:
     if importlib.util.find_spec(package) is None:
         raise ConfigError(f"table {table.storage.url()} publishes {name}, which needs the "
                           f"{package} package: pip install 'markerstore[{extra}]'")
+    if importlib.util.find_spec(module_name) is None:
+        raise ConfigError(f"table {table.storage.url()} publishes {name}, which this "
+                          f"version of markerstore cannot publish ({module_name} is missing)")
     module: Any = importlib.import_module(module_name)
     factory = getattr(module, "publisher", None) or getattr(
         module, f"{name.capitalize()}Publisher")
-    return factory(table)  # type: ignore[no-any-return]
+    return factory(table)
 
 
 def publishers_of(table: Table) -> list[FormatPublisher]:
@@ -61,18 +65,43 @@ def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
     publishers = publishers_of(table) if publishers is None else publishers
     if not publishers:
         return {}
-    completed = table.completed()
+    completed = _completed_instants(table)
     done: dict[str, list[str]] = {}
     for publisher in publishers:
-        held = publisher.published_instants()
-        missing = [(i, m) for i, m in completed if i not in held]
+        # Only the missing instants' metadata is read: one GET each, none for the rest.
+        missing = [(i, table.commit_metadata(i))
+                   for i in missing_instants(publisher, completed)]
+        published, deferred = [], []
         for instant, meta in missing:
-            publisher.publish(commit_to_publish(table, instant, meta, absent))
-        done[publisher.name] = [i for i, _ in missing]
-        if missing:
-            log.info("%s: %d instant(s) published to %s", table, len(missing),
+            try:
+                publisher.publish(commit_to_publish(table, instant, meta, absent))
+                published.append(instant)
+            except PublishDeferred:
+                deferred.append((instant, meta))
+        for instant, meta in deferred:  # once a later instant has made the format's table
+            try:
+                publisher.publish(commit_to_publish(table, instant, meta, absent))
+                published.append(instant)
+            except PublishDeferred as exc:
+                log.info("%s: %s; published with a later commit", table, exc)
+        done[publisher.name] = published
+        if published:
+            log.info("%s: %d instant(s) published to %s", table, len(published),
                      publisher.name)
     return done
+
+
+def _completed_instants(table: Table) -> list[str]:
+    return [i.instant for i in table.timeline() if i.state == COMPLETED]
+
+
+def missing_instants(publisher: FormatPublisher, instants: list[str]) -> list[str]:
+    """Those of `instants` the format does not hold. A publisher with ``held_among`` (Delta:
+    each instant's app transaction, in the log's latest state, which Delta's log cleanup
+    keeps) answers for the instants at once; any other, from its published instants."""
+    held_among = getattr(publisher, "held_among", None)
+    held = held_among(instants) if held_among is not None else publisher.published_instants()
+    return [i for i in instants if i not in held]
 
 
 def referenced_paths(table: Table) -> set[str]:
@@ -87,13 +116,13 @@ def drift(table: Table, publishers: list[FormatPublisher] | None = None
     hold (``format_missing_instant``), or a format version/snapshot of an instant the
     timeline has not completed (``format_unknown_instant``)."""
     publishers = publishers_of(table) if publishers is None else publishers
-    completed = [i for i, _ in table.completed()]
+    completed = _completed_instants(table)
     known = set(completed)
     found: list[dict[str, Any]] = []
     for publisher in publishers:
         held = publisher.published_instants()
         found += [{"kind": "format_missing_instant", "format": publisher.name,
-                   "instant": i} for i in completed if i not in held]
+                   "instant": i} for i in missing_instants(publisher, completed)]
         found += [{"kind": "format_unknown_instant", "format": publisher.name,
                    "instant": i} for i in sorted(held - known)]
     return found

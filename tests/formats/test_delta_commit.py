@@ -118,3 +118,51 @@ def test_publishing_again_is_a_no_op_and_drift_is_found(local_where: Any) -> Non
     assert publish(table) == {"delta": [core]}
     assert drift(table) == []
     assert_delta_matches(table)
+
+
+def test_log_cleanup_does_not_make_old_instants_missing(local_where: Any) -> None:
+    """Delta's log cleanup drops old versions' commit info (history); their app
+    transactions stay in the checkpoint, so those instants are neither drift nor
+    published twice."""
+    table = open_table(local_where, markerstore__table__formats="delta")
+    for start in (0, 100, 200):
+        commit_all(table, split(20, 1, start=start), partition_by=["day"],
+                   conflict_mode="append")
+    delta = delta_table(table)
+    delta.create_checkpoint()
+    for version in (0, 1):
+        table.storage.delete(table.storage.path("_delta_log", f"{version:020d}.json"))
+    (publisher,) = publishers_of(table)
+    assert len(publisher.published_instants()) == 1  # the history left
+    assert drift(table) == []
+    assert publish(table) == {"delta": []}
+    assert delta_table(table).version() == 2
+    assert delta_table(table).to_pyarrow_table().num_rows == 60
+
+
+def test_a_format_without_its_module_is_named(tmp_path: Any, monkeypatch: Any) -> None:
+    monkeypatch.setitem(FORMATS, "delta", ("markerstore.formats.nowhere", "pyarrow", "delta"))
+    with pytest.raises(ConfigError, match=r"^table .* publishes delta, which this version of "
+                                          r"markerstore cannot publish [^\n]*$"):
+        commit_all(Table(str(tmp_path / "t"), None, DELTA), split(10, 1),
+                   conflict_mode="append")
+
+
+def test_null_and_escaped_partition_values_and_an_empty_first_commit(tmp_path: Any) -> None:
+    import pyarrow as pa
+
+    from markerstore.commit import TaskAttempt, WriteJob, run_task
+
+    table = Table(str(tmp_path / "t"), None, DELTA)
+    empty = table.start_commit()
+    table.commit(empty, [])  # no file: nothing to give the Delta table its schema yet
+    assert publish(table) == {"delta": []}
+    commit_all(table, {}, partition_by=["day"], conflict_mode="append")  # no rows either
+    job = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
+    batch = pa.record_batch({"id": pa.array([1, 2, 3], pa.int64()),
+                             "day": pa.array(["a", None, "x:y/z=%"])})
+    job.commit([run_task(job.spec, [batch], TaskAttempt(0, 1, 0, 1))])
+    assert drift(table) == []  # the empty instant too, once the table existed
+    assert sorted(delta_table(table).to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) \
+        == [{"id": 1, "day": "a"}, {"id": 2, "day": None}, {"id": 3, "day": "x:y/z=%"}]
+    assert delta_table(table).version() == 2

@@ -52,3 +52,17 @@ def test_the_error_table_is_a_delta_table_too(where: Any) -> None:
     assert delta.version() + 1 == len(errors.completed()) == 3
     assert delta.to_pyarrow_table().num_rows == 0
     assert delta.file_uris() == []
+
+
+def test_an_avro_error_table_publishes_no_format(local_where: Any) -> None:
+    table = open_table(local_where, markerstore__table__formats="delta",
+                       markerstore__write__error__table__enabled="true",
+                       markerstore__write__error__table__format="avro")
+    _write(table, 0)
+    errors = Table(table.storage.url() + "_errors", table.storage.storage_options)
+    assert errors.formats() == ()
+    assert not errors.storage.exists(errors.storage.path("_delta_log"))
+    assert_delta_matches(table)
+    view = errortable.query(table.storage.url(), "SELECT count(*) FROM errors",
+                            table.storage.storage_options).fetchall()[0][0]
+    assert view == 20

@@ -100,3 +100,53 @@ def test_repair_never_deletes_a_file_delta_references(local_where: Any) -> None:
                                     table.settings), repair=True, grace="0")
     assert all(f.path != kept for f in report.findings if f.kind == "orphan_file")
     assert table.storage.exists(table.storage.path(kept))
+
+
+def test_a_failed_publish_keeps_the_commit_and_the_replaced_files(local_where: Any,
+                                                                   monkeypatch: Any) -> None:
+    from markerstore.formats.delta import DeltaPublisher
+
+    table = open_table(local_where, markerstore__table__formats="delta")
+    commit_all(table, split(300, 1), partition_by=["day"], conflict_mode="append")
+    old = sorted(table.snapshot().paths)
+
+    def unreachable(self: Any, commit: Any) -> None:
+        raise OSError("the Delta log cannot be reached")
+
+    monkeypatch.setattr(DeltaPublisher, "publish", unreachable)
+    result = commit_all(table, split(30, 1, start=9000), partition_by=["day"],
+                        conflict_mode="replace")  # the commit stands
+    assert table.state(result.instant) == "completed" and result.replaced_files
+    assert [f["kind"] for f in drift(table)] == ["format_missing_instant"]
+    # Delta still reads the old version: its files were not deleted.
+    assert all(table.storage.exists(table.storage.path(p)) for p in old)
+    assert delta_table(table).to_pyarrow_table().num_rows == 300
+    monkeypatch.undo()
+    recover(table)  # the next write, rollback or sweep: publishes, then cleans up
+    assert drift(table) == []
+    assert_delta_matches(table)
+    assert not any(table.storage.exists(table.storage.path(p)) for p in old)
+
+
+def test_a_rollback_never_deletes_what_delta_holds(local_where: Any) -> None:
+    from markerstore.commit import rollback
+    from markerstore.errors import CorruptTableError
+    from markerstore.formats import APPEND, CommitToPublish, PublishedFile, hive_partition
+    from markerstore.formats.commits import table_schema
+
+    table = open_table(local_where, markerstore__table__formats="delta",
+                       markerstore__write__staging__mode="none")  # files in place at once
+    commit_all(table, split(50, 1), partition_by=["day"], conflict_mode="append")
+    job = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
+    result = run_task(job.spec, split(30, 1, start=500)[0], TaskAttempt(0, 1, 0, 7))
+    # Delta got a version of the inflight instant (a format edited by hand, say).
+    paths = [f.path for f in result.files]
+    (publisher,) = publishers_of(table)
+    publisher.publish(CommitToPublish(
+        job.instant, APPEND,
+        tuple(PublishedFile(f.path, f.bytes, f.rows, hive_partition(f.path))
+              for f in result.files), (), ("day",), table_schema(table, paths, ("day",))))
+    assert {f["kind"] for f in drift(table)} == {"format_unknown_instant"}
+    with pytest.raises(CorruptTableError, match="delta holds instant"):
+        rollback(table, job.instant, force=True, roll_forward=False)
+    assert all(table.storage.exists(table.storage.path(p)) for p in paths)
