@@ -88,3 +88,16 @@ def test_an_encoding_not_read_is_refused_in_one_line(value: str) -> None:
         config.resolve({"encoding": value})
     message = str(caught.value)
     assert message.startswith("option encoding: expected one of utf-8") and "\n" not in message
+
+
+def test_a_utf16_document_over_the_size_limit_is_one_size_error_not_cut(tmp_path: Path
+                                                                         ) -> None:
+    """The limit counts the document's UTF-8 bytes, read through: no part of a document
+    larger than the limit is taken for the whole of it."""
+    document = "[" + ",\n".join(f'{{"id": {i}, "s": "x"}}' for i in range(20)) + "]\n"
+    options = {"encoding": "utf-16", "multiLine": "true",
+               "markerstore.ingest.record.max_bytes": "300"}
+    rows, errors = run(tmp_path / "doc.json", document.encode("utf-16"), DDL,
+                       options=options)
+    assert rows == [] and reasons(errors) == [("size", "1")]
+    assert errors[0]["context"]["recordBytes"] == str(len(document.encode()))
