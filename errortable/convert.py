@@ -191,13 +191,18 @@ def from_python(values: list[Any], target: pa.DataType,
                 formats: ValueFormats | None = None) -> pa.Array:
     """`values` as an Array of `target`, as pa.array converts them, but for what pa.array
     takes that a record does not say: a boolean as a number (true as 1.0), a fraction as
-    an integer (1.5 as 1), which fail as Arrow fails a value of the wrong type; and an
+    an integer (1.5 as 1), a number as a date or time (20210201 as days from 1970), which
+    fail as Arrow fails a value of the wrong type; and an
     integer for a floating point column is its nearest value, as any JSON number is."""
     if not pa.types.is_boolean(target):
         for value in values:
             if type(value) is bool:
                 raise pa.ArrowTypeError(f"Expected {target}, got bool: "
                                         f"{str(value).lower()}")
+    if pa.types.is_temporal(target):  # a number is no date: pa.array counts days from 1970
+        for value in values:
+            if type(value) in (int, float):
+                raise pa.ArrowTypeError(f"Expected {target} as text, got a number: {value!r}")
     if pa.types.is_integer(target):
         for value in values:
             if type(value) is float and not value.is_integer():

@@ -63,30 +63,36 @@ def transcode_spans(data: bytes, starts: np.ndarray, stops: np.ndarray, encoding
 
 
 class Utf16Stream:
-    """A file object's UTF-16 bytes read as UTF-8 (`read` gives UTF-8 bytes), decoded
-    chunk by chunk; a lone surrogate passes through as bytes that are no UTF-8."""
+    """A file object's UTF-16 bytes read as UTF-8: ``read(n)`` gives up to `n` bytes of
+    the UTF-8 text (fewer only at the end), decoded chunk by chunk; a lone surrogate
+    passes through as bytes that are no UTF-8, and so does an odd last byte."""
 
     def __init__(self, handle: Any, encoding: str) -> None:
         self.handle = handle
         self.decoder = codecs.getincrementaldecoder(codec(encoding))("surrogatepass")
         self.encoding = codec(encoding)  # the bytes' order, once a BOM says it
         self.done = False
+        self.pending = b""
+
+    def _more(self, size: int) -> None:
+        chunk = self.handle.read(max(size, 1 << 16))
+        if self.encoding == "utf-16":
+            self.encoding = "utf-16-be" if chunk.startswith(b"\xfe\xff") else "utf-16-le"
+        try:
+            text = self.decoder.decode(chunk, final=not chunk)
+            self.pending += text.encode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:  # an odd last byte: no UTF-16, nor UTF-8 once read
+            self.pending += b"\xff"
+            self.done = True
+        self.done = self.done or not chunk
 
     def read(self, size: int = -1) -> bytes:
-        while not self.done:
-            chunk = self.handle.read(size)
-            if self.encoding == "utf-16":
-                self.encoding = "utf-16-be" if chunk.startswith(b"\xfe\xff") else "utf-16-le"
-            try:
-                text = self.decoder.decode(chunk, final=not chunk)
-            except UnicodeDecodeError:  # an odd last byte: no UTF-16, nor UTF-8 once read
-                self.done = True
-                return b"\xff"
-            self.done = not chunk
-            if text or self.done:
-                return text.encode("utf-8", "surrogatepass")
-        return b""
-
+        while not self.done and (size < 0 or len(self.pending) < size):
+            self._more(size)
+        if size < 0:
+            size = len(self.pending)
+        data, self.pending = self.pending[:size], self.pending[size:]
+        return data
 
     def original(self, data: bytes) -> bytes:
         """The bytes a record had in the file, from its UTF-8 transcoding."""

@@ -11,6 +11,7 @@ from typing import Any
 import errortable
 from markerstore import config
 from markerstore.commit import TaskSpec
+from markerstore.ingest.charsets import UTF16
 from markerstore.ingest.infer import csv_header
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.sources import list_tasks
@@ -29,8 +30,10 @@ def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None 
     path.write_bytes(data)
     resolved = config.resolve(options)
     documents = resolved[config.INGEST_JSON_MULTILINE]
-    tasks = list_tasks(str(path), split_bytes=split_bytes, json_documents=documents) \
-        if split_bytes else list_tasks(str(path), json_documents=documents)
+    whole = resolved[config.INGEST_ENCODING] in UTF16  # as the pipeline lists them
+    tasks = list_tasks(str(path), split_bytes=split_bytes, json_documents=documents,
+                       whole_files=whole) \
+        if split_bytes else list_tasks(str(path), json_documents=documents, whole_files=whole)
     validator = errortable.Validator(ddl_to_arrow(ddl), key, extra_columns=extra_columns,
                                      formats=value_formats(options))
     kwargs: dict[str, Any] = {} if options is None else {"options": options}
