@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from errortable import records as R
 from errortable.config import ErrorTableConfig
-from errortable.csvtext import CsvError, field_values, join_records, split_record
+from errortable.csvtext import CsvError, Dialect, field_values, join_records, split_record
 from errortable.errorrows import parse_error_table
 from errortable.jsontext import load_object
 from errortable.pii import ShapeError
@@ -166,10 +166,12 @@ def _json_records(records: Numbered, result: ParseResult | BlockParse,
         result.line_numbers.append(line_no)
 
 
-def _csv_records(records: Numbered, header: Sequence[str] | None, delimiter: str,
-                 result: ParseResult | BlockParse, options: ParseOptions, escape: str = '"'
+def _csv_records(records: Numbered, header: Sequence[str] | None, dialect: Dialect,
+                 result: ParseResult | BlockParse, options: ParseOptions
                  ) -> Iterator[Failure]:
-    """Parse CSV records into `result`'s records; yield the records that fail."""
+    """Parse CSV records into `result`'s records; yield the records that fail (an empty
+    record and a comment line are none)."""
+    comment = dialect.comment
     columns = list(header) if header is not None else None
     twice = _named_twice(columns)
     schema = None
@@ -177,10 +179,10 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, delimiter: str
         if isinstance(record, Failure):
             yield record
             continue
-        if not record:  # an empty line; one of spaces is a record (RFC 4180: spaces are
-            continue  # part of a field), of one field
-        try:
-            fields = split_record(record, delimiter, escape)
+        if not record or (comment and record.startswith(comment)):
+            continue  # an empty line; one of spaces is a record (RFC 4180: spaces are
+        try:  # part of a field), of one field
+            fields = split_record(record, dialect=dialect)
         except CsvError as exc:
             yield Failure(line_no, record, exc, schema, offset)
             continue
@@ -263,13 +265,13 @@ def raw_errors(failures: Iterable[Failure],
     return _as_table(failures, config, R.CaptureContext.of(context).base())
 
 
-def _text_lines(lines: Iterable[str | bytes], delimiter: str, escape: str = '"') -> Iterator[
+def _text_lines(lines: Iterable[str | bytes], dialect: Dialect) -> Iterator[
         tuple[int, str | bytes]]:
     """Physical CSV lines joined into records: (index of the first line, record). A record
     with a line that is not UTF-8 is given as bytes (each line's bytes, joined)."""
     texts = [line.decode("utf-8", "surrogateescape") if isinstance(line, bytes) else line
              for line in lines]
-    for first, record in join_records(texts, delimiter, escape):
+    for first, record in join_records(texts, dialect=dialect):
         if _ESCAPED.search(record):  # a line that was not UTF-8: its bytes again
             yield first, record.encode("utf-8", "surrogateescape")
         else:
@@ -312,19 +314,21 @@ def parse_csv_lines(lines: Iterable[str | bytes],
                     header: Sequence[str] | None = None, delimiter: str = ",",
                     first_line: int = 1, config: ErrorTableConfig | None = None,
                     line_numbers: Iterable[int] | None = None,
-                    options: ParseOptions | None = None, escape: str = '"') -> ParseResult:
+                    options: ParseOptions | None = None, escape: str = '"',
+                    dialect: Dialect | None = None) -> ParseResult:
     """Parse CSV lines as RFC 4180 records (a quoted field may hold line breaks, so a
     record may span lines; it is numbered by its first line); the first record is the
     header unless `header` is given. Empty fields are null (see :class:`ParseOptions`); a
     record with the wrong number of fields or bad quoting is a parse error record, one
     whose bytes are not UTF-8 an encoding error record. Lines are numbered as in
-    :func:`parse_json_lines`."""
+    :func:`parse_json_lines`. `dialect` (else the `delimiter` and `escape`) says how the
+    text is written (:class:`errortable.csvtext.Dialect`)."""
     result = ParseResult()
+    dialect = Dialect.of(dialect, delimiter, escape)
     numbers = list(line_numbers) if line_numbers is not None else None
     joined = ((numbers[i] if numbers is not None else first_line + i, None, record)
-              for i, record in _text_lines(lines, delimiter, escape))
-    failures = _csv_records(joined, header, delimiter, result, options or ParseOptions(),
-                            escape)
+              for i, record in _text_lines(lines, dialect))
+    failures = _csv_records(joined, header, dialect, result, options or ParseOptions())
     result.errors = _as_dicts(failures, config, R.CaptureContext.of(context).base())
     return result
 
@@ -335,11 +339,13 @@ def parse_csv_block(records: Iterable[str | bytes],
                     config: ErrorTableConfig | None = None,
                     line_numbers: Iterable[int] | None = None,
                     offsets: Iterable[int] | None = None,
-                    options: ParseOptions | None = None, escape: str = '"') -> BlockParse:
+                    options: ParseOptions | None = None, escape: str = '"',
+                    dialect: Dialect | None = None) -> BlockParse:
     """Whole CSV records (each may hold line breaks in quoted fields) parsed as
     :func:`parse_csv_lines` parses them, the error records as one Arrow table."""
     result = BlockParse([], [], pa.table({}))
-    failures = _csv_records(_numbered(records, 1, line_numbers, offsets), header, delimiter,
-                            result, options or ParseOptions(), escape)
+    failures = _csv_records(_numbered(records, 1, line_numbers, offsets), header,
+                            Dialect.of(dialect, delimiter, escape), result,
+                            options or ParseOptions())
     result.errors = _as_table(failures, config, R.CaptureContext.of(context).base())
     return result

@@ -31,9 +31,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable.csvtext import QuoteScanner
+from errortable.csvtext import Dialect, QuoteScanner
 from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, transcode_spans
-from markerstore.ingest.csvsplit import newlines_of, record_ends
+from markerstore.ingest.csvsplit import (
+    comment_records,
+    line_ends_of,
+    newlines_of,
+    record_ends,
+    without_line_ends,
+)
 from markerstore.ingest.jsondoc import record_spans
 from markerstore.ingest.sources import SourceTask
 
@@ -63,6 +69,18 @@ class ReadOptions:
     escape: str = '"'  # what escapes a quote in a quoted CSV field ("" by default)
     json_document: bool = False  # Spark's multiLine: a JSON file is one document
     encoding: str = "utf-8"  # the files' character encoding (markerstore.ingest.charsets)
+    # the rest of the CSV dialect (errortable.csvtext.Dialect: Spark's options of its names)
+    quote: str = '"'
+    comment: str = ""
+    line_sep: str | None = None
+    ignore_leading: bool = False
+    ignore_trailing: bool = False
+
+    @property
+    def dialect(self) -> Dialect:
+        """How CSV text is written, for the scanners and parsers."""
+        return Dialect(self.delimiter, self.quote, self.escape, self.comment, self.line_sep,
+                       self.ignore_leading, self.ignore_trailing)
 
     @property
     def prefix_bytes(self) -> int:
@@ -114,9 +132,14 @@ def split_records(data: bytes, fmt: str = "json", first_line: int = 1, offset: i
                   options: ReadOptions = ReadOptions(), final: bool = True) -> Block:
     """The records of `data` (whole records; with `final`, the last may lack its newline)
     as a block: `data` starts at byte `offset` of the file, on line `first_line`."""
-    newlines = newlines_of(data)
+    newlines = _line_ends(data, fmt, final, options)
     ends = _ends(data, fmt, final, newlines, options)
     return _cut(data, ends, newlines, fmt, first_line, offset, options)
+
+
+def _line_ends(data: bytes, fmt: str, final: bool, options: ReadOptions) -> np.ndarray:
+    """The positions of the line ends of `data` (a CSV dialect's, or the newlines)."""
+    return line_ends_of(data, options.line_sep, final) if fmt == "csv" else newlines_of(data)
 
 
 def _ends(data: bytes, fmt: str, final: bool, newlines: np.ndarray, options: ReadOptions
@@ -124,7 +147,7 @@ def _ends(data: bytes, fmt: str, final: bool, newlines: np.ndarray, options: Rea
     """Where the records of `data` end (just after their newline; and the end of `data`
     for a last record without one, when `final`)."""
     if fmt == "csv":
-        return record_ends(data, final, options.delimiter, newlines, options.escape)
+        return record_ends(data, final, newlines=newlines, dialect=options.dialect)
     ends = newlines + 1
     if final and len(data) and not data.endswith(b"\n"):
         ends = np.append(ends, len(data))
@@ -156,18 +179,21 @@ def _cut(data: bytes, ends: np.ndarray, newlines: np.ndarray, fmt: str, first_li
     if offset == 0 and data.startswith(BOM):
         starts[0] = min(len(BOM), int(ends[0]))
     raw = np.frombuffer(data, dtype=np.uint8)
-    stops = ends.copy()
-    has_lf = (stops > starts) & (raw[np.maximum(stops - 1, 0)] == 10)
-    stops[has_lf] -= 1
-    has_cr = has_lf & (stops > starts) & (raw[np.maximum(stops - 1, 0)] == 13)
-    stops[has_cr] -= 1
+    csv = fmt == "csv"
+    stops = without_line_ends(raw, starts, ends, options.line_sep if csv else "\n")
     within = int(np.searchsorted(newlines, ends[-1]))  # the newlines of these records
-    if within == int(has_lf.sum()):  # each record is one line
+    if within == int((stops < ends).sum()):  # each record is one line
         lines = first_line + np.arange(k, dtype=np.int64)
     else:  # a record spans as many lines as the newlines before its end
         before = np.searchsorted(newlines[:within], ends)
         lines = first_line + np.concatenate([[0], before[:-1]]).astype(np.int64)
-    line_count = within + (0 if data.endswith(b"\n") else 1)  # physical lines
+    ended = within > 0 and int(newlines[within - 1]) == len(data) - 1
+    line_count = within + (0 if ended else 1)  # physical lines
+    if csv and options.comment:  # a comment line is no record
+        keep = np.flatnonzero(~comment_records(raw, starts, stops, options.comment))
+        if len(keep) == 0:
+            return Block.without_records(line_count=line_count)
+        starts, stops, lines = starts[keep], stops[keep], lines[keep]
     return _spans_block(data, starts, stops, lines, offset + starts, options, line_count)
 
 
@@ -346,7 +372,7 @@ class _Reader:
         while end is None or self.offset < end:
             chunk = self.handle.read(self.block_bytes)
             data = self.carry + chunk if self.carry else chunk
-            newlines = newlines_of(data)
+            newlines = _line_ends(data, self.task.format, not chunk, self.options)
             ends = _ends(data, self.task.format, not chunk, newlines, self.options)
             ended = False
             if end is not None and len(ends):  # the records that start before the end
@@ -377,8 +403,9 @@ class _Reader:
         """The record that starts `data` and passed the limit, read through to its end a
         block at a time (the bytes after it carried on): one raw record of its true size."""
         prefix = data[:self.options.prefix_bytes]
-        scanner = (QuoteScanner(bytes, self.options.delimiter, self.options.escape)
-                   if self.task.format == "csv" else None)
+        csv = self.task.format == "csv"
+        scanner = QuoteScanner(bytes, dialect=self.options.dialect) if csv else None
+        line_sep = self.options.line_sep if csv else "\n"
         size = lines = 0
         tail = b""  # the last two bytes read of the record: its line end
         self.carry = b""
@@ -390,13 +417,15 @@ class _Reader:
                 at = data.find(b"\n") + 1 or -1
             piece = data if at < 0 else data[:at]
             size += len(piece)
-            lines += piece.count(b"\n")
+            lines += len(line_ends_of(piece, line_sep, at >= 0))
             tail = (tail + piece[-2:])[-2:]
             if at >= 0:
                 self.carry = data[at:]
                 break
             data = self.handle.read(self.block_bytes)
-        line_end = 2 if tail == b"\r\n" else 1 if tail.endswith(b"\n") else 0
+        line_end = len(tail) - int(without_line_ends(  # the bytes of its line end
+            np.frombuffer(tail, dtype=np.uint8), np.zeros(1, np.int64),
+            np.array([len(tail)], np.int64), line_sep)[0])
         record = RawRecord(self.line, self.offset, size - line_end, prefix, SIZE)
         self.offset += size
         self.line += lines

@@ -18,7 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_QUOTE, _NEWLINE = ord('"'), ord("\n")
+from errortable.csvtext import Dialect
+
+_NEWLINE, _CR = ord("\n"), ord("\r")
+DEFAULT = Dialect()
 
 
 def re2_char(char: str) -> str:
@@ -26,23 +29,33 @@ def re2_char(char: str) -> str:
     return char if char.isalnum() else f"\\x{{{ord(char):02x}}}"
 
 
+def re2_class(chars: str) -> str:
+    """`chars` as the inside of an RE2 character class."""
+    return "".join(re2_char(c) for c in chars)
+
+
 @functools.lru_cache(maxsize=16)
-def _patterns(delimiter: str, escape: str = '"') -> tuple[str, str]:
+def _patterns(delimiter: str, escape: str = '"', quote: str = '"', white: str = ""
+              ) -> tuple[str, str]:
     """(ends inside a quoted field when the line starts outside one, the same when it starts
-    inside one): RE2 expressions over a line without its newline. With an escape other
-    than the quote, an escape at the line's end escapes its newline (still inside)."""
-    d = re2_char(delimiter)
-    if escape == '"':
-        quoted, end = '[^"]*(?:""[^"]*)*', "$"
-        tail = f'(?:[^{d}"][^{d}]*)?'  # after a closing quote: ordinary characters
+    inside one): RE2 expressions over a line without its line end. With an escape other
+    than the quote, an escape at the line's end escapes its line end (still inside). With
+    `white` (ignoreLeadingWhiteSpace), a quote after white space at a field's start opens
+    a quoted field."""
+    d, q = re2_char(delimiter), re2_char(quote)
+    if escape == quote:
+        quoted, end = f"[^{q}]*(?:{q}{q}[^{q}]*)*", "$"
+        tail = f"(?:[^{d}{q}][^{d}]*)?"  # after a closing quote: ordinary characters
     else:
         e = re2_char(escape)
-        quoted, end = f'[^"{e}]*(?:{e}.[^"{e}]*)*', f"{e}?$"
+        quoted, end = f"[^{q}{e}]*(?:{e}.[^{q}{e}]*)*", f"{e}?$"
         tail = f"[^{d}]*"
-    field = f'(?:"{quoted}"{tail}|[^{d}"][^{d}]*)?'
-    opened = f'"{quoted}{end}'  # a quoted field still open at the line's end
-    from_outside = f"^(?:{field}{d})*{opened}"
-    from_inside = f'^{quoted}(?:"{tail}{d}(?:{field}{d})*{opened}|{end})'
+    lead = f"[{re2_class(white)}]*" if white else ""
+    first = f"[^{d}{q}{re2_class(white)}]"
+    field = f"{lead}(?:{q}{quoted}{q}{tail}|{first}[^{d}]*)?"
+    opened = f"{lead}{q}{quoted}{end}"  # a quoted field still open at the line's end
+    from_outside = f"(?s)^(?:{field}{d})*{opened}"
+    from_inside = f"(?s)^{quoted}(?:{q}{tail}{d}(?:{field}{d})*{opened}|{end})"
     return from_outside, from_inside
 
 
@@ -51,28 +64,51 @@ def newlines_of(data: bytes) -> np.ndarray:
     return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE)
 
 
+def line_ends_of(data: bytes, line_sep: str | None = None, final: bool = True) -> np.ndarray:
+    """The positions of the last byte of each line end in `data`: by default an LF, or a CR
+    not followed by an LF (a CR that ends `data` only when `final`: the next bytes may
+    begin with an LF); else the last byte of each `line_sep`."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if line_sep is None:
+        crs = data.count(b"\r")
+        if crs == 0 or (crs == data.count(b"\r\n") and not data.endswith(b"\r")):
+            return np.flatnonzero(raw == _NEWLINE)  # no CR alone: every line end has an LF
+        lf = raw == _NEWLINE
+        lone = raw == _CR
+        lone[:-1] &= ~lf[1:]
+        if not final:
+            lone[-1] = False
+        return np.flatnonzero(lf | lone)
+    if line_sep == "\r\n":
+        ends = np.flatnonzero(raw == _NEWLINE)
+        return ends[(ends > 0) & (raw[np.maximum(ends - 1, 0)] == _CR)]
+    return np.flatnonzero(raw == ord(line_sep))
+
+
 def record_ends(data: bytes, final: bool, delimiter: str = ",",
-                newlines: np.ndarray | None = None, escape: str = '"') -> np.ndarray:
+                newlines: np.ndarray | None = None, escape: str = '"', *,
+                dialect: Dialect | None = None) -> np.ndarray:
     """Positions just after each complete record of `data` (which starts at a record's
-    start): just after each newline outside a quoted field, and the end of `data` when
-    `final` and the last record has no newline (or its quote never closed). `newlines`:
-    the newlines of `data`, when known."""
+    start): just after each line end outside a quoted field, and the end of `data` when
+    `final` and the last record has no line end (or its quote never closed). `newlines`:
+    the line ends of `data` (:func:`line_ends_of`), when known. `dialect` (else the
+    `delimiter` and `escape`) says how the text is written."""
+    dialect = Dialect.of(dialect, delimiter, escape)
     if newlines is None:
-        newlines = newlines_of(data)
-    if b'"' not in data:  # no quote: every newline ends a record
+        newlines = line_ends_of(data, dialect.line_sep, final)
+    if dialect.quote.encode() not in data:  # no quote: every line end ends a record
         ends = newlines + 1
     else:
-        ends = _outside(data, np.frombuffer(data, dtype=np.uint8), newlines, delimiter,
-                        escape)
+        ends = _outside(data, np.frombuffer(data, dtype=np.uint8), newlines, dialect)
     if final and len(data) and (len(ends) == 0 or ends[-1] != len(data)):
         ends = np.append(ends, len(data))
     return ends.astype(np.int64)
 
 
-def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, delimiter: str,
-             escape: str = '"') -> np.ndarray:
-    """The ends of the newlines that lie outside quoted fields."""
-    quotes = np.flatnonzero(raw == _QUOTE)
+def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, dialect: Dialect
+             ) -> np.ndarray:
+    """The ends of the line ends that lie outside quoted fields."""
+    quotes = np.flatnonzero(raw == ord(dialect.quote))
     line_ends = newlines + 1
     if len(quotes) == 0 or len(newlines) == 0:
         return line_ends
@@ -81,20 +117,28 @@ def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, delimiter: str,
     if len(lines) == 0:
         return line_ends
     starts = np.concatenate([[0], line_ends[:-1]]).astype(np.int64)
+    if dialect.line_sep is not None and len(dialect.line_sep) == 2:  # \r\n: its CR too
+        stops = newlines - 1
+    else:
+        stops = newlines
     offsets = np.empty(2 * len(lines), dtype=np.int64)
-    offsets[0::2], offsets[1::2] = starts[lines], newlines[lines]
-    # Each quoted line is the pair (start, newline) of a binary array over `data`; the
-    # entries between pairs (newline, next start) are dropped by taking the even ones.
+    offsets[0::2], offsets[1::2] = starts[lines], stops[lines]
+    # Each quoted line is the pair (start, line end) of a binary array over `data`; the
+    # entries between pairs (line end, next start) are dropped by taking the even ones.
     spans = pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1,
                                   [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     texts = spans.take(pa.array(np.arange(0, len(offsets) - 1, 2)))
-    outside_open, inside_open = _patterns(delimiter, escape)
+    white = dialect.white if dialect.ignore_leading else ""
+    outside_open, inside_open = _patterns(dialect.delimiter, dialect.escape, dialect.quote,
+                                          white)
     from_out = np.zeros(len(newlines), dtype=bool)  # no quote: stays outside
     from_in = np.ones(len(newlines), dtype=bool)  # no quote: stays inside
     from_out[lines] = pc.match_substring_regex(texts, outside_open).to_numpy(
         zero_copy_only=False)
     from_in[lines] = pc.match_substring_regex(texts, inside_open).to_numpy(
         zero_copy_only=False)
+    if dialect.comment:  # a comment line that starts outside a quoted field stays outside
+        from_out[lines[raw[starts[lines]] == ord(dialect.comment)]] = False
     return line_ends[~_compose(from_out, from_in)]
 
 
@@ -112,3 +156,35 @@ def _compose(from_out: np.ndarray, from_in: np.ndarray) -> np.ndarray:
     value = np.where(seen, from_out[at], False)
     before = np.where(seen, flips[at], 0)
     return value ^ ((flips - before) % 2 == 1)
+
+
+def without_line_ends(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                      line_sep: str | None = None) -> np.ndarray:
+    """Where each record ``raw[starts[i]:ends[i]]`` stops without its line end: an LF (and
+    a CR before it), or a lone CR, by default; LF or CRLF with `line_sep` LF; else
+    `line_sep`."""
+    stops = ends.copy()
+
+    def ending(byte: int, where: np.ndarray) -> np.ndarray:
+        return where & (stops > starts) & (raw[np.maximum(stops - 1, 0)] == byte)
+
+    if line_sep in (None, "\n"):
+        has_lf = ending(_NEWLINE, np.ones(len(stops), dtype=bool))
+        stops[has_lf] -= 1
+        stops[ending(_CR, has_lf if line_sep else np.ones(len(stops), dtype=bool))] -= 1
+        return stops
+    at = ending(ord(line_sep[-1]), np.ones(len(stops), dtype=bool))
+    if len(line_sep) == 2:  # \r\n: both, or neither
+        at &= (stops - 1 > starts) & (raw[np.maximum(stops - 2, 0)] == _CR)
+    stops[at] -= len(line_sep)
+    return stops
+
+
+def comment_records(raw: np.ndarray, starts: np.ndarray, stops: np.ndarray, comment: str
+                    ) -> np.ndarray:
+    """Whether each record ``raw[starts[i]:stops[i]]`` is a comment line (starts with
+    `comment`, unless that is empty)."""
+    if not comment or len(starts) == 0:
+        return np.zeros(len(starts), dtype=bool)
+    return (stops > starts) & (raw[np.minimum(starts, max(len(raw) - 1, 0))] ==
+                               ord(comment))

@@ -1,4 +1,4 @@
-"""The header of a CSV file: its first record that is not empty.
+"""The header of a CSV file: its first record that is not empty (nor a comment line).
 
 An empty line (nothing between two line ends: LF, CRLF or a lone CR) is no record, before
 the header as anywhere else (Spark's own sample files start with one): the header is the
@@ -55,7 +55,8 @@ def read_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
     from errortable.csvtext import QuoteScanner, strip_line_end
 
     options = options or ReadOptions()
-    scanner = QuoteScanner(bytes, options.delimiter, options.escape)
+    scanner = QuoteScanner(bytes, dialect=options.dialect)
+    comment = options.comment.encode()
     record = bytearray()
     with _open(SourceTask(task.url, task.format), dict(storage_options or {})) as handle:
         first = True
@@ -68,9 +69,9 @@ def read_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
             for end in scanner.feed(chunk) if chunk else [len(chunk)]:
                 record += chunk[start:end]
                 start = end
-                text = strip_line_end(bytes(record))
+                text = strip_line_end(bytes(record), options.line_sep)
                 record.clear()
-                if text:
+                if text and not (comment and text.startswith(comment)):
                     return _text(text, options)
             if not chunk:
                 return ""

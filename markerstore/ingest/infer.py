@@ -61,7 +61,7 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
                 pa.BufferReader("\n".join(lines).encode()),
                 read_options=pcsv.ReadOptions(autogenerate_column_names=not header),
                 parse_options=arrow_dialect(options.delimiter, options.escape,
-                                            newlines_in_values=True))
+                                            newlines_in_values=True, quote=options.quote))
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # its message may quote a record
             raise SchemaError("cannot infer a schema: the first CSV records do not read as "
                               "one table (a record with another number of fields?); pass "
@@ -105,7 +105,7 @@ def separator_hint(url: str, header: str, options: ReadOptions) -> str | None:
     from errortable.csvtext import CsvError, split_record
 
     try:
-        fields = split_record(header, options.delimiter, options.escape)
+        fields = split_record(header, dialect=options.dialect)
     except CsvError:
         return None
     others = [s for s in _SEPARATORS if s != options.delimiter and s in header]

@@ -29,13 +29,13 @@ def json_payloads(lines: Sequence[str]) -> list[str]:
 
 
 def csv_payloads(lines: Sequence[str], header: Sequence[str], null_value: str = "",
-                 empty_value: str = "", delimiter: str = ",", escape: str = '"'
-                 ) -> list[str]:
+                 empty_value: str = "", delimiter: str = ",", escape: str = '"', *,
+                 dialect: Any = None) -> list[str]:
     """Python's JSON of CSV records (fields by header name, null as the options say)."""
     from errortable.csvtext import field_values, split_record
     from errortable.records import to_json
 
     names = list(header)
-    return [to_json(dict(zip(names, field_values(split_record(line, delimiter, escape), null_value,
-                                                 empty_value), strict=True)))
-            for line in lines]
+    return [to_json(dict(zip(names, field_values(
+        split_record(line, delimiter, escape, dialect=dialect), null_value, empty_value),
+        strict=True))) for line in lines]

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from errortable.convert import cast
+from errortable.csvtext import Dialect
 from errortable.datetimes import ValueFormats
 from markerstore import duck
 from markerstore.ingest.csvsplit import re2_char
@@ -313,55 +314,75 @@ def _bisect(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
     return (arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)), failed
 
 
-def csv_pattern(width: int, delimiter: str = ",", escape: str = '"') -> str:
+def csv_pattern(width: int, delimiter: str = ",", escape: str = '"', quote: str = '"'
+                ) -> str:
     """A CSV line of exactly `width` well-formed fields (quoted or plain, no control
     characters) separated by `delimiter`: what errortable's parser and Arrow's CSV reader
     read alike. With an escape other than the quote, a plain field holds none and a quoted
     one holds it only before a quote or itself (Arrow drops an escape before any other
     character; errortable's parser keeps it)."""
-    d = re2_char(delimiter)
-    if escape == '"':
-        quoted = '(?:[^"\\x00-\\x1f]|"")*'
-        plain = f'[^"{d}\\x00-\\x1f]*'
+    d, q = re2_char(delimiter), re2_char(quote)
+    if escape == quote:
+        quoted = f"(?:[^{q}\\x00-\\x1f]|{q}{q})*"
+        plain = f"[^{q}{d}\\x00-\\x1f]*"
     else:
         e = re2_char(escape)
-        quoted = f'(?:[^"{e}\\x00-\\x1f]|{e}["{e}])*'
-        plain = f'[^"{d}{e}\\x00-\\x1f]*'
-    field = f'(?:{plain}|"{quoted}")'
+        quoted = f"(?:[^{q}{e}\\x00-\\x1f]|{e}[{q}{e}])*"
+        plain = f"[^{q}{d}{e}\\x00-\\x1f]*"
+    field = f"(?:{plain}|{q}{quoted}{q})"
     return "^" + d.join([field] * width) + "$"
 
 
-def arrow_dialect(delimiter: str, escape: str, newlines_in_values: bool
+def arrow_dialect(delimiter: str, escape: str, newlines_in_values: bool, quote: str = '"'
                   ) -> pcsv.ParseOptions:
-    """Arrow's CSV parse options for a separator and an escape (the quote: RFC 4180's
-    ``""``; another character: Arrow's escape character, ``""`` then no quote)."""
-    rfc = escape == '"'
-    return pcsv.ParseOptions(delimiter=delimiter, newlines_in_values=newlines_in_values,
-                             double_quote=rfc, escape_char=False if rfc else escape)
+    """Arrow's CSV parse options for a separator, a quote and an escape (the quote: RFC
+    4180's doubled quote; another character: Arrow's escape character, a doubled quote
+    then no quote)."""
+    rfc = escape == quote
+    return pcsv.ParseOptions(delimiter=delimiter, quote_char=quote,
+                             newlines_in_values=newlines_in_values, double_quote=rfc,
+                             escape_char=False if rfc else escape)
+
+
+def _clean_csv(lines: pa.Array, width: int, dialect: Dialect, null_value: str,
+               empty_value: str) -> np.ndarray:
+    """The lines that Arrow reads as errortable's parser does (the rest are suspects):
+    `width` well-formed fields, not white space only; no quoted empty field where that
+    reads otherwise than null; no white space at all where it is ignored around values."""
+    d, q = re2_char(dialect.delimiter), re2_char(dialect.quote)
+    pattern = csv_pattern(width, dialect.delimiter, dialect.escape, dialect.quote)
+    try:
+        clean = pc.and_(pc.match_substring_regex(lines, pattern),
+                        pc.match_substring_regex(lines, f"[^{_SPACES}]"))
+    except pa.ArrowInvalid:  # a pattern too large for RE2 (a very wide header)
+        return np.zeros(0, np.int64)
+    if empty_value != null_value:
+        clean = pc.and_(clean, pc.invert(pc.match_substring_regex(
+            lines, f"(^|{d}){q}{q}({d}|$)")))
+    if dialect.ignore_leading or dialect.ignore_trailing:
+        clean = pc.and_(clean, pc.invert(pc.match_substring_regex(lines, "[ ]")))
+    return np.flatnonzero(pc.fill_null(clean, False).to_numpy(zero_copy_only=False))
 
 
 def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
               extra_ok: bool, null_value: str = "", empty_value: str = "",
               delimiter: str = ",", escape: str = '"',
-              formats: ValueFormats | None = None) -> Parsed:
+              formats: ValueFormats | None = None, *,
+              dialect: Dialect | None = None) -> Parsed:
     """The clean rows of a block of CSV records (after the header), and its suspects: a
     record on one line, every field plain or quoted (no line break), read by Arrow with
     Spark's null rules (an empty plain field, and a field equal to `null_value`, quoted or
     not, are null; ``""`` is `empty_value`, so a record holding one is a suspect unless
-    that is null too)."""
+    that is null too). `dialect` (else the `delimiter` and `escape`): how the text is
+    written."""
+    dialect = Dialect.of(dialect, delimiter, escape)
     n = len(lines)
     names = list(header or [])
     target = set(schema.names)
     if n == 0 or not names or len(set(names)) != len(names) or (
             not extra_ok and not set(names) <= target):
         return everything_suspect(schema, n)
-    d = re2_char(delimiter)
-    clean = pc.and_(pc.match_substring_regex(lines, csv_pattern(len(names), delimiter,
-                                                                escape)),
-                    pc.match_substring_regex(lines, f"[^{_SPACES}]"))
-    if empty_value != null_value:
-        clean = pc.and_(clean, pc.invert(pc.match_substring_regex(lines, f'(^|{d})""({d}|$)')))
-    rows = np.flatnonzero(pc.fill_null(clean, False).to_numpy(zero_copy_only=False))
+    rows = _clean_csv(lines, len(names), dialect, null_value, empty_value)
     if len(rows) == 0:
         return everything_suspect(schema, n)
     texts = lines.take(pa.array(rows))
@@ -373,7 +394,8 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
         # One Arrow block for the whole text: a record never straddles two.
         read_options=pcsv.ReadOptions(column_names=names, use_threads=False,
                                       block_size=max(1 << 20, data.size + 1)),
-        parse_options=arrow_dialect(delimiter, escape, newlines_in_values=False),
+        parse_options=arrow_dialect(dialect.delimiter, dialect.escape,
+                                    newlines_in_values=False, quote=dialect.quote),
         convert_options=pcsv.ConvertOptions(
             column_types={c: pa.string() for c in names},
             null_values=list(dict.fromkeys(["", null_value])),

@@ -50,14 +50,15 @@ def _attempt() -> TaskAttempt:
                        context.taskAttemptId())
 
 
-def split_header(header: str | None, delimiter: str = ",", escape: str = '"') -> list[str]:
+def split_header(header: str | None, delimiter: str = ",", escape: str = '"', *,
+                 dialect: Any = None) -> list[str]:
     """The column names of a CSV header record (empty if it is not one)."""
     from errortable.csvtext import CsvError, split_record
 
     if not header:
         return []
     try:
-        return [name for name, _ in split_record(header, delimiter, escape)]
+        return [name for name, _ in split_record(header, delimiter, escape, dialect=dialect)]
     except CsvError:
         return []
 
@@ -80,17 +81,34 @@ def reading_options(settings: Mapping[str, Any] | None, schema: pa.Schema
 def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
     """The block reader's options from the ingest's options (markerstore.config)."""
     resolved = config.resolve(settings)
-    sep, escape = resolved[config.INGEST_CSV_SEP], resolved[config.INGEST_CSV_ESCAPE]
-    if sep == escape:
-        raise ConfigError(f"option {config.INGEST_CSV_ESCAPE}: the escape {escape!r} is the "
-                          "field separator; give another")
-    for key in (config.INGEST_CSV_QUOTE, config.INGEST_CSV_COMMENT, config.INGEST_CSV_LINE_SEP,
-                config.INGEST_CSV_IGNORE_LEADING, config.INGEST_CSV_IGNORE_TRAILING):
-        if resolved[key] != config.OPTIONS[key].default:
-            raise ConfigError(f"option {key}: only its default is read so far")
+    sep, quote = resolved[config.INGEST_CSV_SEP], resolved[config.INGEST_CSV_QUOTE]
+    # The escape is the quote itself (doubled) unless one is given.
+    escape = resolved[config.INGEST_CSV_ESCAPE] if config.INGEST_CSV_ESCAPE in \
+        resolved.given else quote
+    comment, line_sep = resolved[config.INGEST_CSV_COMMENT], resolved[config.INGEST_CSV_LINE_SEP]
+    _distinct((config.INGEST_CSV_SEP, sep), (config.INGEST_CSV_QUOTE, quote),
+              (config.INGEST_CSV_ESCAPE, escape if escape != quote else ""),
+              (config.INGEST_CSV_COMMENT, comment),
+              (config.INGEST_CSV_LINE_SEP, line_sep if line_sep and len(line_sep) == 1 else ""))
     return ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
                        resolved[config.INGEST_ENCODING_ERRORS], sep, escape,
-                       resolved[config.INGEST_JSON_MULTILINE], resolved[config.INGEST_ENCODING])
+                       resolved[config.INGEST_JSON_MULTILINE], resolved[config.INGEST_ENCODING],
+                       quote, comment, line_sep,
+                       resolved[config.INGEST_CSV_IGNORE_LEADING],
+                       resolved[config.INGEST_CSV_IGNORE_TRAILING])
+
+
+def _distinct(*chars: tuple[str, str]) -> None:
+    """Refuse, in one line, two CSV options that name the same character (empty: unset)."""
+    names = {config.INGEST_CSV_SEP: "field separator", config.INGEST_CSV_QUOTE: "quote",
+             config.INGEST_CSV_ESCAPE: "escape", config.INGEST_CSV_COMMENT: "comment",
+             config.INGEST_CSV_LINE_SEP: "line separator"}
+    seen: dict[str, str] = {}
+    for key, char in chars:
+        if char and char in seen:
+            raise ConfigError(f"option {key}: the {names[key]} {char!r} is the "
+                              f"{names[seen[char]]}; give another")
+        seen.setdefault(char, key)
 
 
 def value_formats(settings: Mapping[str, Any] | None) -> Any:
@@ -216,7 +234,7 @@ class IngestTask:
             return None
         if not self.csv_header:
             return list(self.schema.names)
-        return split_header(header, self.read_options.delimiter, self.read_options.escape)
+        return split_header(header, dialect=self.read_options.dialect)
 
     def _parquet(self, task: SourceTask, ctx: Any, timer: _Timer, source: dict[str, int]
                  ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
@@ -239,8 +257,8 @@ class IngestTask:
                 p = self.parse_options
                 r = self.read_options
                 parsed = parse_csv(block.records, self.schema, columns, self.extra_ok,
-                                   p.null_value, p.empty_value, r.delimiter, r.escape,
-                                   self.formats)
+                                   p.null_value, p.empty_value, formats=self.formats,
+                                   dialect=r.dialect)
             else:
                 parsed = parse_json(block.records, self.schema, self.query, self.formats)
         with timer("validate"):
@@ -263,7 +281,7 @@ class IngestTask:
                 p = self.parse_options
                 r = self.read_options
                 return csv_payloads(lines.to_pylist(), columns or [], p.null_value,
-                                    p.empty_value, r.delimiter, r.escape)
+                                    p.empty_value, dialect=r.dialect)
             return json_payloads(lines.to_pylist())
 
         numbers = cast(Sequence[int], block.lines[parsed.rows])
@@ -298,8 +316,7 @@ class IngestTask:
         offsets = block.offsets[suspects].tolist()
         if fmt == "csv":
             parsed = parse_csv_block(texts, ctx, header=columns,
-                                     delimiter=self.read_options.delimiter,
-                                     escape=self.read_options.escape,
+                                     dialect=self.read_options.dialect,
                                      line_numbers=numbers, offsets=offsets,
                                      options=self.parse_options)
         else:

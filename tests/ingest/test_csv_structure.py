@@ -154,3 +154,58 @@ def test_what_cannot_be_meant_here_is_refused_in_one_line_before_anything_runs(
     (line,) = out.output.strip().splitlines()
     assert words in line and option.split("=")[0] in line
     assert not (tmp_path / "t").exists()
+
+
+def test_reading_a_header_is_linear_whatever_the_line_ends(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The header is read a block at a time by the quote scanner, whose state carries over:
+    every byte is scanned once, even when no line end comes for megabytes (a file whose
+    lines end with CR alone read with lineSep=\\n, one long line)."""
+    from errortable import csvtext
+
+    fed: list[int] = []
+    feed = csvtext.QuoteScanner.feed
+
+    def counting(self: Any, data: Any) -> list[int]:
+        fed.append(len(data))
+        return feed(self, data)
+
+    monkeypatch.setattr(csvtext.QuoteScanner, "feed", counting)
+    path = tmp_path / "cr.csv"
+    path.write_bytes(b"a,b\r" + b"1,x\r" * 1_000_000)  # 4 MB, no LF
+    task = list_tasks(str(path))[0]
+    assert csv_header(task, None) == "a,b" and sum(fed) <= 64 * 1024
+    fed.clear()
+    options = ReadOptions(line_sep="\n", max_record_bytes=8 * 1024 * 1024)
+    assert csv_header(task, None, options) == "a,b\r" + "1,x\r" * 1_000_000
+    assert sum(fed) <= path.stat().st_size
+    fed.clear()
+    small = ReadOptions(line_sep="\n", max_record_bytes=1024 * 1024)
+    assert csv_header(task, None, small) == ""  # larger than a record may be
+    assert sum(fed) <= 1024 * 1024 + 64 * 1024
+
+
+def test_a_file_of_lines_ending_with_cr_alone_reads_every_record(tmp_path: Path) -> None:
+    counts: dict[str, int] = {}
+    data = b"a,b\r" + b"".join(b"%d,x%d\r" % (i, i) for i in range(5000))
+    rows, errors = run(tmp_path / "cr.csv", data, AB, counts=counts, block_bytes=1000)
+    assert errors == [] and len(rows) == 5000 and counts == {"records": 5000, "lines": 5001}
+
+
+def test_a_header_of_20000_columns_reads_through_the_reference_path() -> None:
+    """Too wide for the vectorized pass's expression (RE2 refuses so large a pattern): every
+    record is a suspect for errortable's parser, which reads it; never an exception."""
+    from errortable.parsing import parse_csv_block
+    from markerstore.ingest.reader import parse_csv
+
+    names = [f"c{i}" for i in range(20_000)]
+    schema = pa.schema([(n, pa.string()) for n in names])
+    records = [",".join(str(r * 7 + i % 5) for i in range(20_000)) for r in range(3)]
+    parsed = parse_csv(pa.array(records + ["not,a,row"], pa.large_string()), schema, names,
+                       False)
+    assert parsed.suspects.tolist() == [0, 1, 2, 3] and parsed.table.num_rows == 0
+    reference = parse_csv_block(records + ["not,a,row"], header=names)
+    assert [r["c0"] for r in reference.records] == ["0", "7", "14"]
+    assert reference.records[2]["c19999"] == str(14 + 19_999 % 5)
+    assert reference.errors.num_rows == 1

@@ -19,6 +19,7 @@ from markerstore.ingest.blocks import split_records
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.task import IngestTask, _Timer
 from tests.ingest.test_differential import CHECKS, CSV_DDL, DDL, _csv_text, _good, _variants
+from tests.support.ingest_reference import LONE_CR
 
 
 def _plain(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -38,8 +39,10 @@ def _per_record(data: bytes, first: int, fmt: str, validator: Any, ctx: Any,
                 header: list[str] | None, options: Any) -> list[dict[str, Any]]:
     """The per-record path over the physical lines of `data` (it joins CSV records)."""
     lines = data.split(b"\n")
-    if fmt == "csv":
-        parsed = parse_csv_lines([line + b"\n" for line in lines[:-1]] + lines[-1:], ctx,
+    if fmt == "csv":  # a lone CR ends a CSV line too (Spark's default lineSep)
+        lines = [line + b"\n" for line in lines[:-1]] + lines[-1:]
+        lines = [piece for line in lines for piece in LONE_CR.split(line)]
+        parsed = parse_csv_lines(lines, ctx,
                                  header=header, first_line=first, options=options)
     else:
         parsed = parse_json_lines([line.removesuffix(b"\r") for line in lines], ctx,

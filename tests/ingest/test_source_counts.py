@@ -52,7 +52,8 @@ def _read(path: Path, data: bytes, ddl: str = AB, split_bytes: int | None = None
     ("unclosed.csv", b'a,b\n1,"x\n2,y\n3,z\n', 1, 4, 0, ["parse"]),
     ("empty_line.csv", b"a,b\n1,x\n\n2,y\n", 2, 4, 2, []),
     ("spaces_line.csv", b"a,b\n1,x\n   \n2,y\n", 3, 4, 2, ["parse"]),
-    ("cr_only.csv", b"a,b\r1,x\r2,y\r", 1, 1, 0, ["parse"]),
+    ("cr_only.csv", b"a,b\r1,x\r2,y\r", 2, 3, 2, []),  # a lone CR ends a line, as in Spark
+    ("cr_lf_mixed.csv", b"a,b\r\n1,x\r\r\n2,\"y\rz\"\n", 2, 5, 2, []),
     ("bytes.csv", b'a,b\n1,"x\n\xff"\n2,y\n', 2, 4, 1, ["encoding"]),
 ])
 def test_source_records_are_what_the_parsers_read(tmp_path: Path, name: str, data: bytes,

@@ -11,6 +11,7 @@ in Python) and ``Validator.split_records`` (Python dicts to Arrow); a Parquet fi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from errortable.csvtext import join_records, split_record, strip_line_end
 from markerstore.ingest.sources import SourceTask
 
 BATCH_LINES = 20_000
+LONE_CR = re.compile(rb"(?<=\r)(?!\n)(?=.)", re.S)
 
 
 def _split_csv(header: str | None) -> list[str]:
@@ -77,7 +79,8 @@ def read(task: SourceTask, header: str | None, validator: Any, ctx: Any,
                 yield good, [_jsonable(r) for r in errors.to_pylist()]
         return
     lines = list(_lines(task, storage_options))
-    if task.format == "csv":
+    if task.format == "csv":  # a lone CR ends a CSV line too (Spark's default lineSep)
+        lines = [piece for line in lines for piece in LONE_CR.split(line)]
         records = list(join_records(lines))[1:]  # the first record is the header
         first = records[0][0] if records else len(lines)
         body = lines[first:]

@@ -1,0 +1,173 @@
+"""Spark's CSV options for the structure of records (quote, comment, lineSep,
+ignoreLeadingWhiteSpace, ignoreTrailingWhiteSpace): for any text and any dialect, the
+vectorized record ends are errortable's quote scanner's, fed whole or in pieces; the block
+reader cuts the same records as errortable's parser joins from lines; and every record
+the vectorized pass reads as a row reads the same in errortable's parser."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from errortable import parse_csv_lines
+from errortable.csvtext import Dialect, QuoteScanner, join_records, split_record, strip_line_end
+from markerstore import config
+from markerstore.errors import ConfigError
+from markerstore.ingest.blocks import ReadOptions, read_blocks, split_records
+from markerstore.ingest.csvsplit import record_ends
+from markerstore.ingest.reader import parse_csv
+from markerstore.ingest.sources import SourceTask
+from markerstore.ingest.task import read_options
+from tests.support.ingest_run import ordered, reasons, run
+
+# Pieces of CSV text: D the separator, Q the quote, E the escape, C the comment character.
+_PIECES = st.sampled_from(["Q", "D", ",", "\n", "\r\n", "\r", "a", "bc", "QQ", "QxDyQ",
+                           "Qx\nyQ", "Qx\ryQ", "DD", " ", "  ", "\t", "é", "E", "EQ", "EE",
+                           "C", "Cz", "|", "'", '"', "\\"])
+_DIALECTS = st.builds(
+    Dialect, delimiter=st.sampled_from([",", ";", "\t"]), quote=st.sampled_from(['"', "'"]),
+    escape=st.sampled_from(["Q", "\\"]), comment=st.sampled_from(["", "#"]),
+    line_sep=st.sampled_from([None, "\n", "\r", "\r\n", "|"]),
+    ignore_leading=st.booleans(), ignore_trailing=st.booleans())
+
+
+def _resolve(dialect: Dialect) -> Dialect | None:
+    """`dialect` with E as its quote (doubled), or None when its characters clash."""
+    escape = dialect.quote if dialect.escape == "Q" else dialect.escape
+    chars = [dialect.delimiter, dialect.quote, dialect.comment or "D0",
+             dialect.line_sep or "L0"] + ([escape] if escape != dialect.quote else [])
+    if len(set(chars)) != len(chars):
+        return None
+    return Dialect(dialect.delimiter, dialect.quote, escape, dialect.comment,
+                   dialect.line_sep, dialect.ignore_leading, dialect.ignore_trailing)
+
+
+def _text(dialect: Dialect, pieces: list[str]) -> str:
+    return "".join(pieces).replace("D", dialect.delimiter).replace("Q", dialect.quote) \
+        .replace("E", dialect.escape).replace("C", dialect.comment or "#")
+
+
+def _options(dialect: Dialect) -> ReadOptions:
+    return ReadOptions(delimiter=dialect.delimiter, escape=dialect.escape,
+                       quote=dialect.quote, comment=dialect.comment,
+                       line_sep=dialect.line_sep, ignore_leading=dialect.ignore_leading,
+                       ignore_trailing=dialect.ignore_trailing)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_DIALECTS, st.lists(_PIECES, max_size=30), st.lists(st.integers(1, 12), max_size=4))
+def test_the_vectorized_ends_are_the_scanners_fed_whole_or_in_pieces(
+        drawn: Dialect, pieces: list[str], cuts: list[int]) -> None:
+    dialect = _resolve(drawn)
+    if dialect is None:
+        return
+    data = _text(dialect, pieces).encode()
+    for final in (False, True):
+        ends = record_ends(data, final, dialect=dialect).tolist()
+        scanner, fed, position = QuoteScanner(bytes, dialect=dialect), [], 0
+        for size in [*cuts, len(data)]:  # the same text fed in pieces
+            piece = data[position:position + size]
+            fed += [position + end for end in scanner.feed(piece)]
+            position += len(piece)
+        if final and len(data) and (not fed or fed[-1] != len(data)):
+            fed.append(len(data))  # the last record, without its line end
+        assert ends == fed, (data, dialect)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_DIALECTS, st.lists(_PIECES, max_size=30), st.integers(1, 9))
+def test_blocks_parser_and_vectorized_pass_agree_for_any_dialect(
+        drawn: Dialect, pieces: list[str], cut: int) -> None:
+    """The block reader's records (comment lines dropped) are the parser's records joined
+    from the same text; each row of the vectorized pass is the parser's row."""
+    dialect = _resolve(drawn)
+    if dialect is None:
+        return
+    text = _text(dialect, pieces)
+    data = text.encode()
+    block = split_records(data, "csv", options=_options(dialect))
+    records = block.records.to_pylist()
+    joined = [r.decode() for _, r in join_records([data], dialect=dialect)]
+    assert [r for r in records if r] == [r for r in joined if r and not (
+        dialect.comment and r.startswith(dialect.comment))]
+    names = ["a", "b", "c"]
+    schema = pa.schema([(n, pa.string()) for n in names])
+    parsed = parse_csv(block.records, schema, names, False, dialect=dialect)
+    for row, i in zip(parsed.table.to_pylist(), parsed.rows.tolist(), strict=True):
+        reference = parse_csv_lines([records[i]], header=names, dialect=dialect)
+        assert reference.errors == [] and reference.records == [row], (records[i], dialect)
+    # The block reader, a few bytes at a time, cuts the same records.
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "in.csv"
+        path.write_bytes(data)
+        read = [r for b in read_blocks(SourceTask(str(path), "csv"), None, cut,
+                                       _options(dialect)) for r in b.records.to_pylist()]
+    assert read == records, (data, dialect)
+
+
+def test_split_record_reads_white_space_around_values_as_spark_does() -> None:
+    both = Dialect(ignore_leading=True, ignore_trailing=True)
+    assert split_record(' a , "b c" ,c ', dialect=both) == [("a", False), ("b c", True),
+                                                          ("c", False)]
+    lead = Dialect(ignore_leading=True)
+    assert split_record(' a , "b"', dialect=lead) == [("a ", False), ("b", True)]
+    assert strip_line_end(b"x\r") == b"x" and strip_line_end(b"x\r", "\n") == b"x\r"
+
+
+AB = "a BIGINT, b STRING"
+
+
+@pytest.mark.parametrize(("options", "data", "rows", "failed"), [
+    ({"comment": "#"}, b'# made by "x\n#\na,b\n1,x\n# 2,"y\n2,y\n#end', [(1, "x"), (2, "y")],
+     []),
+    ({}, b"a,b\n1,x\n#2,y\n", [(1, "x")], [("cast", "3")]),  # no comment by default
+    ({"quote": "'"}, b"a,b\n1,'x, \"y\"'\n2,'it''s'\n", [(1, 'x, "y"'), (2, "it's")], []),
+    ({"quote": "'", "escape": "\\"}, b"a,b\n1,'it\\'s'\n", [(1, "it's")], []),
+    ({"lineSep": "|"}, b'a,b|1,"x|y"|2,y|', [(1, "x|y"), (2, "y")], []),
+    ({"lineSep": "\\r"}, b"a,b\r1,x\r\r2,y\r", [(1, "x"), (2, "y")], []),
+    ({"lineSep": "\\r\\n"}, b"a,b\r\n1,x\r\n2,y\ny\r\n", [(1, "x")], [("parse", "3")]),
+    ({}, b"a,b\r1,x\r\n\r2,\"y\rz\"\n", [(1, "x"), (2, "y\rz")], []),
+    ({"ignoreLeadingWhiteSpace": "true", "ignoreTrailingWhiteSpace": "true"},
+     b'a , b\n 1 , x \n2,  " y "  \n', [(1, "x"), (2, " y ")], []),
+    ({"ignoreLeadingWhiteSpace": "true"}, b"a,b\n 1, x \n", [(1, "x ")], []),
+    ({}, b"a,b\n1, x \n 2,y\n", [(1, " x ")], [("cast", "3")]),  # Spark's reading default
+])
+@pytest.mark.parametrize("block_bytes", [None, 4])
+def test_each_option_reads_as_spark_documents_it(tmp_path: Path, options: dict[str, str],
+                                                 data: bytes, rows: list[tuple[int, str]],
+                                                 failed: list[tuple[str, str]],
+                                                 block_bytes: int | None) -> None:
+    counts: dict[str, int] = {}
+    got, errors = run(tmp_path / "in.csv", data, AB, options=options, counts=counts,
+                      block_bytes=block_bytes)
+    assert got == ordered([{"a": a, "b": b} for a, b in rows])
+    assert reasons(errors) == failed
+    assert counts["records"] == len(rows) + len(failed)
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"quote": ","}, "the quote ',' is the field separator"),
+    ({"comment": '"'}, "the comment '\"' is the quote"),
+    ({"quote": "'", "escape": "'", "comment": "'"}, "the comment \"'\" is the quote"),
+    ({"lineSep": ";", "sep": ";"}, "the line separator ';' is the field separator"),
+    ({"lineSep": "ab"}, "expected one ASCII character or \\r\\n"),
+    ({"quote": ""}, "expected one ASCII character"),
+])
+def test_a_dialect_that_cannot_be_read_is_refused_in_one_line(options: dict[str, str],
+                                                              words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        read_options(options)
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_options_keep_sparks_names_and_defaults() -> None:
+    resolved = config.resolve({})
+    assert (resolved["quote"], resolved["comment"], resolved["lineSep"]) == ('"', "", None)
+    assert resolved["ignoreLeadingWhiteSpace"] is False
+    assert resolved["ignoreTrailingWhiteSpace"] is False
+    assert resolved["mode"] == "PERMISSIVE"
