@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from markerstore.ingest.blocks import BOM, Block, ReadOptions, _open
+from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, codec
 from markerstore.ingest.sources import SourceTask
 
 HEADER_BYTES = 64 * 1024  # read a block at a time: a header may be longer
@@ -58,7 +59,9 @@ def read_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
     scanner = QuoteScanner(bytes, dialect=options.dialect)
     comment = options.comment.encode()
     record = bytearray()
-    with _open(SourceTask(task.url, task.format), dict(storage_options or {})) as handle:
+    with _open(SourceTask(task.url, task.format), dict(storage_options or {})) as raw:
+        # UTF-16 is read as its UTF-8 transcoding, as the tasks read it
+        handle = Utf16Stream(raw, options.encoding) if options.encoding in UTF16 else raw
         first = True
         while True:
             chunk = handle.read(HEADER_BYTES)
@@ -83,6 +86,8 @@ def read_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
 def _text(record: bytes, options: ReadOptions) -> str:
     if len(record) > options.max_record_bytes:
         return ""
+    if options.encoding in SINGLE_BYTE:  # every byte is a character
+        return record.decode(codec(options.encoding))
     try:
         return record.decode("utf-8")
     except UnicodeDecodeError:
