@@ -26,6 +26,7 @@ refused with one line naming the letter, when the option is parsed.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -172,7 +173,7 @@ def compile_pattern(pattern: str, option: str = "timestampFormat") -> DatetimePa
     return DatetimePattern(pattern, f"(?i)^{body}$", tuple(groups), reader.fraction)
 
 
-def pattern_option(option: str):  # noqa: ANN201 (a parser of markerstore.option_values)
+def pattern_option(option: str) -> Callable[[object], str | None]:
     """The parser of option `option`: empty (not set) or a pattern of the subset."""
     def parse(value: object) -> str | None:
         if value is None or not str(value):

@@ -65,12 +65,18 @@ def date_corpora() -> list[Corpus]:
         ("date_short_name", "1 Feb 2021,,,,,,"), ("date_lower_case", "1 feb 2021,,,,,,"),
         ("date_long_name", "1 February 2021,,,,,,"), ("date_number", "1 02 2021,,,,,,"),
     ])
+    default = _csv("csv_date_default", 10_400_001, {}, [
+        ("date_iso", "2021-02-01,,,,,,"), ("date_one_digit_fields", "2021-2-1,,,,,,"),
+        ("date_with_time", "2021-02-01 10:11,,,,,,"),
+        ("date_leading_space", '" 2021-02-01",,,,,,'),
+        ("date_year_only", "2021,,,,,,"), ("ts_iso_offset", ",2021-02-01T10:11:12+01:00,,,,,"),
+        ("ts_no_offset", ",2021-02-01 10:11:12,,,,,"), ("ntz_iso", ",,2021-02-01T10:11:12,,,,")])
     json = Corpus("json_date_format", "json", DDL, options={"dateFormat": "MM/dd/yyyy"})
     add = _Builder(json, 10_300_001).add
     add("date_string", '{"id": {id}, "d": "02/01/2021"}')
     add("date_iso", '{"id": {id}, "d": "2021-02-01"}')
     add("date_number", '{"id": {id}, "d": 20210201}')
-    return [day_first, short, names, json]
+    return [day_first, short, names, default, json]
 
 
 def timestamp_corpora() -> list[Corpus]:
@@ -206,14 +212,14 @@ def test_each_record_is_one_row_or_one_error_and_most_agree(outcomes: list[Outco
         assert out.unattributed == [], out.corpus.name
         assert all(len(out.ours[c.name]) == c.records for c in out.corpus.cases)
         assert out.result.source_records == out.corpus.records
-        agree = len(out.corpus.cases) - sum(1 for name in differences([out]))
-        assert agree > len(out.corpus.cases) // 2, out.corpus.name
+    cases = sum(len(o.corpus.cases) for o in outcomes)
+    assert cases - len(differences(outcomes)) > 3 * len(differences(outcomes))
 
 
 def test_a_file_whose_only_oddity_is_a_value_option_loses_nothing(
         outcomes: list[Outcomes]) -> None:
     """The cases written as the option says (no `bad` in Spark) are rows in the ingest."""
-    for out in outcomes:
+    for out in (o for o in outcomes if o.corpus.options):
         for case in out.corpus.cases:
             spark = out.spark[case.name]
             if spark and all(o[0] == "row" for o in spark):
