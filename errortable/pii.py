@@ -23,7 +23,7 @@ import csv
 import json
 import re
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -41,7 +41,7 @@ def _parts(paths: Iterable[str]) -> list[list[str]]:
     return [[key_name(part) for part in path.split(".")] for path in paths]
 
 
-def _walk(record: Any, paths: Iterable[str], on_match: Any) -> Any:
+def _walk(record: Any, paths: Iterable[str], on_match: Callable[[Any], Any]) -> Any:
     """Walk `record` (iteratively: any depth) and call ``on_match(value)`` for each value
     that a path names, putting its result in its place; returns the rebuilt copy. A path
     starts at every object of the record, not only its root (a field is protected

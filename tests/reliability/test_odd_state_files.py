@@ -6,14 +6,14 @@ read as a finding."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 from markerstore import Table
+from markerstore.cli.main import cli as markerstore_cli
 from markerstore.timeline import is_instant
 from tests.support.files import marked_write
 
@@ -40,9 +40,8 @@ ODD: dict[str, tuple[Callable[[Table, str], None], bool]] = {
 }
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "markerstore.cli", *args],
-                          capture_output=True, text=True, timeout=120)
+def cli(*args: str) -> Result:
+    return CliRunner().invoke(markerstore_cli, list(args))
 
 
 @pytest.mark.parametrize("case", sorted(ODD))
@@ -57,14 +56,14 @@ def test_commands_answer_around_an_odd_state_file(tmp_path: Path, case: str) -> 
     act(table, inflight)
 
     report = cli("report", table.path, "--json")
-    assert report.returncode == 0, report.stderr
+    assert report.exit_code == 0, report.stderr
     findings = json.loads(report.stdout)["verdict"]["findings"]
     assert any(f["kind"] == "unreadable_markers" for f in findings) == unreadable
     timeline = cli("timeline", table.path)
-    assert timeline.returncode == 0 and timeline.stderr == "", timeline.stderr
+    assert timeline.exit_code == 0 and timeline.stderr == "", timeline.stderr
     assert first in timeline.stdout and inflight in timeline.stdout
     sql = cli("sql", table.path, "SELECT count(*) AS n FROM commits", "--json")
-    assert sql.returncode == 0 and sql.stderr == "", sql.stderr
+    assert sql.exit_code == 0 and sql.stderr == "", sql.stderr
     assert json.loads(sql.stdout) == [{"n": 2}]  # the two instants, nothing else
 
 
