@@ -64,8 +64,8 @@ def record_spans(data: bytes, begin: int = 0) -> Spans:
 
 def _where(region: np.ndarray, byte: int) -> np.ndarray:
     """Positions of `byte` in `region`, found a chunk at a time (int32 where they fit)."""
-    kind = np.int32 if len(region) < 2**31 else np.int64
-    found = [np.flatnonzero(region[a:a + _CHUNK] == byte).astype(kind) + kind(a)
+    kind = np.dtype(np.int32 if len(region) < 2**31 else np.int64)
+    found = [np.add(np.flatnonzero(region[a:a + _CHUNK] == byte), a, dtype=kind)
              for a in range(0, len(region), _CHUNK)]
     return np.concatenate(found) if found else np.zeros(0, kind)
 
