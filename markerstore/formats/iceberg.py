@@ -289,7 +289,8 @@ class IcebergPublisher:
             _log.warning("could not delete the metadata of a lost Iceberg commit: %s", exc)
 
     def _commit(self, table: Table, commit: CommitToPublish) -> None:
-        check_partitioning(table.metadata, tuple(commit.partition_by))
+        if commit.added:  # a commit without files has no partitioning to check
+            check_partitioning(table.metadata, tuple(commit.partition_by))
         removed = self._removed(table, commit) if commit.mode == OVERWRITE else []
         with _without_retries(table).transaction() as tx:
             new_columns = set(commit.schema.names) - set(tx.table_metadata.schema().column_names)
