@@ -129,3 +129,16 @@ def test_the_error_table_is_an_iceberg_table_too(local_where: Any) -> None:
     assert iceberg_table(errors).scan().to_arrow().num_rows == 0
     assert [p for p in data_files(errors) if p.endswith(".parquet")
             and not p.startswith("metadata/")] == []
+
+
+@pytest.mark.s3
+def test_a_table_on_s3_without_a_catalog_fails_before_writing(moto_apart: Any) -> None:
+    from markerstore.errors import ConfigError
+    from tests.support.locations import Location
+
+    bucket = moto_apart.create_bucket("fmt-no-catalog")
+    table = open_table(Location("s3", f"s3://{bucket}/table", moto_apart.storage_options()),
+                       markerstore__table__formats="iceberg")
+    with pytest.raises(ConfigError, match="markerstore.table.iceberg.catalog.uri"):
+        commit_all(table, split(10, 1), partition_by=["day"], conflict_mode="append")
+    assert table.timeline() == [] and data_files(table) == []
