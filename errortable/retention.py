@@ -138,7 +138,8 @@ def _delete(table: Table, expire_instant: str, paths: list[str]) -> int:
     later expires do not try again. First the table's formats publish the expire (their
     versions stop referencing the files), as every commit of the table before it."""
     publish(table, absent=expired_paths)
-    kept = referenced_paths(table)  # a format still referencing one: it stays
+    # a format still referencing one (a snapshot after the expire): it stays
+    kept = referenced_paths(table, release_before=expire_instant)
     paths = [p for p in paths if p not in kept]
     storage = table.storage
     count = storage.delete_many([storage.path(p) for p in paths], table.parallelism)

@@ -46,7 +46,13 @@ from errortable.taskwriter import (
     ErrorFileStats,
     ErrorTaskSpec,
 )
-from markerstore.config import ERROR_TABLE_FORMAT, TABLE_FORMATS, Settings, resolve
+from markerstore.config import (
+    ERROR_TABLE_FORMAT,
+    ICEBERG_IDENTIFIER,
+    TABLE_FORMATS,
+    Settings,
+    resolve,
+)
 from markerstore.errors import CommitConflictError, CorruptErrorFileError, ErrorTableError
 from markerstore.formats import publish
 from markerstore.markers import ReconcileResult, RollbackResult
@@ -296,9 +302,13 @@ def _error_table_settings(source: Table, url: str, storage_options: Mapping[str,
                           settings: Mapping[str, Any] | Settings | None) -> Settings:
     """The error table's settings: the writer's, with the table formats of the main table
     when the error table is new and written in Parquet (an existing one keeps those it was
-    created with)."""
+    created with). A named Iceberg identifier becomes the error table's own: the same
+    namespace, the error table's folder name."""
     resolved = resolve(settings)
     given = {k: v for k, v in resolved.explicit().items() if k != TABLE_FORMATS}
+    if given.get(ICEBERG_IDENTIFIER):
+        namespace = str(given[ICEBERG_IDENTIFIER]).rpartition(".")[0]
+        given[ICEBERG_IDENTIFIER] = ".".join(filter(None, [namespace, _table_name(url)]))
     formats = source.formats()
     if resolved[ERROR_TABLE_FORMAT] != "parquet":
         return Settings(given)  # Delta and Iceberg engines read Parquet files only

@@ -118,6 +118,8 @@ INGEST_ENCODING = "markerstore.ingest.encoding"
 INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
 TABLE_FORMATS = "markerstore.table.formats"
 DELTA_STORAGE_OPTIONS = "markerstore.table.formats.delta.storage_options"
+ICEBERG_IDENTIFIER = "markerstore.table.iceberg.identifier"     # namespace.table
+ICEBERG_CATALOG_PREFIX = "markerstore.table.iceberg.catalog."   # + a pyiceberg property
 # Spark's reader options for the structure of records
 INGEST_MODE = "markerstore.ingest.mode"
 INGEST_CORRUPT_RECORD = "markerstore.ingest.columnNameOfCorruptRecord"
@@ -404,6 +406,11 @@ _DEFINITIONS: tuple[Option, ...] = (
            "the store has no put-if-absent, name a locking provider here (e.g. "
            "{\"AWS_S3_LOCKING_PROVIDER\": \"dynamodb\", \"DELTA_DYNAMO_TABLE_NAME\": ...}).",
            ()),
+    Option(ICEBERG_IDENTIFIER, None, optional_str,
+           "Iceberg publishing: the table's identifier (namespace.table) in its catalog "
+           "(default: markerstore.<folder name>; its error table: the same namespace and "
+           "the error table's folder name).",
+           ()),
     Option(ERROR_MAX_FRACTION, None, optional_fraction,
            "Error budget: a write whose error rows are more than this fraction of its rows "
            "in is rolled back, data and error rows alike, and fails (Hudi's "
@@ -464,6 +471,27 @@ def _index(definitions: tuple[Option, ...]) -> tuple[dict[str, Option], dict[str
 OPTIONS, _ALIASES = _index(_DEFINITIONS)
 
 
+# Keys of a family: a prefix and a name the user picks (another library's own property
+# names). resolve() keeps them as text, under the prefix's spelling.
+PREFIX_KEYS: dict[str, str] = {
+    ICEBERG_CATALOG_PREFIX + "<property>":
+        "Iceberg publishing: one property of the catalog, as pyiceberg names it (uri, "
+        "type, warehouse, s3.endpoint, ...). Default: a local table's embedded SQLite "
+        "catalog (.markerstore/iceberg/catalog.db); a table on S3 must set "
+        + ICEBERG_CATALOG_PREFIX + "uri.",
+}
+_PREFIXES = tuple(key.rpartition("<")[0] for key in PREFIX_KEYS)
+
+
+def prefixed_key(key: str) -> str | None:
+    """`key` spelled as a key of a family (:data:`PREFIX_KEYS`), its prefix matched without
+    case; None when it is not one."""
+    for prefix in _PREFIXES:
+        if key.lower().startswith(prefix) and len(key) > len(prefix):
+            return prefix + key[len(prefix):]
+    return None
+
+
 # An error record's reason: the key in its context map, and the column a task's error rows
 # carry on their way to the error table (the commit protocol counts them by it).
 REASON_KEY = "reason"
@@ -515,6 +543,9 @@ def canonical_key(key: str) -> str:
     without case as Spark matches its reader options (``multiline`` is ``multiLine``)."""
     if key in OPTIONS:
         return key
+    prefixed = prefixed_key(key)
+    if prefixed is not None:
+        return prefixed
     if key in _ALIASES:
         return _ALIASES[key]
     spelled = _LOWERED.get(key.lower())
@@ -565,6 +596,9 @@ def resolve(options: Mapping[str, Any] | Settings | None) -> Settings:
         key = canonical_key(str(raw_key))
         if key in values and raw_key != key:
             raise ConfigError(f"option {key} is given twice (as {raw_key!r} and another spelling)")
+        if key not in OPTIONS:  # a key of a family: text, as the library it names takes
+            values[key] = str(raw_value)
+            continue
         try:
             values[key] = OPTIONS[key].parse(raw_value)
         except (TypeError, ValueError) as exc:
@@ -574,7 +608,8 @@ def resolve(options: Mapping[str, Any] | Settings | None) -> Settings:
 
 def describe() -> list[dict[str, Any]]:
     """Every option with its default, aliases and doc (for the README table and `--help`)."""
-    return [
-        {"key": o.key, "default": o.default, "aliases": list(o.aliases), "doc": o.doc}
-        for o in sorted(OPTIONS.values(), key=lambda o: o.key)
-    ]
+    rows = [{"key": o.key, "default": o.default, "aliases": list(o.aliases), "doc": o.doc}
+            for o in OPTIONS.values()]
+    rows += [{"key": key, "default": None, "aliases": [], "doc": doc}
+             for key, doc in PREFIX_KEYS.items()]
+    return sorted(rows, key=lambda row: str(row["key"]))

@@ -8,7 +8,7 @@ import logging
 from markerstore.commit.plan import CommitPlan, delete_plan, plan_path
 from markerstore.commit.staging import staging_for
 from markerstore.errors import CorruptTableError
-from markerstore.formats import publish, publishers_of
+from markerstore.formats import publish, publishers_of, referenced_paths
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,8 @@ def post_commit(table: Table, plan: CommitPlan) -> None:
         return
     if plan.replaced_files:
         replaced = checked_replaced_files(table, plan)
-        if publishers:
-            kept = {p for publisher in publishers for p in publisher.referenced_paths()}
+        if publishers:  # the snapshots before the replace are released first (Iceberg)
+            kept = referenced_paths(table, publishers, release_before=plan.instant)
             replaced = [p for p in replaced if p not in kept]
         table.storage.delete_many([table.storage.path(p) for p in replaced],
                                   table.parallelism)

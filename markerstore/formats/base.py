@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import pyarrow as pa
 
+# The key, in a format version's commit info or snapshot summary, naming its instant.
+INSTANT_KEY = "markerstore.instant"
 APPEND = "append"
 OVERWRITE = "overwrite"
 

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish, PublishedFile
+from markerstore.paths import HIVE_DEFAULT_PARTITION
 from markerstore.table import Table
 
-HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # Key of a data file's Parquet key-value metadata naming the types of the partition
 # columns (which Hive-style files do not hold): an Arrow IPC schema, base64.
 PARTITION_SCHEMA_KEY = b"markerstore.partition_schema"

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.errors import ConfigError, MarkerStoreError
-from markerstore.formats.base import OVERWRITE, CommitToPublish, PublishDeferred
+from markerstore.formats.base import INSTANT_KEY, OVERWRITE, CommitToPublish, PublishDeferred
 from markerstore.formats.commits import hive_partition
 from markerstore.formats.stats import file_stats
 from markerstore.table import Table
@@ -34,7 +34,6 @@ from markerstore.table import Table
 log = logging.getLogger(__name__)
 
 APP_PREFIX = "markerstore-"
-INSTANT_KEY = "markerstore.instant"
 
 
 def delta_uri(table: Table) -> str:

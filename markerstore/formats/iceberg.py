@@ -47,12 +47,12 @@ from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.update.snapshot import ExpireSnapshots, UpdateSnapshot
 from pyiceberg.utils.properties import property_as_bool
 
-from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish
+from markerstore.config import ICEBERG_IDENTIFIER as IDENTIFIER
+from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish, PublishDeferred
 from markerstore.formats.iceberg_catalog import (
     CATALOG_PREFIX,
     COMMIT_ATTEMPTS,
     DEFAULT_CATALOG_FILE,
-    IDENTIFIER,
     IDENTIFIER_DEFAULT,
     INSTANT_PROPERTY,
     METADATA_FOLDER,
@@ -74,6 +74,7 @@ from markerstore.formats.iceberg_files import (
     referenced_files,
     relative,
 )
+from markerstore.table import Table as MarkerstoreTable
 
 __all__ = ["CATALOG_PREFIX", "DEFAULT_CATALOG_FILE", "IDENTIFIER", "INSTANT_PROPERTY",
            "METADATA_FOLDER", "IcebergPublishError", "IcebergPublisher",
@@ -89,6 +90,8 @@ class IcebergPublisher:
     """The Iceberg format of one markerstore table (a :class:`FormatPublisher`)."""
 
     name = "iceberg"
+    # Iceberg's own folder in the table: verify counts nothing in it as an orphan.
+    metadata_folder = METADATA_FOLDER
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None,
                  catalog_properties: Mapping[str, str] | None = None,
@@ -137,7 +140,11 @@ class IcebergPublisher:
         if commit.mode not in (APPEND, OVERWRITE):
             raise IcebergPublishError(f"instant {commit.instant}: unknown mode {commit.mode!r}")
         for attempt in range(COMMIT_ATTEMPTS):
-            table = self.table() or self._create(commit)
+            table = self.table()
+            if table is None and not commit.added:
+                raise PublishDeferred(f"instant {commit.instant} has no file to give the "
+                                      f"Iceberg table {self.identifier} its schema")
+            table = table or self._create(commit)
             if self._holds(table, commit.instant):
                 return
             try:
@@ -148,6 +155,14 @@ class IcebergPublisher:
                 if attempt == COMMIT_ATTEMPTS - 1:
                     raise
                 time.sleep(random.uniform(0, RETRY_WAIT_S * 2 ** attempt))
+
+    def held_among(self, instants: list[str]) -> set[str]:
+        """Those of `instants` the table holds: named by a retained snapshot, or before the
+        instant its snapshots were expired up to (:meth:`expire_before`)."""
+        table = self.table()
+        if table is None or not instants:
+            return set()
+        return {i for i in instants if self._holds(table, i)}
 
     def referenced_paths(self) -> set[str]:
         """Table-relative paths of the data files any retained snapshot holds."""
@@ -274,7 +289,8 @@ class IcebergPublisher:
             _log.warning("could not delete the metadata of a lost Iceberg commit: %s", exc)
 
     def _commit(self, table: Table, commit: CommitToPublish) -> None:
-        check_partitioning(table.metadata, tuple(commit.partition_by))
+        if commit.added:  # a commit without files has no partitioning to check
+            check_partitioning(table.metadata, tuple(commit.partition_by))
         removed = self._removed(table, commit) if commit.mode == OVERWRITE else []
         with _without_retries(table).transaction() as tx:
             new_columns = set(commit.schema.names) - set(tx.table_metadata.schema().column_names)
@@ -350,3 +366,11 @@ def publisher_from_options(url: str, storage_options: Mapping[str, Any] | None,
     under :data:`CATALOG_PREFIX` and :data:`IDENTIFIER`)."""
     identifier = str(options.get(IDENTIFIER) or IDENTIFIER_DEFAULT) or None
     return IcebergPublisher(url, storage_options, catalog_options(options), identifier)
+
+
+def publisher(table: MarkerstoreTable) -> IcebergPublisher:
+    """The Iceberg publisher of `table`, from the options it was opened with (the catalog
+    keys under :data:`CATALOG_PREFIX`, :data:`IDENTIFIER`) and its storage options (the
+    factory in :mod:`markerstore.formats.publish` calls this)."""
+    return publisher_from_options(table.storage.url(), table.storage.storage_options,
+                                  table.settings.explicit())

@@ -22,19 +22,19 @@ from urllib.parse import urlsplit
 
 from pyiceberg.catalog import Catalog, load_catalog
 
+from markerstore.config import ICEBERG_CATALOG_PREFIX as CATALOG_PREFIX
 from markerstore.errors import ConfigError
+from markerstore.formats.base import INSTANT_KEY
 from markerstore.paths import META_SEGMENT
 
-# Option keys (markerstore.config holds them with the table's other options).
-CATALOG_PREFIX = "markerstore.table.iceberg.catalog."   # + a pyiceberg catalog property
-IDENTIFIER = "markerstore.table.iceberg.identifier"     # namespace.table in the catalog
+# The option keys (the catalog's prefix above, the identifier) are in markerstore.config.
 IDENTIFIER_DEFAULT = ""                                 # markerstore.<folder name>
 # The name pyiceberg's own configuration knows the catalog by (~/.pyiceberg.yaml,
 # PYICEBERG_CATALOG__MARKERSTORE__*), and the namespace of the tables it publishes.
 CATALOG_NAME = "markerstore"
 DEFAULT_NAMESPACE = CATALOG_NAME
 # The snapshot summary property that names the instant a snapshot publishes.
-INSTANT_PROPERTY = "markerstore.instant"
+INSTANT_PROPERTY = INSTANT_KEY
 # Where the embedded catalog of a local table lives, relative to the table folder.
 DEFAULT_CATALOG_FILE = f"{META_SEGMENT}/iceberg/catalog.db"
 # Folders (relative to the table) Iceberg writes into: not markerstore's orphans.

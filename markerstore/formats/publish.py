@@ -104,10 +104,20 @@ def missing_instants(publisher: FormatPublisher, instants: list[str]) -> list[st
     return [i for i in instants if i not in held]
 
 
-def referenced_paths(table: Table) -> set[str]:
+def referenced_paths(table: Table, publishers: list[FormatPublisher] | None = None, *,
+                     release_before: str | None = None) -> set[str]:
     """Table-relative paths of every file a retained version/snapshot of a format of
-    `table` references (nothing of markerstore's deletes one)."""
-    return {p for publisher in publishers_of(table) for p in publisher.referenced_paths()}
+    `table` references (nothing of markerstore's deletes one). With `release_before`, an
+    instant every completed instant up to which the formats hold, a format that keeps
+    older snapshots' files (Iceberg) first expires its snapshots of the instants before
+    it, as Delta's latest version references only the live files."""
+    publishers = publishers_of(table) if publishers is None else publishers
+    if release_before is not None:
+        for publisher in publishers:
+            expire_before = getattr(publisher, "expire_before", None)
+            if expire_before is not None:
+                expire_before(release_before)
+    return {p for publisher in publishers for p in publisher.referenced_paths()}
 
 
 def drift(table: Table, publishers: list[FormatPublisher] | None = None

@@ -72,7 +72,7 @@ def test_table_rejects_unknown_options() -> None:
 
 def test_describe_lists_every_key() -> None:
     keys = {row["key"] for row in config.describe()}
-    assert keys == set(config.OPTIONS)
+    assert keys == set(config.OPTIONS) | set(config.PREFIX_KEYS)
     row = next(r for r in config.describe() if r["key"] == config.MARKERS_TYPE)
     assert row["aliases"] == ["hoodie.write.markers.type"] and row["default"] == "direct"
 
@@ -132,9 +132,26 @@ def _shown(default: object) -> set[str]:
 def test_readme_table_matches_config() -> None:
     """README's configuration table: every key, with config.py's default, aliases, doc."""
     rows = _readme_options()
-    assert sorted(rows) == sorted(config.OPTIONS)
+    assert sorted(rows) == sorted([*config.OPTIONS, *config.PREFIX_KEYS])
     for key, (default, aliases, doc) in rows.items():
+        if key in config.PREFIX_KEYS:
+            assert (default, aliases, doc) == ("(none)", "", config.PREFIX_KEYS[key]), key
+            continue
         option = config.OPTIONS[key]
         assert default in _shown(option.default), key
         assert re.findall(r"`([^`]+)`", aliases) == list(option.aliases), key
         assert doc == option.doc, key
+
+
+def test_iceberg_catalog_keys_are_kept_as_text_under_their_prefix() -> None:
+    """A key of the Iceberg catalog family resolves (any case of its prefix, as Spark's
+    lowercased options arrive) to the prefix's spelling with the property name kept; an
+    unknown key is still refused."""
+    settings = config.resolve({"MARKERSTORE.TABLE.ICEBERG.CATALOG.uri": "sqlite:////x.db",
+                               config.ICEBERG_CATALOG_PREFIX + "s3.endpoint": 9000,
+                               config.ICEBERG_IDENTIFIER: "lake.events"})
+    assert settings.explicit() == {config.ICEBERG_CATALOG_PREFIX + "uri": "sqlite:////x.db",
+                                   config.ICEBERG_CATALOG_PREFIX + "s3.endpoint": "9000",
+                                   config.ICEBERG_IDENTIFIER: "lake.events"}
+    with pytest.raises(ConfigError, match="unknown option"):
+        config.resolve({config.ICEBERG_CATALOG_PREFIX: "x"})  # no property name

@@ -48,3 +48,38 @@ def vacuum_candidates(table: Table) -> list[str]:
     """What Delta's own cleanup would delete now, with no retention."""
     return list(delta_table(table).vacuum(retention_hours=0, dry_run=True,
                                           enforce_retention_duration=False))
+
+
+ICEBERG = {"markerstore.table.formats": "iceberg"}
+BOTH = {"markerstore.table.formats": "delta,iceberg"}
+
+
+def iceberg_publisher(table: Table) -> Any:
+    from markerstore.formats.publish import open_publisher
+
+    return open_publisher("iceberg", table)
+
+
+def iceberg_table(table: Table) -> Any:
+    """The Iceberg table of `table`, loaded from its catalog by pyiceberg."""
+    found = iceberg_publisher(table).table()
+    assert found is not None, f"{table} has no Iceberg table"
+    return found
+
+
+def assert_iceberg_matches(table: Table) -> None:
+    """pyiceberg's scan sees exactly markerstore's snapshot (row for row), every completed
+    commit is held, and the retained snapshots are one per commit since the snapshots were
+    last expired (a replace expires those before it), in the instants' order."""
+    publisher = iceberg_publisher(table)
+    iceberg = iceberg_table(table)
+    columns, expected = snapshot_rows(table)
+    got = iceberg.scan().to_arrow()
+    assert sorted(got.column_names) == columns
+    assert _sorted_rows(got, columns) == expected
+    completed = [i for i, _ in table.completed()]
+    assert publisher.held_among(completed) == set(completed)
+    since = publisher.expired_before() or ""
+    snapshots = sorted(iceberg.snapshots(), key=lambda s: s.sequence_number)
+    assert [s.summary.get("markerstore.instant") for s in snapshots] == [
+        i for i in completed if i >= since]
