@@ -346,8 +346,8 @@ class Verifier:
         try:
             findings, referenced, folders = check_formats(self.table, repair=self.repair,
                                                             absent=self.absent)
-        except CorruptTableError:
-            return  # reported by _table_file
+        except (CorruptTableError, OSError):
+            return  # an unreadable table file: reported by _table_file
         for f in findings:
             self._add(f["kind"], f["format"], None, f["instant"], f["action"])
         if referenced:

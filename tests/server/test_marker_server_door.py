@@ -297,7 +297,7 @@ def test_unknown_instants_allocate_nothing(mem_table: Table, serve: Serve, http:
     held = set(server.service.states)
     assert held == {live}
     for i in range(1500):
-        instant = f"2001{i:013d}"
+        instant = f"20010101{i:09d}"
         route = i % 6
         if route == 0:
             assert http("GET", f"{server.url}/v1/markers/{instant}") == (
