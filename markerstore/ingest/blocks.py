@@ -15,9 +15,10 @@ which only the first :data:`PREFIX_BYTES` (at most the limit) are kept: once the
 waiting for a record end pass the limit, the rest of that record is read through and
 dropped, so memory stays bounded by the limit plus a block.
 
-Byte ranges of a JSON-lines file: a range starts after the first newline at or after its
-start (unless it is 0) and ends with the line that crosses its end, so every line is read
-by exactly one range.
+Byte ranges of a JSON-lines or CSV file: a range starts after the first newline at or
+after its start (unless it is 0) and ends with the record that crosses its end, so every
+record is read by exactly one range; in CSV, when that newline lies inside a quoted field
+(:mod:`~markerstore.ingest.csvranges` tells), at the end of the record that holds it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable.csvtext import QuoteScanner
+from markerstore.ingest.csvranges import inside_at, range_start
 from markerstore.ingest.csvsplit import newlines_of, record_ends
 from markerstore.ingest.jsondoc import record_spans
 from markerstore.ingest.sources import SourceTask
@@ -281,6 +283,12 @@ class _Reader:
         self.block_bytes = block_bytes
         self.offset = _skip_partial_line(handle, task.start, block_bytes) if task.start else 0
         self.line = 1
+        if task.start and task.format == "csv":  # a CSV record may span this line start
+            o = options
+            self.offset, skipped = range_start(handle, self.offset, task.end, block_bytes,
+                                               o.max_record_bytes, o.delimiter, o.escape)
+            self.line += skipped
+            handle.seek(self.offset)
         self.carry = b""
 
     def blocks(self) -> Iterator[Block]:
@@ -317,14 +325,21 @@ class _Reader:
 
     def _too_large(self, data: bytes) -> Block:
         """The record that starts `data` and passed the limit, read through to its end a
-        block at a time (the bytes after it carried on): one raw record of its true size."""
+        block at a time (the bytes after it carried on): one raw record of its true size.
+        A CSV record is cut at a later range's first line start where that range reads
+        from outside a quoted field (:func:`~markerstore.ingest.csvranges.inside_at`)."""
         prefix = data[:self.options.prefix_bytes]
         scanner = (QuoteScanner(bytes, self.options.delimiter, self.options.escape)
                    if self.task.format == "csv" else None)
         size = lines = 0
         tail = b""  # the last two bytes read of the record: its line end
         self.carry = b""
+        cuts = _Cuts(self) if scanner is not None and self.task.end is not None else None
+        stop = cuts.next(self.offset) if cuts else None
         while data:
+            held = b""
+            if stop is not None and self.offset + size + len(data) > stop:
+                data, held = data[:stop - self.offset - size], data[stop - self.offset - size:]
             if scanner is not None:
                 found = scanner.feed(data)
                 at = found[0] if found else -1
@@ -335,11 +350,51 @@ class _Reader:
             lines += piece.count(b"\n")
             tail = (tail + piece[-2:])[-2:]
             if at >= 0:
-                self.carry = data[at:]
+                self.carry = data[at:] + held
                 break
-            data = self.handle.read(self.block_bytes)
+            if cuts and self.offset + size == stop:  # open at a later range's start
+                if cuts.outside(stop):
+                    self.carry = held
+                    break
+                stop = cuts.next(stop)
+            data = held or self.handle.read(self.block_bytes)
         line_end = 2 if tail == b"\r\n" else 1 if tail.endswith(b"\n") else 0
         record = RawRecord(self.line, self.offset, size - line_end, prefix, SIZE)
         self.offset += size
         self.line += lines
         return Block.without_records((record,), lines + (0 if line_end else 1))
+
+
+class _Cuts:
+    """The first line starts of the ranges after a CSV task's (each `end - start` bytes),
+    and whether a range reads from outside a quoted field there; the handle's position
+    is kept."""
+
+    def __init__(self, reader: _Reader) -> None:
+        task = reader.task
+        assert task.end is not None
+        self.reader, self.split = reader, task.end - task.start
+        self.start = task.end  # the next range's start
+        self.size = reader.handle.size
+
+    def next(self, after: int) -> int | None:
+        """The first line start of the next range that begins after `after`, or None."""
+        handle, where = self.reader.handle, self.reader.handle.tell()
+        try:
+            while self.start < self.size:
+                line_start = _skip_partial_line(handle, self.start, self.reader.block_bytes)
+                self.start += self.split
+                if line_start > after:
+                    return line_start if line_start < self.size else None
+            return None
+        finally:
+            handle.seek(where)
+
+    def outside(self, line_start: int) -> bool:
+        o, handle = self.reader.options, self.reader.handle
+        where = handle.tell()
+        try:
+            return not inside_at(handle, line_start, o.max_record_bytes, o.delimiter,
+                                 o.escape)
+        finally:
+            handle.seek(where)

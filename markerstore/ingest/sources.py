@@ -2,9 +2,10 @@
 :mod:`markerstore.ingest.blocks` reads).
 
 Spark cannot reach every fsspec URL (s3:// needs hadoop-aws), so executors read sources
-through fsspec themselves. A task is a whole file, or for a large JSON-lines file a
-byte range; a range starts after the first newline at or after its start (unless it is
-0) and ends with the line that crosses its end, so every line is read exactly once.
+through fsspec themselves. A task is a whole file, or for a large JSON-lines or CSV file
+a byte range; a range starts with the first record that starts at or after its start
+(unless it is 0) and ends with the record that crosses its end, so every record is read
+exactly once (:mod:`~markerstore.ingest.blocks`, :mod:`~markerstore.ingest.csvranges`).
 """
 
 from __future__ import annotations
@@ -94,9 +95,8 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
         url = fs.unstrip_protocol(path)
         size = int(info.get("size") or 0)
         compressed = path.lower().endswith(_COMPRESSED)
-        # CSV is read whole: its header is the file's first line, and a quoted field may
-        # hold a newline, so a byte range cannot tell where its first record starts.
-        whole = file_format in ("parquet", "csv") or json_documents
+        # A CSV range finds its first record by looking back (ingest.csvranges).
+        whole = file_format == "parquet" or (json_documents and file_format == "json")
         if whole or compressed or size <= split_bytes:
             tasks.append(SourceTask(url, file_format, size=size))
         else:

@@ -1,0 +1,120 @@
+"""Where a byte range of a CSV file starts its first record, exactly: a large CSV file is
+read by as many tasks as a JSON-lines file of its size, and every record by exactly one.
+
+A record belongs to the range its first byte lies in. Records start at line starts, so a
+range's records start at or after its first line start (the first newline at or after
+its start, as for JSON lines) and its last record is read through past its end. What a
+line start cannot tell by itself is whether it lies inside a quoted field (a newline in
+a value) or starts a record: that is the quote state there, a function of the bytes
+before it. After a newline the state is one of two, outside or inside a quoted field
+(the scanner's other states cannot hold across a newline), and each line maps the state
+at its start to the state at its end as a constant, the identity or a flip
+(:mod:`~markerstore.ingest.csvsplit`). A line that closes a quoted field it opens, or
+holds a quote anywhere but at a field's start, is constant: from there on the state is
+known whatever came before. So the state at a range's first line start is found by
+**looking back**: the lines of a window before it are read twice, once starting outside
+and once inside a quoted field (csvsplit's vectorized record ends, the second time after
+a prefix of a quote and a newline); where the two readings agree the state is known. The
+window starts at 64 KiB and grows fourfold; it reaches the file's start (the state is
+then exact) or ``markerstore.ingest.record.max_bytes`` before the line start. Then:
+
+- inside a quoted field, the range's first record starts where that field's record ends
+  (errortable's quote scanner, started inside a quoted field, reads to it);
+- outside, the range's first record starts at its first line start.
+
+Why look back, and not a first pass over every range with a prefix on the driver, or
+speculation verified against the previous range's end state: a line with a closed quoted
+field is constant, and ordinary CSV holds one every few lines, so the look-back reads one
+window of 64 KiB per range and classifies it at the speed of the block reader; no range
+waits for another, nothing is reread when a guess was wrong, and nothing is decided on
+the driver (a first pass would read the whole file twice, or on the driver; speculation
+needs a second round to redo the ranges it guessed wrong, in the commit). Its cost is a
+file without quotes: no line is constant, so the look-back reads ``record.max_bytes``
+before each range (at memory bandwidth: a window without a quote is not classified).
+
+The bound is the record size limit. When the window reaches ``record.max_bytes`` without
+an agreement, every line in it is the identity or a flip: were the state at its start
+inside a quoted field, the record open at the range's start would already be larger than
+the limit. The window is then read from outside. So the records are those of the whole
+file whenever every quoted field that spans a range's start is shorter than the limit;
+a quoted field that runs past the limit without a quote is one record too large (one
+error record), which the range after its open bytes cuts at its first line start beyond
+the window: a quote that never closes is one bounded error record, and no range reads
+past its neighbour's end by more than the limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from errortable.csvtext import QUOTED, QuoteScanner
+from markerstore.ingest.csvsplit import record_ends
+
+LOOK_BACK_BYTES = 64 * 1024  # the first window read before a range's first line start
+_GROWTH = 4
+
+
+def ends_inside(lines: bytes, inside: bool, delimiter: str = ",", escape: str = '"',
+                quote: str = '"') -> bool:
+    """Whether whole `lines` (ending at a line start), read from inside a quoted field or
+    not, end inside one."""
+    data = (quote + "\n").encode() + lines if inside else lines
+    if not data:
+        return False
+    ends = record_ends(data, False, delimiter, None, escape)
+    return not (len(ends) and int(ends[-1]) == len(data))
+
+
+def inside_at(handle: Any, at: int, limit: int, delimiter: str = ",", escape: str = '"',
+              quote: str = '"') -> bool:
+    """Whether line start `at` of the file open as `handle` lies inside a quoted field,
+    from the lines of at most `limit` bytes before it (see the module's docstring)."""
+    span, begin, data = LOOK_BACK_BYTES, at, b""
+    quote_byte = quote.encode()
+    while True:
+        wider = max(0, at - min(span, limit))
+        handle.seek(wider)
+        data, begin = handle.read(begin - wider) + data, wider
+        if begin == 0:  # the file's start: outside a quoted field
+            return ends_inside(data, False, delimiter, escape, quote)
+        first = data.find(b"\n") + 1  # the window's first line start (0: none)
+        lines = data[first:] if first else b""
+        if quote_byte in lines:  # no quote: every line is the identity
+            outside = ends_inside(lines, False, delimiter, escape, quote)
+            if outside == ends_inside(lines, True, delimiter, escape, quote):
+                return outside
+        if at - begin >= limit:  # undecided within the limit: read from outside
+            return ends_inside(lines, False, delimiter, escape, quote)
+        span *= _GROWTH
+
+
+def first_record(handle: Any, at: int, end: int | None, block_bytes: int,
+                 delimiter: str = ",", escape: str = '"') -> tuple[int, int]:
+    """(offset, newlines before it from `at`) of the first record that starts after line
+    start `at`, which lies inside a quoted field: the end of that field's record. The
+    scan stops at `end` (no record of the range starts before it) and at the file's end;
+    the offset is then where it stopped."""
+    scanner: QuoteScanner[bytes] = QuoteScanner(bytes, delimiter, escape)
+    scanner.state = QUOTED
+    handle.seek(at)
+    offset, lines = at, 0
+    while end is None or offset < end:
+        chunk = handle.read(block_bytes)
+        if not chunk:
+            break
+        found = scanner.feed(chunk)
+        if found:
+            return offset + found[0], lines + chunk.count(b"\n", 0, found[0])
+        offset += len(chunk)
+        lines += chunk.count(b"\n")
+    return offset, lines
+
+
+def range_start(handle: Any, at: int, end: int | None, block_bytes: int, limit: int,
+                delimiter: str = ",", escape: str = '"', quote: str = '"'
+                ) -> tuple[int, int]:
+    """(offset, newlines before it from `at`) of the first record of a CSV byte range
+    whose first line start is `at` (> 0) and which ends at `end` (None: the file's end)."""
+    if not inside_at(handle, at, limit, delimiter, escape, quote):
+        return at, 0
+    return first_record(handle, at, end, block_bytes, delimiter, escape)
