@@ -77,6 +77,7 @@ ERROR_STACKTRACE_MAX_CHARS = "markerstore.write.error.table.stacktrace.max_chars
 ERROR_PAYLOAD_DROP = "markerstore.write.error.table.payload.drop"
 ERROR_PAYLOAD_REDACT = "markerstore.write.error.table.payload.redact"
 INGEST_TASK_BYTES = "markerstore.ingest.task_bytes"
+INGEST_SPLIT_BYTES = "markerstore.ingest.split_bytes"
 SQL_TIME_LIMIT_MS = "markerstore.sql.sandbox.time_limit_ms"
 SQL_MEMORY_LIMIT = "markerstore.sql.sandbox.memory_limit"
 SERVER_HEADER_TIMEOUT_MS = "markerstore.markers.server.header_timeout_ms"
@@ -229,6 +230,11 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(INGEST_TASK_BYTES, 256 * 1024 * 1024, int_min(1),
            "Ingest: source bytes a Spark task reads at most. Source splits are packed into "
            "as few tasks as this allows, one wave per core at least (balanced by bytes).",
+           ()),
+    Option(INGEST_SPLIT_BYTES, 64 * 1024 * 1024, int_min(1),
+           "Ingest: a JSON-lines or CSV file larger than this (not compressed) is read in "
+           "byte ranges of this size, each by one task; each range reads the records that "
+           "start in it.",
            ()),
     Option(SQL_TIME_LIMIT_MS, 5 * 60 * 1000, int_min(0),
            "SQL sandbox: a query running longer than this is interrupted (0: no limit).",

@@ -116,7 +116,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     settings.setdefault(config.MARKERS_TYPE, markers)
     settings.setdefault(ENABLED, "true" if error_table else "false")
     resolved = _checked(settings)  # a bad option fails here, before anything is read
-    tasks = list_tasks(source, src_options, fmt,
+    tasks = list_tasks(source, src_options, fmt, resolved[config.INGEST_SPLIT_BYTES],
                        json_documents=resolved[config.INGEST_JSON_MULTILINE])
     resolved = _implied_separator(settings, resolved, tasks)
     headers = _headers(tasks, src_options, resolved)

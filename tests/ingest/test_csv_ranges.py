@@ -201,3 +201,40 @@ def test_the_look_back_is_exact_whenever_the_open_field_is_under_the_limit(
         assert inside_at(handle, inside, 1 << 20)
         assert not inside_at(handle, after, 1 << 20)
         assert not inside_at(handle, data.index(b"line 1\n"), 4)  # the limit: outside
+
+
+@pytest.mark.spark
+def test_ingest_through_spark_with_quoted_newlines_across_real_splits(spark: Any,
+                                                                      tmp_path: Path) -> None:
+    """A file of 600-byte splits whose quoted newlines lie on their first line starts: every
+    record once, the bad ones as error records, records = rows + error records."""
+    import pyarrow.parquet as pq
+
+    from markerstore import config
+    from markerstore.ingest.pipeline import ingest
+
+    body = "".join(f'{i},"note {i}\nline two, ""q""\r\nend",{i * 2}\n' if i % 10 else
+                   f'{i},"bad\n{i}",x\n' for i in range(1, 301))
+    data = ("id,note,n\n" + body).encode()
+    path = tmp_path / "big.csv"
+    path.write_bytes(data)
+    split = 600
+    tasks = list_tasks(str(path), split_bytes=split)
+    whole = _read(path, [SourceTask(f"file://{path}", "csv")], ReadOptions())
+    starts = {offset for offset, _, _ in whole}
+    inside = [t for t in tasks if t.start and _first_line_start(data, t.start) not in starts]
+    assert len(tasks) > 10 and len(inside) > 2  # line starts inside quoted fields
+    url = str(tmp_path / "t")
+    result = ingest(str(path), url, schema="id BIGINT, note STRING, n BIGINT", spark=spark,
+                    progress=False, markers="direct",
+                    options={config.INGEST_SPLIT_BYTES: str(split)})
+    files = [str(f) for f in Path(url).rglob("*.parquet") if "/." not in str(f)]
+    rows = pq.read_table(files).to_pylist()
+    good = [i for i in range(1, 301) if i % 10]
+    assert sorted(r["id"] for r in rows) == good
+    assert all(r["note"] == f'note {r["id"]}\nline two, "q"\r\nend' and r["n"] == 2 * r["id"]
+               for r in rows)
+    assert sum(result.error_records.values()) == 30
+    assert result.source_lines == data.count(b"\n")  # every line counted once
+    assert result.source_tasks == len(tasks)
+    assert result.source_records == len(rows) + sum(result.error_records.values()) == 300
