@@ -15,8 +15,8 @@ known whatever came before. So the state at a range's first line start is found 
 **looking back**: the lines of a window before it are read twice, once starting outside
 and once inside a quoted field (csvsplit's vectorized record ends, the second time after
 a prefix of a quote and a newline); where the two readings agree the state is known. The
-window starts at 64 KiB and grows fourfold; it reaches the file's start (the state is
-then exact) or ``markerstore.ingest.record.max_bytes`` before the line start. Then:
+window starts at 64 KiB and grows fourfold until the readings agree, it reaches the file's
+start (the state is then exact) or the limit below. Then:
 
 - inside a quoted field, the range's first record starts where that field's record ends
   (errortable's quote scanner, started inside a quoted field, reads to it);
@@ -33,14 +33,17 @@ file without quotes: no line is constant, so the look-back reads ``record.max_by
 before each range (at memory bandwidth: a window without a quote is not classified).
 
 The bound is the record size limit. When the window reaches ``record.max_bytes`` without
-an agreement, every line in it is the identity or a flip: were the state at its start
-inside a quoted field, the record open at the range's start would already be larger than
-the limit. The window is then read from outside. So the records are those of the whole
-file whenever every quoted field that spans a range's start is shorter than the limit;
-a quoted field that runs past the limit without a quote is one record too large (one
-error record), which the range after its open bytes cuts at its first line start beyond
-the window: a quote that never closes is one bounded error record, and no range reads
-past its neighbour's end by more than the limit.
+an agreement and holds no quote, every line in it is the identity: were its start inside
+a quoted field, that field would run on to the range's start, and its record would
+already be larger than the limit. The range then reads from outside at its first line
+start, and the task that reads that record too large (one ``size`` error record) cuts it
+there (it asks the same question of the same bytes, :func:`inside_at`). A window that
+holds quotes but no line that decides (every line opens or closes a field, none both:
+broken or hostile input) widens on to the file's start, so its answer stays exact. So the
+records are those of the whole file, except that a quoted field running longer than the
+limit without a quote across a range's start ends its record there: a quote that never
+closes is one bounded error record, and no range reads past its neighbour's end by more
+than the limit.
 """
 
 from __future__ import annotations
@@ -69,10 +72,10 @@ def inside_at(handle: Any, at: int, limit: int, delimiter: str = ",", escape: st
               quote: str = '"') -> bool:
     """Whether line start `at` of the file open as `handle` lies inside a quoted field,
     from the lines of at most `limit` bytes before it (see the module's docstring)."""
-    span, begin, data = LOOK_BACK_BYTES, at, b""
+    span, begin, data = min(LOOK_BACK_BYTES, limit), at, b""
     quote_byte = quote.encode()
     while True:
-        wider = max(0, at - min(span, limit))
+        wider = max(0, at - span)
         handle.seek(wider)
         data, begin = handle.read(begin - wider) + data, wider
         if begin == 0:  # the file's start: outside a quoted field
@@ -83,9 +86,9 @@ def inside_at(handle: Any, at: int, limit: int, delimiter: str = ",", escape: st
             outside = ends_inside(lines, False, delimiter, escape, quote)
             if outside == ends_inside(lines, True, delimiter, escape, quote):
                 return outside
-        if at - begin >= limit:  # undecided within the limit: read from outside
-            return ends_inside(lines, False, delimiter, escape, quote)
-        span *= _GROWTH
+        if at - begin >= limit and quote_byte not in lines:  # a field open so long is
+            return False  # too large anyway: read from outside (see the docstring)
+        span = span * _GROWTH if span >= limit else min(span * _GROWTH, limit)
 
 
 def first_record(handle: Any, at: int, end: int | None, block_bytes: int,

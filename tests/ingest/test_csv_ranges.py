@@ -244,3 +244,21 @@ def test_ingest_through_spark_with_quoted_newlines_across_real_splits(spark: Any
     assert result.source_lines == data.count(b"\n")  # every line counted once
     assert result.source_tasks == len(tasks)
     assert result.source_records == len(rows) + sum(result.error_records.values()) == 300
+
+
+def test_a_field_longer_than_the_limit_that_closed_before_a_range_is_read_exactly(
+        tmp_path: Path) -> None:
+    """A quoted field of 150 quote-free bytes closed by a line of a lone quote (a line
+    that flips the state), then records: ranges cut after it, within the limit of 100
+    bytes, read its records as the whole file does (the look-back widens past the limit
+    where its window holds a quote)."""
+    data = ("a,b\n" + "x,y\n" * 50 + '1,"' + "body\n" * 30 + '"\n'
+            + "".join(f"{i},v\n" for i in range(30))).encode()
+    path = tmp_path / "q.csv"
+    path.write_bytes(data)
+    url = f"file://{path}"
+    options = ReadOptions(max_record_bytes=100)
+    whole = _read(path, [SourceTask(url, "csv")], options)
+    closed = data.index(b'"\n0,v') + 2
+    for cut in range(closed, len(data)):
+        assert _read(path, _ranges(url, [cut]), options) == whole, cut
