@@ -32,7 +32,7 @@ SCHEMA = ("event_id BIGINT, user_id BIGINT, amount DOUBLE, note STRING, "
 HEADER = "event_id,user_id,amount,note,event_time,day"
 CHECKS = {"non_negative_amount": "amount >= 0"}
 GOOD_SQL = "event_id IS NOT NULL AND day IS NOT NULL AND coalesce(amount >= 0, true)"
-_TYPES = ["BIGINT", "BIGINT", "DOUBLE", "VARCHAR", "TIMESTAMP", "VARCHAR"]
+_TYPES = ["BIGINT", "BIGINT", "DOUBLE", "VARCHAR", "TIMESTAMPTZ", "VARCHAR"]
 
 
 def make_file(path: str, rows: int, seed: int = 29) -> dict[str, int]:
@@ -48,7 +48,7 @@ def make_file(path: str, rows: int, seed: int = 29) -> dict[str, int]:
                 note = f'"{note},\nsee ""ticket"" {i}"'
                 counts["quoted_newline"] += 1
             fields = [str(i), str(rng.randrange(10_000)), f"{rng.uniform(0, 500):.2f}", note,
-                      f"2026-11-{day}T{rng.randrange(24):02d}:{rng.randrange(60):02d}:00",
+                      f"2026-11-{day}T{rng.randrange(24):02d}:{rng.randrange(60):02d}:00+00:00",
                       f"2026-11-{day}"]
             if rng.random() < 0.02:
                 counts["bad"] += 1
@@ -129,26 +129,26 @@ def _clean(*folders: str) -> None:
     os.sync()
 
 
-def _timed_ingest(spark: Any, src: str, out: str) -> tuple[float, Any]:
+def _timed_ingest(spark: Any, src: str, out: str, split: int | None) -> tuple[float, Any]:
     started = time.perf_counter()
-    result = markerstore_job(spark, src, out)
+    result = markerstore_job(spark, src, out, split)
     seconds = time.perf_counter() - started
     _clean(out)
     return seconds, result
 
 
-def side_by_side(base: str, src: str, rounds: int) -> dict[str, Any]:
+def side_by_side(base: str, src: str, rounds: int, split: int | None) -> dict[str, Any]:
     """The three jobs alternating in one Spark application on local[CORES]."""
     from markerstore.ingest.pipeline import spark_session
 
     spark = spark_session(f"local[{CORES}]")
     times: dict[str, list[float]] = {"markerstore": [], "duckdb": [], "spark_multiline": []}
     try:
-        _, result = _timed_ingest(spark, src, os.path.join(base, "warm"))  # not measured
+        _, result = _timed_ingest(spark, src, os.path.join(base, "warm"), split)  # warm-up
         spark_multiline_job(spark, src, os.path.join(base, "warm-spark"))
         _clean(os.path.join(base, "warm-spark"))
         for i in range(rounds):
-            seconds, result = _timed_ingest(spark, src, os.path.join(base, f"ms-{i}"))
+            seconds, result = _timed_ingest(spark, src, os.path.join(base, f"ms-{i}"), split)
             times["markerstore"].append(seconds)
             out = os.path.join(base, f"duck-{i}")
             times["duckdb"].append(duckdb_job(src, out, CORES))
@@ -165,7 +165,7 @@ def side_by_side(base: str, src: str, rounds: int) -> dict[str, Any]:
             "records": result.source_records}
 
 
-def scaling(base: str, src: str, rounds: int) -> dict[str, list[float]]:
+def scaling(base: str, src: str, rounds: int, split: int | None) -> dict[str, list[float]]:
     """The ingest alone on local[1], then on local[2] (a session each)."""
     from markerstore.ingest.pipeline import spark_session
 
@@ -173,9 +173,9 @@ def scaling(base: str, src: str, rounds: int) -> dict[str, list[float]]:
     for cores in (1, 2):
         spark = spark_session(f"local[{cores}]")
         try:
-            _timed_ingest(spark, src, os.path.join(base, f"warm{cores}"))
+            _timed_ingest(spark, src, os.path.join(base, f"warm{cores}"), split)
             found[f"local[{cores}]"] = [
-                _timed_ingest(spark, src, os.path.join(base, f"scale-{cores}-{i}"))[0]
+                _timed_ingest(spark, src, os.path.join(base, f"scale-{cores}-{i}"), split)[0]
                 for i in range(rounds)]
         finally:
             spark.stop()
@@ -183,7 +183,7 @@ def scaling(base: str, src: str, rounds: int) -> dict[str, list[float]]:
     return found
 
 
-def profile(src: str, top: int = 12) -> dict[str, Any]:
+def profile(src: str, split: int | None, top: int = 12) -> dict[str, Any]:
     """One range of the file read, parsed and validated in this process (no writing):
     seconds per phase and the functions that take the most time."""
     import errortable
@@ -196,7 +196,7 @@ def profile(src: str, top: int = 12) -> dict[str, Any]:
     validator = errortable.Validator(ddl_to_arrow(SCHEMA), "event_id", ["day"], CHECKS)
     task = IngestTask(TaskSpec("file:///unused", "i", "u", "direct"), validator,
                       errortable.CaptureContext)
-    ranges = list_tasks(src)
+    ranges = list_tasks(src, split_bytes=split) if split else list_tasks(src)
     one = ranges[1] if len(ranges) > 1 else ranges[0]
     header = csv_header(ranges[0], None)
     seconds: dict[str, float] = {}
@@ -217,7 +217,7 @@ def profile(src: str, top: int = 12) -> dict[str, Any]:
             "top": [(round(t, 3), name) for t, name in rows]}
 
 
-def look_back_cost(src: str) -> dict[str, float]:
+def look_back_cost(src: str, split: int | None) -> dict[str, float]:
     """What finding every range's first record costs, alone (the price of exactness)."""
     import fsspec
 
@@ -225,7 +225,8 @@ def look_back_cost(src: str) -> dict[str, float]:
     from markerstore.ingest.csvranges import range_start
     from markerstore.ingest.sources import list_tasks
 
-    ranges = [t for t in list_tasks(src) if t.start]
+    ranges = [t for t in (list_tasks(src, split_bytes=split) if split else list_tasks(src))
+              if t.start]
     started = time.perf_counter()
     with fsspec.open(ranges[0].url if ranges else src, "rb") as handle:
         for task in ranges:
@@ -236,7 +237,7 @@ def look_back_cost(src: str) -> dict[str, float]:
 
 def markdown(size: int, counts: dict[str, int], rows: int, sbs: dict[str, Any],
              scale: dict[str, list[float]], prof: dict[str, Any], look: dict[str, float],
-             load: str) -> str:
+             load: str, split: int | None) -> str:
     best = {k: min(v) for k, v in sbs["times"].items()}
     med = {k: statistics.median(v) for k, v in sbs["times"].items()}
     one, two = min(scale["local[1]"]), min(scale["local[2]"])
@@ -249,8 +250,8 @@ def markdown(size: int, counts: dict[str, int], rows: int, sbs: dict[str, Any],
         f"at the start: {load}.\n",
         "| job | best | median | x DuckDB (best) |", "|---|---|---|---|"]
     names = {"duckdb": f"DuckDB alone (read_csv -> partitioned COPY, {CORES} threads)",
-             "markerstore": f"markerstore ingest ({sbs['splits']} ranges in "
-                            f"{sbs['tasks']} Spark tasks)",
+             "markerstore": f"markerstore ingest ({sbs['splits']} ranges of "
+                            f"{(split or 64 << 20) / 1e6:.0f} MB in {sbs['tasks']} Spark tasks)",
              "spark_multiline": "Spark read.csv, multiLine=true (one task per file)"}
     for key in ("duckdb", "markerstore", "spark_multiline"):
         out.append(f"| {names[key]} | {best[key]:.2f} s | {med[key]:.2f} s | "
@@ -275,7 +276,10 @@ def markdown(size: int, counts: dict[str, int], rows: int, sbs: dict[str, Any],
     return "\n".join(out)
 
 
-def run(quick: bool = False, rows: int | None = None, rounds: int | None = None) -> str:
+def run(quick: bool = False, rows: int | None = None, rounds: int | None = None,
+        split: int | None = None) -> str:
+    """The section; `split`: the ranges' size (markerstore.ingest.split_bytes; by default
+    the option's default at the full size, and a quarter of the file at a smaller one)."""
     rows = rows or (300_000 if quick else 3_000_000)
     rounds = rounds or (1 if quick else 3)
     base = tempfile.mkdtemp(prefix="bench-csv-split-")
@@ -286,20 +290,23 @@ def run(quick: bool = False, rows: int | None = None, rounds: int | None = None)
         src = os.path.join(base, "one.csv")
         counts = make_file(src, rows)
         size = os.path.getsize(src)
-        look = look_back_cost(src)
-        prof = profile(src)
+        if split is None and rows < 3_000_000:
+            split = -(-size // (2 * CORES))
+        look = look_back_cost(src, split)
+        prof = profile(src, split)
         print(f"   profile: {json.dumps(prof)}", flush=True)
-        sbs = side_by_side(base, src, rounds)
-        scale = scaling(base, src, rounds)
+        sbs = side_by_side(base, src, rounds, split)
+        scale = scaling(base, src, rounds, split)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    return markdown(size, counts, rows, sbs, scale, prof, look, load)
+    return markdown(size, counts, rows, sbs, scale, prof, look, load, split)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--split-bytes", type=int, default=None)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    print(run(args.quick, args.rows, args.rounds))
+    print(run(args.quick, args.rows, args.rounds, args.split_bytes))

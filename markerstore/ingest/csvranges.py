@@ -81,13 +81,14 @@ def inside_at(handle: Any, at: int, limit: int, delimiter: str = ",", escape: st
         if begin == 0:  # the file's start: outside a quoted field
             return ends_inside(data, False, delimiter, escape, quote)
         first = data.find(b"\n") + 1  # the window's first line start (0: none)
-        lines = data[first:] if first else b""
-        if quote_byte in lines:  # no quote: every line is the identity
+        quoted = first > 0 and data.find(quote_byte, first) >= 0  # else: the identity
+        if quoted:
+            lines = data[first:]
             outside = ends_inside(lines, False, delimiter, escape, quote)
             if outside == ends_inside(lines, True, delimiter, escape, quote):
                 return outside
-        if at - begin >= limit and quote_byte not in lines:  # a field open so long is
-            return False  # too large anyway: read from outside (see the docstring)
+        elif at - begin >= limit:  # a field open so long would be too large anyway:
+            return False  # read from outside (see the module's docstring)
         span = span * _GROWTH if span >= limit else min(span * _GROWTH, limit)
 
 
