@@ -107,7 +107,7 @@ def csv_files(draw: Any) -> bytes:
     return "".join(parts).encode()
 
 
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=csv_files(), cuts=st.lists(st.floats(0, 1), min_size=1, max_size=4),
        block=st.sampled_from([3, 16, 1 << 16]), escape=st.sampled_from(['"', "\\"]))
