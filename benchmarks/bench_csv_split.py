@@ -26,6 +26,8 @@ import tempfile
 import time
 from typing import Any
 
+from benchmarks.bench_ingest import _phases
+
 CORES = 2
 SCHEMA = ("event_id BIGINT, user_id BIGINT, amount DOUBLE, note STRING, "
           "event_time TIMESTAMP, day STRING")
@@ -143,6 +145,7 @@ def side_by_side(base: str, src: str, rounds: int, split: int | None) -> dict[st
 
     spark = spark_session(f"local[{CORES}]")
     times: dict[str, list[float]] = {"markerstore": [], "duckdb": [], "spark_multiline": []}
+    phases: list[dict[str, float]] = []
     try:
         _, result = _timed_ingest(spark, src, os.path.join(base, "warm"), split)  # warm-up
         spark_multiline_job(spark, src, os.path.join(base, "warm-spark"))
@@ -150,6 +153,7 @@ def side_by_side(base: str, src: str, rounds: int, split: int | None) -> dict[st
         for i in range(rounds):
             seconds, result = _timed_ingest(spark, src, os.path.join(base, f"ms-{i}"), split)
             times["markerstore"].append(seconds)
+            phases.append(_phases(result, seconds))
             out = os.path.join(base, f"duck-{i}")
             times["duckdb"].append(duckdb_job(src, out, CORES))
             _clean(out)
@@ -160,7 +164,9 @@ def side_by_side(base: str, src: str, rounds: int, split: int | None) -> dict[st
                   flush=True)
     finally:
         spark.stop()
-    return {"times": times, "splits": result.source_tasks, "tasks": result.spark_tasks,
+    fastest = phases[times["markerstore"].index(min(times["markerstore"]))]
+    return {"times": times, "phases": fastest, "splits": result.source_tasks,
+            "tasks": result.spark_tasks,
             "rows": result.commit.rows_written, "errors": sum(result.error_records.values()),
             "records": result.source_records}
 
@@ -261,7 +267,9 @@ def markdown(size: int, counts: dict[str, int], rows: int, sbs: dict[str, Any],
         f"{sbs['records']:,} source records. Spark multiLine / markerstore: "
         f"**{best['spark_multiline'] / best['markerstore']:.2f}x** (target >= 4x); "
         f"markerstore / DuckDB: **{best['markerstore'] / best['duckdb']:.2f}x** "
-        f"(target <= 1.5x).\n",
+        f"(target <= 1.5x). Where the ingest's fastest round went (task phases in "
+        f"seconds over the cores, then the driver's): "
+        f"{json.dumps({k: round(v, 2) for k, v in sbs['phases'].items()})}.\n",
         f"Scaling of the ingest alone: local[1] {one:.2f} s, local[2] {two:.2f} s: "
         f"**{one / two:.2f}x** (target >= 1.8x; runs {scale}).\n",
         f"Finding the first record of all {look['ranges']:.0f} ranges after the first "
