@@ -234,7 +234,8 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(INGEST_SPLIT_BYTES, 64 * 1024 * 1024, int_min(1),
            "Ingest: a JSON-lines or CSV file larger than this (not compressed) is read in "
            "byte ranges of this size, each by one task; each range reads the records that "
-           "start in it.",
+           "start in it. When not given, a source of few large files is cut smaller, into "
+           "two ranges per core (16 MiB at least), so that every core stays busy.",
            ()),
     Option(SQL_TIME_LIMIT_MS, 5 * 60 * 1000, int_min(0),
            "SQL sandbox: a query running longer than this is interrupted (0: no limit).",

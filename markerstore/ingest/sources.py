@@ -100,14 +100,37 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
         if whole or compressed or size <= split_bytes:
             tasks.append(SourceTask(url, file_format, size=size))
         else:
-            for start in range(0, size, split_bytes):
-                end = min(start + split_bytes, size)
-                tasks.append(SourceTask(url, file_format, start, None if end == size else end,
-                                        size=end - start))
+            tasks += _ranges(url, file_format, size, split_bytes)
     if not tasks:
         raise SourceError(f"source {source} holds no JSON, CSV or Parquet file"
                           + ("" if fmt else " (pass the format if the names have no extension)"))
     return tasks
+
+
+def _ranges(url: str, file_format: str, size: int, split_bytes: int) -> list[SourceTask]:
+    """A file's byte ranges of `split_bytes` (the last one to the file's end)."""
+    ranges = []
+    for start in range(0, size, split_bytes):
+        end = min(start + split_bytes, size)
+        ranges.append(SourceTask(url, file_format, start, None if end == size else end,
+                                 size=end - start))
+    return ranges
+
+
+def recut(tasks: Sequence[SourceTask], split_bytes: int) -> list[SourceTask]:
+    """`tasks` with each file that is read in byte ranges cut into ranges of `split_bytes`
+    instead (whole files kept), in the same order."""
+    sizes: dict[str, int] = {}
+    for task in tasks:
+        if not task.whole_file:
+            sizes[task.url] = sizes.get(task.url, 0) + task.size
+    out: list[SourceTask] = []
+    for task in tasks:
+        if task.whole_file:
+            out.append(task)
+        elif task.start == 0:
+            out += _ranges(task.url, task.format, sizes[task.url], split_bytes)
+    return out
 
 
 def implied_separator(tasks: Sequence[SourceTask]) -> str | None:

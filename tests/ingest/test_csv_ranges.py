@@ -262,3 +262,27 @@ def test_a_field_longer_than_the_limit_that_closed_before_a_range_is_read_exactl
     closed = data.index(b'"\n0,v') + 2
     for cut in range(closed, len(data)):
         assert _read(path, _ranges(url, [cut]), options) == whole, cut
+
+
+def test_one_large_file_is_cut_into_two_ranges_per_core_unless_a_split_is_given() -> None:
+    from markerstore import config
+    from markerstore.ingest.pipeline import MIN_SPLIT_BYTES, balanced
+
+    size = 184_000_000
+    tasks = list_tasks_of(size)
+    assert [t.size for t in tasks] == [64 << 20, 64 << 20, size - (128 << 20)]
+    even = balanced(tasks, 2, config.resolve({}))
+    assert [t.size for t in even] == [46_000_000] * 4  # two a core: both busy to the end
+    assert [t.start for t in even] == [0, 46_000_000, 92_000_000, 138_000_000]
+    assert even[-1].end is None and all(t.end == t.start + t.size for t in even[:-1])
+    given = config.resolve({config.INGEST_SPLIT_BYTES: str(64 << 20)})
+    assert balanced(tasks, 2, given) == tasks
+    assert balanced(tasks, 64, config.resolve({}))[0].size == MIN_SPLIT_BYTES
+    small = [SourceTask(f"file:///s/{i}.csv", "csv", size=1000) for i in range(3)]
+    assert balanced(small, 2, config.resolve({})) == small  # whole files stay whole
+
+
+def list_tasks_of(size: int) -> list[SourceTask]:
+    from markerstore.ingest.sources import recut
+
+    return recut([SourceTask("file:///big.csv", "csv", 0, 1, size=size)], 64 << 20)
