@@ -256,8 +256,9 @@ def markdown(size: int, counts: dict[str, int], rows: int, sbs: dict[str, Any],
         f"at the start: {load}.\n",
         "| job | best | median | x DuckDB (best) |", "|---|---|---|---|"]
     names = {"duckdb": f"DuckDB alone (read_csv -> partitioned COPY, {CORES} threads)",
-             "markerstore": f"markerstore ingest ({sbs['splits']} ranges of "
-                            f"{(split or 64 << 20) / 1e6:.0f} MB in {sbs['tasks']} Spark tasks)",
+             "markerstore": f"markerstore ingest ({sbs['splits']} ranges of about "
+                            f"{size / sbs['splits'] / 1e6:.0f} MB in {sbs['tasks']} Spark "
+                            "tasks)",
              "spark_multiline": "Spark read.csv, multiLine=true (one task per file)"}
     for key in ("duckdb", "markerstore", "spark_multiline"):
         out.append(f"| {names[key]} | {best[key]:.2f} s | {med[key]:.2f} s | "
