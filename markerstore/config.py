@@ -94,6 +94,7 @@ ERROR_PAYLOAD_REDACT = "markerstore.write.error.table.payload.redact"
 INGEST_TASK_BYTES = "markerstore.ingest.task_bytes"
 CONNECT_TIMEOUT_MS = "markerstore.ingest.connect.timeout_ms"
 CONNECT_RETRIES = "markerstore.ingest.connect.retries"
+INGEST_SPLIT_BYTES = "markerstore.ingest.split_bytes"
 SQL_TIME_LIMIT_MS = "markerstore.sql.sandbox.time_limit_ms"
 SQL_MEMORY_LIMIT = "markerstore.sql.sandbox.memory_limit"
 SERVER_HEADER_TIMEOUT_MS = "markerstore.markers.server.header_timeout_ms"
@@ -274,6 +275,12 @@ _DEFINITIONS: tuple[Option, ...] = (
     Option(CONNECT_RETRIES, 3, int_min(0),
            "Ingest over Spark Connect: retries of a Spark Connect call the server did not "
            "answer (pyspark's own default keeps retrying for 10 minutes).",
+           ()),
+    Option(INGEST_SPLIT_BYTES, 64 * 1024 * 1024, int_min(1),
+           "Ingest: a JSON-lines or CSV file larger than this (not compressed) is read in "
+           "byte ranges of this size, each by one task; each range reads the records that "
+           "start in it. When not given, a source of few large files is cut smaller, into "
+           "two ranges per core (16 MiB at least), so that every core stays busy.",
            ()),
     Option(SQL_TIME_LIMIT_MS, 5 * 60 * 1000, int_min(0),
            "SQL sandbox: a query running longer than this is interrupted (0: no limit).",

@@ -15,9 +15,10 @@ which only the first :data:`PREFIX_BYTES` (at most the limit) are kept: once the
 waiting for a record end pass the limit, the rest of that record is read through and
 dropped, so memory stays bounded by the limit plus a block.
 
-Byte ranges of a JSON-lines file: a range starts after the first newline at or after its
-start (unless it is 0) and ends with the line that crosses its end, so every line is read
-by exactly one range.
+Byte ranges of a JSON-lines or CSV file: a range starts after the first newline at or
+after its start (unless it is 0) and ends with the record that crosses its end, so every
+record is read by exactly one range; in CSV, when that newline lies inside a quoted field
+(:mod:`~markerstore.ingest.csvranges` tells), at the end of the record that holds it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import pyarrow.compute as pc
 
 from errortable.csvtext import Dialect, QuoteScanner
 from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, transcode_spans
+from markerstore.ingest.csvranges import first_line_start, inside_at, range_start
 from markerstore.ingest.csvsplit import (
     comment_records,
     line_ends_of,
@@ -363,8 +365,16 @@ class _Reader:
                  options: ReadOptions) -> None:
         self.handle, self.task, self.options = handle, task, options
         self.block_bytes = block_bytes
-        self.offset = _skip_partial_line(handle, task.start, block_bytes) if task.start else 0
-        self.line = 1
+        self.offset, self.line = 0, 1
+        if task.start and task.format == "csv":  # a CSV record may span this line start
+            o = options
+            self.offset = first_line_start(handle, task.start, block_bytes)
+            self.offset, skipped = range_start(handle, self.offset, task.end, block_bytes,
+                                               o.max_record_bytes, o.dialect)
+            self.line += skipped
+            handle.seek(self.offset)
+        elif task.start:
+            self.offset = _skip_partial_line(handle, task.start, block_bytes)
         self.carry = b""
 
     def blocks(self) -> Iterator[Block]:
@@ -401,7 +411,9 @@ class _Reader:
 
     def _too_large(self, data: bytes) -> Block:
         """The record that starts `data` and passed the limit, read through to its end a
-        block at a time (the bytes after it carried on): one raw record of its true size."""
+        block at a time (the bytes after it carried on): one raw record of its true size.
+        A CSV record is cut at a later range's first line start where that range reads
+        from outside a quoted field (:func:`~markerstore.ingest.csvranges.inside_at`)."""
         prefix = data[:self.options.prefix_bytes]
         csv = self.task.format == "csv"
         scanner = QuoteScanner(bytes, dialect=self.options.dialect) if csv else None
@@ -409,7 +421,12 @@ class _Reader:
         size = lines = 0
         tail = b""  # the last two bytes read of the record: its line end
         self.carry = b""
+        cuts = _Cuts(self) if scanner is not None and self.task.end is not None else None
+        stop = cuts.next(self.offset) if cuts else None
         while data:
+            held = b""
+            if stop is not None and self.offset + size + len(data) > stop:
+                data, held = data[:stop - self.offset - size], data[stop - self.offset - size:]
             if scanner is not None:
                 found = scanner.feed(data)
                 at = found[0] if found else -1
@@ -420,9 +437,14 @@ class _Reader:
             lines += len(line_ends_of(piece, line_sep, at >= 0))
             tail = (tail + piece[-2:])[-2:]
             if at >= 0:
-                self.carry = data[at:]
+                self.carry = data[at:] + held
                 break
-            data = self.handle.read(self.block_bytes)
+            if cuts and self.offset + size == stop:  # open at a later range's start
+                if cuts.outside(stop):
+                    self.carry = held
+                    break
+                stop = cuts.next(stop)
+            data = held or self.handle.read(self.block_bytes)
         line_end = len(tail) - int(without_line_ends(  # the bytes of its line end
             np.frombuffer(tail, dtype=np.uint8), np.zeros(1, np.int64),
             np.array([len(tail)], np.int64), line_sep)[0])
@@ -430,3 +452,42 @@ class _Reader:
         self.offset += size
         self.line += lines
         return Block.without_records((record,), lines + (0 if line_end else 1))
+
+
+class _Cuts:
+    """The first line starts of the ranges after a CSV task's (each `end - start` bytes),
+    and whether a range reads from outside a quoted field there; the handle's position
+    is kept."""
+
+    def __init__(self, reader: _Reader) -> None:
+        task = reader.task
+        assert task.end is not None
+        self.reader, self.split = reader, task.end - task.start
+        self.start = task.end  # the next range's start
+        handle = reader.handle
+        self.size = getattr(handle, "size", None)
+        if self.size is None:  # a file object that does not know its size
+            where = handle.tell()
+            self.size = handle.seek(0, 2)
+            handle.seek(where)
+
+    def next(self, after: int) -> int | None:
+        """The first line start of the next range that begins after `after`, or None."""
+        handle, where = self.reader.handle, self.reader.handle.tell()
+        try:
+            while self.start < self.size:
+                line_start = first_line_start(handle, self.start, self.reader.block_bytes)
+                self.start += self.split
+                if line_start > after:
+                    return line_start if line_start < self.size else None
+            return None
+        finally:
+            handle.seek(where)
+
+    def outside(self, line_start: int) -> bool:
+        o, handle = self.reader.options, self.reader.handle
+        where = handle.tell()
+        try:
+            return not inside_at(handle, line_start, o.max_record_bytes, o.dialect)
+        finally:
+            handle.seek(where)

@@ -31,11 +31,14 @@ from markerstore.ingest.sources import (
     implied_separator,
     list_tasks,
     pack,
+    recut,
 )
 from markerstore.ingest.task import read_options
 from markerstore.render.html import fields_html
 
 __all__ = ["IngestResult", "infer_schema", "ingest", "spark_session"]
+
+MIN_SPLIT_BYTES = 16 * 1024 * 1024  # the smallest range a balanced split cuts
 
 
 @dataclass
@@ -117,9 +120,11 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     settings.setdefault(config.MARKERS_TYPE, markers)
     settings.setdefault(ENABLED, "true" if error_table else "false")
     resolved = _checked(settings)  # a bad option fails here, before anything is read
-    tasks = list_tasks(source, src_options, fmt,
+    tasks = list_tasks(source, src_options, fmt, resolved[config.INGEST_SPLIT_BYTES],
                        json_documents=resolved[config.INGEST_JSON_MULTILINE],
-                       whole_files=resolved[config.INGEST_ENCODING] in UTF16)
+                       whole_files=resolved[config.INGEST_ENCODING] in UTF16,
+                       whole_csv=bool(resolved[config.INGEST_CSV_COMMENT]) or
+                       resolved[config.INGEST_CSV_LINE_SEP] is not None)
     resolved = _implied_separator(settings, resolved, tasks)
     headers = _headers(tasks, src_options, resolved)
     target = _target_schema(schema, tasks, src_options, resolved)
@@ -152,7 +157,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
             result = write(shape, table, partition_by=columns or None, mode=mode,
                            options=settings, storage_options=storage_options,
                            _task_hook=_task_hook, _frame=frame)
-    return IngestResult(result, source, len(tasks), target,
+    return IngestResult(result, source, sum(len(s) for s in splits), target,
                         seconds=time.perf_counter() - started, spark_tasks=len(splits))
 
 
@@ -207,5 +212,21 @@ def _task_splits(session: Any, tasks: Sequence[SourceTask], headers: Mapping[str
     with the CSV header line of each split's file."""
     from markerstore.ingest.session import default_parallelism
 
-    packed = pack(tasks, default_parallelism(session), settings[config.INGEST_TASK_BYTES])
+    cores = default_parallelism(session)
+    tasks = balanced(tasks, cores, settings)
+    packed = pack(tasks, cores, settings[config.INGEST_TASK_BYTES])
     return [[(tasks[i], headers.get(tasks[i].url)) for i in split] for split in packed]
+
+
+def balanced(tasks: Sequence[SourceTask], cores: int, settings: config.Settings
+             ) -> list[SourceTask]:
+    """`tasks`, where no split size is given and the source is a few large files, with
+    their byte ranges cut smaller (not below MIN_SPLIT_BYTES): at least two ranges per
+    core, so that one large file keeps every core busy to the end (three ranges of 64 MiB
+    on two cores would leave one core idle a third of the time)."""
+    split = settings[config.INGEST_SPLIT_BYTES]
+    if config.INGEST_SPLIT_BYTES in settings.given:
+        return list(tasks)
+    even = -(-sum(t.size for t in tasks) // (2 * max(1, cores)))
+    smaller = max(MIN_SPLIT_BYTES, min(split, even))
+    return recut(tasks, smaller) if smaller < split else list(tasks)

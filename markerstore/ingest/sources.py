@@ -2,9 +2,10 @@
 :mod:`markerstore.ingest.blocks` reads).
 
 Spark cannot reach every fsspec URL (s3:// needs hadoop-aws), so executors read sources
-through fsspec themselves. A task is a whole file, or for a large JSON-lines file a
-byte range; a range starts after the first newline at or after its start (unless it is
-0) and ends with the line that crosses its end, so every line is read exactly once.
+through fsspec themselves. A task is a whole file, or for a large JSON-lines or CSV file
+a byte range; a range starts with the first record that starts at or after its start
+(unless it is 0) and ends with the record that crosses its end, so every record is read
+exactly once (:mod:`~markerstore.ingest.blocks`, :mod:`~markerstore.ingest.csvranges`).
 """
 
 from __future__ import annotations
@@ -64,10 +65,12 @@ def detect_format(path: str) -> str | None:
 
 def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
                fmt: str | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES,
-               json_documents: bool = False, whole_files: bool = False) -> list[SourceTask]:
+               json_documents: bool = False, whole_files: bool = False,
+               whole_csv: bool = False) -> list[SourceTask]:
     """The read tasks of a source: a file, a folder (recursively), or a glob. With
     `json_documents` (Spark's multiLine) a JSON file is one document, read whole; with
-    `whole_files` (a UTF-16 source) every file is read whole."""
+    `whole_files` (a UTF-16 source) every file is read whole; with `whole_csv` (a CSV
+    dialect with comment lines or a line separator of its own) every CSV file."""
     if fmt is not None and fmt not in FORMATS:
         raise SourceError(f"unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
     fs, root = fsspec.core.url_to_fs(source, **(storage_options or {}))
@@ -95,20 +98,44 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
         url = fs.unstrip_protocol(path)
         size = int(info.get("size") or 0)
         compressed = path.lower().endswith(_COMPRESSED)
-        # CSV is read whole: its header is the file's first line, and a quoted field may
-        # hold a newline, so a byte range cannot tell where its first record starts.
-        whole = file_format in ("parquet", "csv") or json_documents or whole_files
+        # A CSV range finds its first record by looking back (ingest.csvranges), where
+        # its line ends are LF, CRLF or a lone CR and no comment line may hide a quote.
+        whole = (file_format == "parquet" or (json_documents and file_format == "json")
+                 or whole_files or (whole_csv and file_format == "csv"))
         if whole or compressed or size <= split_bytes:
             tasks.append(SourceTask(url, file_format, size=size))
         else:
-            for start in range(0, size, split_bytes):
-                end = min(start + split_bytes, size)
-                tasks.append(SourceTask(url, file_format, start, None if end == size else end,
-                                        size=end - start))
+            tasks += _ranges(url, file_format, size, split_bytes)
     if not tasks:
         raise SourceError(f"source {source} holds no JSON, CSV or Parquet file"
                           + ("" if fmt else " (pass the format if the names have no extension)"))
     return tasks
+
+
+def _ranges(url: str, file_format: str, size: int, split_bytes: int) -> list[SourceTask]:
+    """A file's byte ranges of `split_bytes` (the last one to the file's end)."""
+    ranges = []
+    for start in range(0, size, split_bytes):
+        end = min(start + split_bytes, size)
+        ranges.append(SourceTask(url, file_format, start, None if end == size else end,
+                                 size=end - start))
+    return ranges
+
+
+def recut(tasks: Sequence[SourceTask], split_bytes: int) -> list[SourceTask]:
+    """`tasks` with each file that is read in byte ranges cut into ranges of `split_bytes`
+    instead (whole files kept), in the same order."""
+    sizes: dict[str, int] = {}
+    for task in tasks:
+        if not task.whole_file:
+            sizes[task.url] = sizes.get(task.url, 0) + task.size
+    out: list[SourceTask] = []
+    for task in tasks:
+        if task.whole_file:
+            out.append(task)
+        elif task.start == 0:
+            out += _ranges(task.url, task.format, sizes[task.url], split_bytes)
+    return out
 
 
 def implied_separator(tasks: Sequence[SourceTask]) -> str | None:

@@ -96,11 +96,19 @@ def test_byte_ranges_read_every_line_exactly_once(tmp_path: Path) -> None:
     assert (blocks[0].offsets[0], blocks[0].lines[0], blocks[-1].lines[-1]) == (0, 1, 500)
 
 
-def test_csv_is_never_split(tmp_path: Path) -> None:
+def test_a_large_csv_file_is_split_as_json_lines_are(tmp_path: Path) -> None:
+    """As many ranges as a JSON-lines file of its size; a compressed one stays whole."""
     path = tmp_path / "big.csv"
-    path.write_text("a,b\n" + "".join(f"{i},x\n" for i in range(1000)))
-    tasks = list_tasks(str(path), split_bytes=100)
-    assert len(tasks) == 1 and tasks[0].whole_file
+    path.write_text("a,b\n" + "".join(f'{i},"x\n{i}"\n' for i in range(1000)))
+    tasks = list_tasks(str(path), split_bytes=1000)
+    assert len(tasks) == -(-path.stat().st_size // 1000) and tasks[0].start == 0
+    assert [t.start for t in tasks] == list(range(0, path.stat().st_size, 1000))
+    got = [text for task in tasks for block in read_blocks(task, block_bytes=64)
+           for text in block.records.to_pylist()]
+    assert got == ["a,b"] + [f'{i},"x\n{i}"' for i in range(1000)]
+    packed = tmp_path / "big.csv.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert len(list_tasks(str(packed), split_bytes=1000)) == 1
 
 
 def test_gzip_is_read_whole(tmp_path: Path) -> None:

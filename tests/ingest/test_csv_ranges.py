@@ -1,0 +1,288 @@
+"""A CSV file read in byte ranges gives the records of the file read whole, wherever the
+ranges are cut: quoted newlines, escaped quotes, CRLF, empty lines, multi-byte UTF-8, a
+byte order mark and a quote that never closes (markerstore.ingest.csvranges); every record
+once, with its offset and line; and a record over the size limit is one error record that
+no range reads far past its neighbour's end for."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import fsspec.implementations.local as local
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from markerstore.ingest.blocks import ReadOptions, read_blocks
+from markerstore.ingest.csvranges import inside_at
+from markerstore.ingest.sources import SourceTask, list_tasks
+from tests.support.ingest_run import run
+
+Record = tuple[int, int, Any]  # (offset, line in the file, text or (reason, size))
+
+
+def _first_line_start(data: bytes, start: int) -> int:
+    if start == 0 or data[start - 1:start] == b"\n":
+        return start
+    at = data.find(b"\n", start)
+    return len(data) if at < 0 else at + 1
+
+
+def _read(path: Path, tasks: list[SourceTask], options: ReadOptions,
+          block_bytes: int = 16) -> list[Record]:
+    """Every record of `tasks` (lines counted from the file's first line), and last the
+    physical lines the blocks hold (each counted by one range)."""
+    data = path.read_bytes()
+    found: list[Record] = []
+    lines = 0
+    for task in tasks:
+        before = data[:_first_line_start(data, task.start)].count(b"\n")
+        for block in read_blocks(task, None, block_bytes, options):
+            lines += block.line_count
+            found += [(o, before + line, text) for text, line, o in
+                      zip(block.records.to_pylist(), block.lines.tolist(),
+                          block.offsets.tolist(), strict=True)]
+            found += [(r.offset, before + r.line, (r.reason, r.size)) for r in block.raw]
+    return [*sorted(found), (len(data), 0, ("lines", lines))]
+
+
+def _ranges(url: str, cuts: list[int]) -> list[SourceTask]:
+    points = [0, *sorted(set(cuts)), None]
+    return [SourceTask(url, "csv", a, b) for a, b in itertools.pairwise(points)]
+
+
+def _same_at_every_cut(path: Path, data: bytes, options: ReadOptions, pieces: int) -> None:
+    path.write_bytes(data)
+    url = f"file://{path}"
+    whole = _read(path, [SourceTask(url, "csv")], options)
+    assert whole  # the data holds records
+    for cuts in itertools.combinations(range(1, len(data)), pieces - 1):
+        assert _read(path, _ranges(url, list(cuts)), options) == whole, cuts
+
+
+TRICKY = ('\ufeffa,b,c\r\n1,"x\ny",é\n\n2,"q""\n""",日本\r\n"a,\r\nb",,\n'
+          '3,x"y,z\n"4",5"6,7\n8,"open\n').encode()
+
+
+def test_every_pair_of_cut_points_reads_the_records_of_the_whole_file(tmp_path: Path
+                                                                      ) -> None:
+    """Three ranges, cut at every pair of byte positions (inside a BOM, a CRLF, a
+    multi-byte character, a quoted newline, a doubled quote)."""
+    _same_at_every_cut(tmp_path / "f.csv", TRICKY, ReadOptions(), 3)
+
+
+def test_every_cut_with_a_backslash_escape(tmp_path: Path) -> None:
+    data = b'a,b\n1,"x\\"\ny"\n2,"\\\\"\n3,"p\\\nq",r\n4,"\\"\n5,\n'
+    _same_at_every_cut(tmp_path / "f.csv", data, ReadOptions(escape="\\"), 3)
+
+
+def test_every_cut_with_another_separator(tmp_path: Path) -> None:
+    data = 'a;b\n1;"x;\ny"\n2,"3";"é\n\n";\n'.encode()
+    _same_at_every_cut(tmp_path / "f.csv", data, ReadOptions(delimiter=";"), 3)
+
+
+_PLAIN = st.text(alphabet="ab1 é日", max_size=4)
+_QUOTED = st.text(alphabet='ab,\n\r"é \\', max_size=6).map(
+    lambda t: '"' + t.replace('"', '""') + '"')
+_RECORD = st.lists(st.one_of(_PLAIN, _QUOTED), min_size=1, max_size=4).map(",".join)
+_LINE_END = st.sampled_from(["\n", "\r\n"])
+
+
+@st.composite
+def csv_files(draw: Any) -> bytes:
+    """A CSV file: records with quoted newlines, doubled quotes, CRLF, empty lines,
+    multi-byte UTF-8; maybe a BOM, a stray quote, a quote never closed at the end."""
+    parts = ["\ufeff" if draw(st.booleans()) else ""]
+    for _ in range(draw(st.integers(1, 8))):
+        record = "" if draw(st.integers(0, 6)) == 0 else draw(_RECORD)
+        if draw(st.integers(0, 9)) == 0:
+            record += 'x"y'  # a quote inside a plain field: an ordinary character
+        parts.append(record + draw(_LINE_END))
+    if draw(st.booleans()):
+        parts.append('9,"never closed\n' + draw(_RECORD) + "\n")
+    if draw(st.booleans()):
+        parts[-1] = parts[-1].rstrip("\r\n")  # no line end at the file's end
+    return "".join(parts).encode()
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=csv_files(), cuts=st.lists(st.floats(0, 1), min_size=1, max_size=4),
+       block=st.sampled_from([3, 16, 1 << 16]), escape=st.sampled_from(['"', "\\"]))
+def test_generated_csv_cut_into_two_to_five_ranges(tmp_path: Path, data: bytes,
+                                                   cuts: list[float], block: int,
+                                                   escape: str) -> None:
+    """With the backslash as the escape, the generated `""` close and reopen fields and
+    a backslash before a line break keeps it in the field: other states at the cuts."""
+    path = tmp_path / "g.csv"
+    path.write_bytes(data)
+    url = f"file://{path}"
+    points = [p for p in (int(c * len(data)) for c in cuts) if 0 < p < len(data)]
+    options = ReadOptions(escape=escape)
+    whole = _read(path, [SourceTask(url, "csv")], options, block)
+    assert _read(path, _ranges(url, points), options, block) == whole
+
+
+@pytest.mark.parametrize("split", [7, 23, 64])
+def test_the_task_path_in_ranges_gives_the_rows_and_errors_of_the_whole_file(
+        tmp_path: Path, split: int) -> None:
+    """Through IngestTask: the header dropped once, the same rows, the same error records
+    (reason, offset, record), and source records = rows + error records."""
+    body = "".join(f'{i},"l{i}\nm,""{i}""",{i * 3}\n' if i % 3 else f"{i},bad\n"
+                   for i in range(1, 12))
+    data = ("a,b,c\n" + body + '12,"never\n13,1,2\n').encode()
+    ddl = "a BIGINT, b STRING, c BIGINT"
+    (tmp_path / "s.csv").write_bytes(data)
+    assert len(list_tasks(str(tmp_path / "s.csv"), split_bytes=split)) > 2
+    counts: dict[str, int] = {}
+    rows, errors = run(tmp_path / "s.csv", data, ddl, split_bytes=split, counts=counts)
+    whole_rows, whole_errors = run(tmp_path / "w.csv", data, ddl)
+    assert rows == whole_rows and len(rows) == 8
+
+    def key(e: dict[str, Any]) -> tuple[str, str, str]:
+        return e["context"]["reason"], e["context"]["sourceOffset"], e["record"]
+
+    assert sorted(map(key, errors)) == sorted(map(key, whole_errors))
+    assert counts["records"] == len(rows) + len(errors) == 12
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The byte spans read from local files from now on."""
+    spans: list[tuple[int, int]] = []
+    read = local.LocalFileOpener.read
+
+    def counting(self: Any, *args: Any) -> bytes:
+        at = self.tell()
+        out = read(self, *args)
+        spans.append((at, at + len(out)))
+        return out
+
+    monkeypatch.setattr(local.LocalFileOpener, "read", counting)
+    return spans
+
+
+def test_a_quote_never_closed_is_one_bounded_error_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ranges of 300 bytes and a limit of 200: the record whose quote never closes is
+    one error record; the ranges after the limit read from outside a quoted field; no
+    range reads past its neighbour's end by more than the limit (plus a line)."""
+    limit, split = 200, 300
+    data = ("a,b\n1,2\n" + '3,"never closed\n' + "".join(f"{i},x\n" for i in range(400))
+            ).encode()
+    path = tmp_path / "u.csv"
+    path.write_bytes(data)
+    options = ReadOptions(max_record_bytes=limit)
+    tasks = list_tasks(str(path), split_bytes=split)
+    spans = _reads(monkeypatch)
+    for task in tasks:
+        spans.clear()
+        list(read_blocks(task, None, 64, options))
+        reach = max(b for _, b in spans)
+        neighbour_end = min(task.start + 2 * split, len(data))
+        assert reach <= neighbour_end + limit + 16, (task, reach)
+    monkeypatch.undo()
+    found = _read(path, tasks, options)[:-1]
+    raw = [r for r in found if isinstance(r[2], tuple)]
+    assert len(raw) == 1
+    offset, line, (reason, size) = raw[0]
+    assert (offset, line, reason) == (data.index(b'3,"never'), 3, "size")
+    assert limit < size <= split + limit
+    after = [r for r in found if r[0] > offset]
+    assert after and all(r[0] >= offset + size for r in after)  # no byte read twice
+
+
+def test_the_look_back_is_exact_whenever_the_open_field_is_under_the_limit(
+        tmp_path: Path) -> None:
+    """A quoted field spanning 40 quote-free lines: a line start inside it is inside,
+    found within a limit larger than the field, from either side of the field."""
+    lines = "".join(f"line {i}\n" for i in range(40))
+    data = ("a,b\n" + '1,"' + lines + '",2\n3,4\n').encode()
+    path = tmp_path / "f.csv"
+    path.write_bytes(data)
+    inside = data.index(b"line 20")
+    after = data.index(b"3,4")
+    with open(path, "rb") as handle:
+        assert inside_at(handle, inside, 1 << 20)
+        assert not inside_at(handle, after, 1 << 20)
+        assert not inside_at(handle, data.index(b"line 1\n"), 4)  # the limit: outside
+
+
+@pytest.mark.spark
+def test_ingest_through_spark_with_quoted_newlines_across_real_splits(spark: Any,
+                                                                      tmp_path: Path) -> None:
+    """A file of 600-byte splits whose quoted newlines lie on their first line starts: every
+    record once, the bad ones as error records, records = rows + error records."""
+    import pyarrow.parquet as pq
+
+    from markerstore import config
+    from markerstore.ingest.pipeline import ingest
+
+    body = "".join(f'{i},"note {i}\nline two, ""q""\r\nend",{i * 2}\n' if i % 10 else
+                   f'{i},"bad\n{i}",x\n' for i in range(1, 301))
+    data = ("id,note,n\n" + body).encode()
+    path = tmp_path / "big.csv"
+    path.write_bytes(data)
+    split = 600
+    tasks = list_tasks(str(path), split_bytes=split)
+    whole = _read(path, [SourceTask(f"file://{path}", "csv")], ReadOptions())
+    starts = {offset for offset, _, _ in whole[:-1]}
+    inside = [t for t in tasks if t.start and _first_line_start(data, t.start) not in starts]
+    assert len(tasks) > 10 and len(inside) > 2  # line starts inside quoted fields
+    url = str(tmp_path / "t")
+    result = ingest(str(path), url, schema="id BIGINT, note STRING, n BIGINT", spark=spark,
+                    progress=False, markers="direct",
+                    options={config.INGEST_SPLIT_BYTES: str(split)})
+    files = [str(f) for f in Path(url).rglob("*.parquet") if "/." not in str(f)]
+    rows = pq.read_table(files).to_pylist()
+    good = [i for i in range(1, 301) if i % 10]
+    assert sorted(r["id"] for r in rows) == good
+    assert all(r["note"] == f'note {r["id"]}\nline two, "q"\r\nend' and r["n"] == 2 * r["id"]
+               for r in rows)
+    assert sum(result.error_records.values()) == 30
+    assert result.source_lines == data.count(b"\n")  # every line counted once
+    assert result.source_tasks == len(tasks)
+    assert result.source_records == len(rows) + sum(result.error_records.values()) == 300
+
+
+def test_a_field_longer_than_the_limit_that_closed_before_a_range_is_read_exactly(
+        tmp_path: Path) -> None:
+    """A quoted field of 150 quote-free bytes closed by a line of a lone quote (a line
+    that flips the state), then records: ranges cut after it, within the limit of 100
+    bytes, read its records as the whole file does (the look-back widens past the limit
+    where its window holds a quote)."""
+    data = ("a,b\n" + "x,y\n" * 50 + '1,"' + "body\n" * 30 + '"\n'
+            + "".join(f"{i},v\n" for i in range(30))).encode()
+    path = tmp_path / "q.csv"
+    path.write_bytes(data)
+    url = f"file://{path}"
+    options = ReadOptions(max_record_bytes=100)
+    whole = _read(path, [SourceTask(url, "csv")], options)
+    closed = data.index(b'"\n0,v') + 2
+    for cut in range(closed, len(data)):
+        assert _read(path, _ranges(url, [cut]), options) == whole, cut
+
+
+def test_one_large_file_is_cut_into_two_ranges_per_core_unless_a_split_is_given() -> None:
+    from markerstore import config
+    from markerstore.ingest.pipeline import MIN_SPLIT_BYTES, balanced
+
+    size = 184_000_000
+    tasks = list_tasks_of(size)
+    assert [t.size for t in tasks] == [64 << 20, 64 << 20, size - (128 << 20)]
+    even = balanced(tasks, 2, config.resolve({}))
+    assert [t.size for t in even] == [46_000_000] * 4  # two a core: both busy to the end
+    assert [t.start for t in even] == [0, 46_000_000, 92_000_000, 138_000_000]
+    assert even[-1].end is None and all(t.end == t.start + t.size for t in even[:-1])
+    given = config.resolve({config.INGEST_SPLIT_BYTES: str(64 << 20)})
+    assert balanced(tasks, 2, given) == tasks
+    assert balanced(tasks, 64, config.resolve({}))[0].size == MIN_SPLIT_BYTES
+    small = [SourceTask(f"file:///s/{i}.csv", "csv", size=1000) for i in range(3)]
+    assert balanced(small, 2, config.resolve({})) == small  # whole files stay whole
+
+
+def list_tasks_of(size: int) -> list[SourceTask]:
+    from markerstore.ingest.sources import recut
+
+    return recut([SourceTask("file:///big.csv", "csv", 0, 1, size=size)], 64 << 20)
