@@ -103,6 +103,8 @@ def ends_inside(lines: bytes, inside: bool, dialect: Dialect = _DEFAULT) -> bool
     data = (dialect.quote + "\n").encode() + lines if inside else lines
     if not data:
         return False
+    if data.endswith(b"\r"):  # a line end (`lines` end at a line start), whatever follows:
+        data += b"\n"  # a CRLF reads as that CR does, and the scan needs no next byte
     ends = record_ends(data, False, dialect=dialect)
     return not (len(ends) and int(ends[-1]) == len(data))
 
@@ -140,16 +142,18 @@ def first_record(handle: Any, at: int, end: int | None, block_bytes: int,
     scanner: QuoteScanner[bytes] = QuoteScanner(bytes, dialect=dialect)
     scanner.state = QUOTED
     handle.seek(at)
-    offset, lines = at, 0
+    offset, lines, cr = at, 0, False  # cr: the last chunk ended with a CR
     while end is None or offset < end:
         chunk = handle.read(block_bytes)
         if not chunk:
             break
         found = scanner.feed(chunk)
+        lf = cr and chunk[:1] == b"\n"  # the LF of a CRLF cut by the read: counted
         if found:
-            return offset + found[0], lines + _line_ends(chunk[:found[0]])
+            return offset + found[0], lines + _line_ends(chunk[int(lf):found[0]])
         offset += len(chunk)
-        lines += _line_ends(chunk)
+        lines += _line_ends(chunk[int(lf):])
+        cr = chunk.endswith(b"\r")
     return offset, lines
 
 

@@ -7,6 +7,7 @@ no range reads far past its neighbour's end for."""
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,18 @@ from tests.support.ingest_run import run
 Record = tuple[int, int, Any]  # (offset, line in the file, text or (reason, size))
 
 
+_LINE_ENDS = re.compile(rb"\r\n?|\n")  # LF, CRLF or a lone CR (the default lineSep)
+
+
 def _first_line_start(data: bytes, start: int) -> int:
-    if start == 0 or data[start - 1:start] == b"\n":
-        return start
-    at = data.find(b"\n", start)
-    return len(data) if at < 0 else at + 1
+    """The first line start at or after `start`, written out from the rule."""
+    if start == 0:
+        return 0
+    for found in _LINE_ENDS.finditer(data):
+        if found.end() >= start and not (found.end() == start and found.group() == b"\r"
+                                         and data[start:start + 1] == b"\n"):
+            return found.end()
+    return len(data)
 
 
 def _read(path: Path, tasks: list[SourceTask], options: ReadOptions,
@@ -38,7 +46,7 @@ def _read(path: Path, tasks: list[SourceTask], options: ReadOptions,
     found: list[Record] = []
     lines = 0
     for task in tasks:
-        before = data[:_first_line_start(data, task.start)].count(b"\n")
+        before = len(_LINE_ENDS.findall(data[:_first_line_start(data, task.start)]))
         for block in read_blocks(task, None, block_bytes, options):
             lines += block.line_count
             found += [(o, before + line, text) for text, line, o in
