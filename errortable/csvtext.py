@@ -1,10 +1,12 @@
 """CSV as RFC 4180 reads it: the fields of a record, and where records end.
 
-A field is either plain (no quote, no line break, no delimiter) or quoted: it starts with
-a quote, holds anything (delimiters, line breaks, ``""`` for a quote) and ends with a
-quote followed by the delimiter or the end of the record. A record ends at a newline
-outside a quoted field, so one record may span several physical lines; its text keeps
-the line breaks inside quoted fields as written (LF or CRLF).
+A field is either plain (no quote, no delimiter) or quoted: it starts with a quote, holds
+anything (delimiters, line breaks, ``""`` for a quote) and ends with a quote followed by
+the delimiter or the end of the record. A record ends at a line end outside a quoted
+field (LF, CRLF or a lone CR by default, as Spark's ``lineSep``; another with
+:class:`Dialect`), so one record may span several physical lines; its text keeps the line
+breaks inside quoted fields as written. A comment line (Spark's ``comment``) and an empty
+line are no record.
 
 Where a record ends is decided as the usual quote state machine decides it (Python's csv,
 Spark's univocity): a quote at the start of a field opens a quoted field; inside it ``""``
@@ -107,7 +109,7 @@ def _field(dialect: Dialect) -> re.Pattern[str]:
     lead = white if dialect.ignore_leading else ""
     trail = white if dialect.ignore_trailing else ""
     return re.compile(rf"{lead}(?:{q}({quoted_run(dialect.escape, dialect.quote)}){q}{trail}"
-                      rf"|([^{q}{d}\r\n]*))")
+                      rf"|([^{q}{d}]*))")
 
 
 @functools.lru_cache(maxsize=16)
@@ -145,8 +147,6 @@ def split_record(text: str, delimiter: str = ",", escape: str = QUOTE, *,
         number = len(fields)
         if quoted:
             why = "a character other than the delimiter after its closing quote"
-        elif text[end] != quote:
-            why = "a line break in an unquoted field"
         elif value:
             why = "a quote inside an unquoted field"
         else:
