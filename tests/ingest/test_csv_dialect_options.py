@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -171,3 +172,26 @@ def test_the_options_keep_sparks_names_and_defaults() -> None:
     assert resolved["ignoreLeadingWhiteSpace"] is False
     assert resolved["ignoreTrailingWhiteSpace"] is False
     assert resolved["mode"] == "PERMISSIVE"
+
+
+@pytest.mark.spark
+def test_the_cli_reads_a_file_written_in_another_dialect(spark: Any, tmp_path: Path) -> None:
+    """Through the CLI, read back from the commit: comment lines, another quote, CR line
+    ends and white space around values, each option with Spark's name, any case."""
+    from click.testing import CliRunner
+
+    from markerstore.cli import cli
+    from tests.support.readback import assert_records, data_rows
+
+    source = tmp_path / "export.csv"
+    source.write_bytes(b"# exported\r\ra , b\r 1 , 'x, y' \r# note 'q\r2,'it''s'\r\r")
+    table = str(tmp_path / "t")
+    out = CliRunner().invoke(cli, [
+        "ingest", str(source), table, "--schema", AB, "--no-progress", "--markers", "direct",
+        "--option", "comment=#", "--option", "QUOTE='", "--option", "linesep=\\r",
+        "--option", "ignoreLeadingWhiteSpace=true", "--option",
+        "ignoretrailingwhitespace=true"])
+    assert out.exit_code == 0, out.output
+    assert ordered(data_rows(table).to_pylist()) == ordered([{"a": 1, "b": "x, y"},
+                                                             {"a": 2, "b": "it's"}])
+    assert_records(table, 2, rows=2, errors={})
