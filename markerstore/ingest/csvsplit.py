@@ -70,8 +70,8 @@ def line_ends_of(data: bytes, line_sep: str | None = None, final: bool = True) -
     begin with an LF); else the last byte of each `line_sep`."""
     raw = np.frombuffer(data, dtype=np.uint8)
     if line_sep is None:
-        crs = data.count(b"\r")
-        if crs == 0 or (crs == data.count(b"\r\n") and not data.endswith(b"\r")):
+        if b"\r" not in data or (data.count(b"\r") == data.count(b"\r\n")
+                                 and not data.endswith(b"\r")):
             return np.flatnonzero(raw == _NEWLINE)  # no CR alone: every line end has an LF
         lf = raw == _NEWLINE
         lone = raw == _CR
