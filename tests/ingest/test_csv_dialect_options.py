@@ -131,7 +131,7 @@ AB = "a BIGINT, b STRING"
     ({"quote": "'", "escape": "\\"}, b"a,b\n1,'it\\'s'\n", [(1, "it's")], []),
     ({"lineSep": "|"}, b'a,b|1,"x|y"|2,y|', [(1, "x|y"), (2, "y")], []),
     ({"lineSep": "\\r"}, b"a,b\r1,x\r\r2,y\r", [(1, "x"), (2, "y")], []),
-    ({"lineSep": "\\r\\n"}, b"a,b\r\n1,x\r\n2,y\ny\r\n", [(1, "x")], [("parse", "3")]),
+    ({"lineSep": "\\r\\n"}, b"a,b\r\n1,x\r\n2,y\ny\r\n", [(1, "x"), (2, "y\ny")], []),
     ({}, b"a,b\r1,x\r\n\r2,\"y\rz\"\n", [(1, "x"), (2, "y\rz")], []),
     ({"ignoreLeadingWhiteSpace": "true", "ignoreTrailingWhiteSpace": "true"},
      b'a , b\n 1 , x \n2,  " y "  \n', [(1, "x"), (2, " y ")], []),
