@@ -170,7 +170,8 @@ def strip_line_end(text: AnyStr, line_sep: str | None = None) -> AnyStr:
     """A record's text (str or bytes) without its line end: LF, CRLF or a lone CR by
     default; LF or CRLF with `line_sep` LF; else `line_sep` itself."""
     binary = isinstance(text, bytes)
-    lf, cr = (b"\n", b"\r") if binary else ("\n", "\r")
+    lf: Any = b"\n" if binary else "\n"
+    cr: Any = b"\r" if binary else "\r"
     if line_sep is None or line_sep == "\n":
         if text.endswith(lf):
             text = text[:-1]
@@ -195,7 +196,7 @@ class QuoteScanner(Generic[AnyStr]):
     def __init__(self, kind: type[AnyStr], delimiter: str = ",", escape: str = QUOTE, *,
                  dialect: Dialect | None = None) -> None:
         self.state: int = RECORD
-        self._before_cr = START  # the state a CR that ends a piece was read in
+        self._before_cr: int = START  # the state a CR that ends a piece was read in
         self._p = _Patterns.of(kind is bytes, Dialect.of(dialect, delimiter, escape))
 
     def feed(self, data: AnyStr) -> list[int]:
@@ -315,11 +316,12 @@ def join_records(lines: Iterable[AnyStr], delimiter: str = ",", escape: str = QU
     dialect = Dialect.of(dialect, delimiter, escape)
     scanner: QuoteScanner[Any] | None = None
     parts: list[Any] = []
-    first, added, newline = 0, False, None
+    first, added = 0, False
+    newline: Any = None
     sep = dialect.line_sep or "\n"
     for index, line in enumerate(lines):
         binary = isinstance(line, bytes)
-        newline: Any = sep.encode() if binary else sep
+        newline = sep.encode() if binary else sep
         if scanner is None:
             scanner = QuoteScanner(bytes if binary else str, dialect=dialect)
         # a line end added where the line has none: it is no part of the text
