@@ -1,10 +1,12 @@
 """CSV as RFC 4180 reads it: the fields of a record, and where records end.
 
-A field is either plain (no quote, no line break, no delimiter) or quoted: it starts with
-a quote, holds anything (delimiters, line breaks, ``""`` for a quote) and ends with a
-quote followed by the delimiter or the end of the record. A record ends at a newline
-outside a quoted field, so one record may span several physical lines; its text keeps
-the line breaks inside quoted fields as written (LF or CRLF).
+A field is either plain (no quote, no delimiter) or quoted: it starts with a quote, holds
+anything (delimiters, line breaks, ``""`` for a quote) and ends with a quote followed by
+the delimiter or the end of the record. A record ends at a line end outside a quoted
+field (LF, CRLF or a lone CR by default, as Spark's ``lineSep``; another with
+:class:`Dialect`), so one record may span several physical lines; its text keeps the line
+breaks inside quoted fields as written. A comment line (Spark's ``comment``) and an empty
+line are no record.
 
 Where a record ends is decided as the usual quote state machine decides it (Python's csv,
 Spark's univocity): a quote at the start of a field opens a quoted field; inside it ``""``
@@ -107,7 +109,7 @@ def _field(dialect: Dialect) -> re.Pattern[str]:
     lead = white if dialect.ignore_leading else ""
     trail = white if dialect.ignore_trailing else ""
     return re.compile(rf"{lead}(?:{q}({quoted_run(dialect.escape, dialect.quote)}){q}{trail}"
-                      rf"|([^{q}{d}\r\n]*))")
+                      rf"|([^{q}{d}]*))")
 
 
 @functools.lru_cache(maxsize=16)
@@ -145,8 +147,6 @@ def split_record(text: str, delimiter: str = ",", escape: str = QUOTE, *,
         number = len(fields)
         if quoted:
             why = "a character other than the delimiter after its closing quote"
-        elif text[end] != quote:
-            why = "a line break in an unquoted field"
         elif value:
             why = "a quote inside an unquoted field"
         else:
@@ -170,7 +170,8 @@ def strip_line_end(text: AnyStr, line_sep: str | None = None) -> AnyStr:
     """A record's text (str or bytes) without its line end: LF, CRLF or a lone CR by
     default; LF or CRLF with `line_sep` LF; else `line_sep` itself."""
     binary = isinstance(text, bytes)
-    lf, cr = (b"\n", b"\r") if binary else ("\n", "\r")
+    lf: Any = b"\n" if binary else "\n"
+    cr: Any = b"\r" if binary else "\r"
     if line_sep is None or line_sep == "\n":
         if text.endswith(lf):
             text = text[:-1]
@@ -195,7 +196,7 @@ class QuoteScanner(Generic[AnyStr]):
     def __init__(self, kind: type[AnyStr], delimiter: str = ",", escape: str = QUOTE, *,
                  dialect: Dialect | None = None) -> None:
         self.state: int = RECORD
-        self._before_cr = START  # the state a CR that ends a piece was read in
+        self._before_cr: int = START  # the state a CR that ends a piece was read in
         self._p = _Patterns.of(kind is bytes, Dialect.of(dialect, delimiter, escape))
 
     def feed(self, data: AnyStr) -> list[int]:
@@ -315,11 +316,12 @@ def join_records(lines: Iterable[AnyStr], delimiter: str = ",", escape: str = QU
     dialect = Dialect.of(dialect, delimiter, escape)
     scanner: QuoteScanner[Any] | None = None
     parts: list[Any] = []
-    first, added, newline = 0, False, None
+    first, added = 0, False
+    newline: Any = None
     sep = dialect.line_sep or "\n"
     for index, line in enumerate(lines):
         binary = isinstance(line, bytes)
-        newline: Any = sep.encode() if binary else sep
+        newline = sep.encode() if binary else sep
         if scanner is None:
             scanner = QuoteScanner(bytes if binary else str, dialect=dialect)
         # a line end added where the line has none: it is no part of the text

@@ -116,9 +116,11 @@ def _summary_text(summary: dict[str, Any]) -> None:
                    "(0: fail on the first; default: no limit).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="A markerstore option (see `markerstore options`; repeatable). Parsing "
-                   "options keep Spark's names: sep, header, escape, nullValue, emptyValue (CSV; "
+                   "options keep Spark's names, matched without case: sep, header, escape, "
+                   "quote, comment, lineSep, ignoreLeadingWhiteSpace, "
+                   "ignoreTrailingWhiteSpace, nullValue, emptyValue (CSV; "
                    "sep='\\t' for a tab, escape='\\' for what Spark writes), "
-                   "allowNonNumericNumbers, multiLine (JSON); and "
+                   "allowNonNumericNumbers, multiLine (JSON), mode=PERMISSIVE|FAILFAST; and "
                    "markerstore.ingest.encoding.errors="
                    "strict|replace, markerstore.ingest.record.max_bytes, "
                    "markerstore.ingest.json.value_as_text."

@@ -1,12 +1,16 @@
 """Where the CSV records of a block end, vectorized: the ends errortable's
 :class:`~errortable.csvtext.QuoteScanner` finds, without Python per line.
 
-A newline ends a record unless it lies inside a quoted field. Each physical line maps the
+A line end (the dialect's: by default each of LF, CRLF and a lone CR, :func:`line_ends_of`)
+ends a record unless it lies inside a quoted field. The dialect
+(:class:`errortable.csvtext.Dialect`: separator, quote, escape, comment, line ends, white
+space) is passed whole (``record_ends(..., dialect=...)``). Each physical line maps the
 state at its start (inside a quoted field or not) to the state at its end: a line without
 a quote keeps it, and for a line with quotes two regular expressions (Arrow's RE2, over
 those lines only) tell the state at its end when it starts outside and when it starts
 inside a quoted field. The state after every line is then the composition of those maps,
-done with cumulative sums: each map is constant, the identity or a flip. A block without
+done with cumulative sums: each map is constant, the identity or a flip. A comment line
+that starts outside a quoted field stays outside (its quotes are unread). A block without
 a quote costs one scan for quotes.
 """
 
@@ -21,7 +25,6 @@ import pyarrow.compute as pc
 from errortable.csvtext import Dialect
 
 _NEWLINE, _CR = ord("\n"), ord("\r")
-DEFAULT = Dialect()
 
 
 def re2_char(char: str) -> str:
@@ -70,8 +73,8 @@ def line_ends_of(data: bytes, line_sep: str | None = None, final: bool = True) -
     begin with an LF); else the last byte of each `line_sep`."""
     raw = np.frombuffer(data, dtype=np.uint8)
     if line_sep is None:
-        crs = data.count(b"\r")
-        if crs == 0 or (crs == data.count(b"\r\n") and not data.endswith(b"\r")):
+        if b"\r" not in data or (data.count(b"\r") == data.count(b"\r\n")
+                                 and not data.endswith(b"\r")):
             return np.flatnonzero(raw == _NEWLINE)  # no CR alone: every line end has an LF
         lf = raw == _NEWLINE
         lone = raw == _CR

@@ -43,8 +43,10 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
     options = options or ReadOptions()
     lines: list[str] = []
     for task in tasks:
+        # an empty CSV record is none (one of spaces is one, as in every task), a blank
+        # JSON line neither
         lines += [t for t in _records(task, storage_options, sample_lines, options)
-                  if t.strip()]
+                  if (t if first.format == "csv" else t.strip())]
         if len(lines) >= sample_lines:
             break
     lines = lines[:sample_lines]

@@ -126,6 +126,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
                        whole_csv=bool(resolved[config.INGEST_CSV_COMMENT]) or
                        resolved[config.INGEST_CSV_LINE_SEP] is not None)
     resolved = _implied_separator(settings, resolved, tasks)
+    _csv_only(resolved, tasks)
     headers = _headers(tasks, src_options, resolved)
     target = _target_schema(schema, tasks, src_options, resolved)
     columns = [] if partition_by is None else (
@@ -166,6 +167,15 @@ def _checked(settings: Mapping[str, Any]) -> config.Settings:
     resolved = config.resolve(settings)
     read_options(resolved)
     return resolved
+
+
+def _csv_only(settings: config.Settings, tasks: Sequence[SourceTask]) -> None:
+    """Refuse, in one line, Spark's lineSep for JSON files: their lines end with LF (or
+    CRLF) here, so another separator would be silently ignored."""
+    if config.INGEST_CSV_LINE_SEP in settings.given and any(t.format == "json"
+                                                            for t in tasks):
+        raise SourceError(f"option {config.INGEST_CSV_LINE_SEP}: read for CSV files only; "
+                          "JSON lines end with LF (or CRLF) here")
 
 
 def _implied_separator(settings: dict[str, Any], resolved: config.Settings,

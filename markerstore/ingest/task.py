@@ -211,9 +211,8 @@ class IngestTask:
             return
         columns = self._columns(task, header)
         source.setdefault("lines", 0)
-        # A header that is no CSV record (a line break in an unquoted name: lines that end
-        # with CR alone) stays a record, so it fails as one; dropped, it would take the
-        # file's every line with it.
+        # A header that is no CSV record (a quote inside an unquoted name) stays a record,
+        # so it fails as one; dropped, it would take the file's every record with it.
         header_left = (columns is not None and self.csv_header and task.start == 0
                        and bool(columns or not header))
         for block in timer.each("read", read_blocks(task, self.storage_options,

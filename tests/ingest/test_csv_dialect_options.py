@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -130,7 +131,7 @@ AB = "a BIGINT, b STRING"
     ({"quote": "'", "escape": "\\"}, b"a,b\n1,'it\\'s'\n", [(1, "it's")], []),
     ({"lineSep": "|"}, b'a,b|1,"x|y"|2,y|', [(1, "x|y"), (2, "y")], []),
     ({"lineSep": "\\r"}, b"a,b\r1,x\r\r2,y\r", [(1, "x"), (2, "y")], []),
-    ({"lineSep": "\\r\\n"}, b"a,b\r\n1,x\r\n2,y\ny\r\n", [(1, "x")], [("parse", "3")]),
+    ({"lineSep": "\\r\\n"}, b"a,b\r\n1,x\r\n2,y\ny\r\n", [(1, "x"), (2, "y\ny")], []),
     ({}, b"a,b\r1,x\r\n\r2,\"y\rz\"\n", [(1, "x"), (2, "y\rz")], []),
     ({"ignoreLeadingWhiteSpace": "true", "ignoreTrailingWhiteSpace": "true"},
      b'a , b\n 1 , x \n2,  " y "  \n', [(1, "x"), (2, " y ")], []),
@@ -171,3 +172,26 @@ def test_the_options_keep_sparks_names_and_defaults() -> None:
     assert resolved["ignoreLeadingWhiteSpace"] is False
     assert resolved["ignoreTrailingWhiteSpace"] is False
     assert resolved["mode"] == "PERMISSIVE"
+
+
+@pytest.mark.spark
+def test_the_cli_reads_a_file_written_in_another_dialect(spark: Any, tmp_path: Path) -> None:
+    """Through the CLI, read back from the commit: comment lines, another quote, CR line
+    ends and white space around values, each option with Spark's name, any case."""
+    from click.testing import CliRunner
+
+    from markerstore.cli import cli
+    from tests.support.readback import assert_records, data_rows
+
+    source = tmp_path / "export.csv"
+    source.write_bytes(b"# exported\r\ra , b\r 1 , 'x, y' \r# note 'q\r2,'it''s'\r\r")
+    table = str(tmp_path / "t")
+    out = CliRunner().invoke(cli, [
+        "ingest", str(source), table, "--schema", AB, "--no-progress", "--markers", "direct",
+        "--option", "comment=#", "--option", "QUOTE='", "--option", "linesep=\\r",
+        "--option", "ignoreLeadingWhiteSpace=true", "--option",
+        "ignoretrailingwhitespace=true"])
+    assert out.exit_code == 0, out.output
+    assert ordered(data_rows(table).to_pylist()) == ordered([{"a": 1, "b": "x, y"},
+                                                             {"a": 2, "b": "it's"}])
+    assert_records(table, 2, rows=2, errors={})

@@ -209,3 +209,14 @@ def test_a_header_of_20000_columns_reads_through_the_reference_path() -> None:
     assert [r["c0"] for r in reference.records] == ["0", "7", "14"]
     assert reference.records[2]["c19999"] == str(14 + 19_999 % 5)
     assert reference.errors.num_rows == 1
+
+
+def test_line_sep_for_json_files_is_refused_in_one_line(tmp_path: Path) -> None:
+    source = tmp_path / "in.json"
+    source.write_bytes(b'{"a": 1}\n')
+    from markerstore.ingest.sources import SourceError
+
+    with pytest.raises(SourceError, match="lineSep: read for CSV files only") as caught:
+        ingest(str(source), str(tmp_path / "t"), spark=object(), progress=False,
+               options={"lineSep": "\\r"})
+    assert "\n" not in str(caught.value) and not (tmp_path / "t").exists()

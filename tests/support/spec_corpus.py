@@ -60,10 +60,10 @@ class Corpus:
 
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
-        line = 1 + self.head.count(b"\n")
+        line = 1 + self.line_ends(self.head)
         for case in self.shared:
             self.first_lines[case.name] = line
-            line += case.data.count(b"\n")
+            line += self.line_ends(case.data)
         (folder / self.file_name(None)).write_bytes(
             self.head + b"".join(c.data for c in self.shared))
         for case in self.cases:
@@ -93,7 +93,18 @@ class Corpus:
         """Physical lines of its files: line feeds, plus a last line without one."""
         files = [self.head + b"".join(c.data for c in self.shared)]
         files += [c.data for c in self.cases if c.alone]
-        return sum(d.count(b"\n") + (1 if d and not d.endswith(b"\n") else 0) for d in files)
+        return sum(self.line_ends(d) + (1 if d and not d.endswith(self.ends) else 0)
+                   for d in files)
+
+    @property
+    def ends(self) -> tuple[bytes, ...]:
+        """What ends a line: LF, and in CSV a lone CR too (Spark's default lineSep)."""
+        return (b"\n", b"\r") if self.fmt == "csv" else (b"\n",)
+
+    def line_ends(self, data: bytes) -> int:
+        """The line ends in `data`."""
+        return data.count(b"\n") + (data.count(b"\r") - data.count(b"\r\n")
+                                     if self.fmt == "csv" else 0)
 
 
 class _Builder:
@@ -331,7 +342,7 @@ def _csv_structure() -> Iterator[tuple[str, dict[str, Any]]]:
     yield "file_crlf", {"rows": [row, row, row], "head": HEADER + b"\r\n", "sep": b"\r\n",
                         "tail": b"\r\n"}
     yield "file_cr_only", {"rows": [row, row], "head": HEADER + b"\r", "sep": b"\r",
-                           "tail": b"\r", "records": 1}
+                           "tail": b"\r"}
     yield "file_no_final_newline", {"rows": [row, row], "tail": b""}
     yield "file_quoted_lf_last_no_newline", {"rows": [row, '{id},,,"a\nb",'], "tail": b""}
     yield "file_blank_lines_between", {"rows": [row, "", row, ""], "records": 2}
