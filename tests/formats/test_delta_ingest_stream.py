@@ -13,7 +13,13 @@ from markerstore.ingest import sample
 from markerstore.ingest.pipeline import ingest
 from tests.spark.test_spark_stream import input_files
 from tests.support.entry_points import format_name
-from tests.support.formats import DELTA, assert_delta_matches, delta_table
+from tests.support.formats import (
+    DELTA,
+    assert_delta_matches,
+    assert_iceberg_matches,
+    delta_table,
+    iceberg_table,
+)
 
 pytestmark = pytest.mark.spark
 pytest.importorskip("deltalake")
@@ -33,7 +39,8 @@ def test_the_ingest_publishes_its_table_and_error_table(spark: Any, tmp_path: Pa
     assert delta_table(errors).to_pyarrow_table().num_rows == sum(info.bad.values())
 
 
-def test_each_micro_batch_is_one_delta_version(spark: Any, tmp_path: Path) -> None:
+def test_each_micro_batch_is_one_delta_version_and_iceberg_snapshot(spark: Any,
+                                                                   tmp_path: Path) -> None:
     good, _ = input_files(tmp_path / "in", 3, 200)
     url = str(tmp_path / "table")
     schema = spark.read.parquet(str(tmp_path / "in")).schema
@@ -42,12 +49,15 @@ def test_each_micro_batch_is_one_delta_version(spark: Any, tmp_path: Path) -> No
     query = (stream.writeStream.format(format_name(spark))
              .option("checkpointLocation", str(tmp_path / "ck"))
              .option("markerstore.write.partition_by", "day")
-             .option("markerstore.table.formats", "delta")
+             .option("markerstore.table.formats", "delta,iceberg")
              .trigger(availableNow=True).start(url))
     query.awaitTermination()
     assert query.exception() is None
     table = Table(url)
     assert len(table.completed()) == 3
     assert_delta_matches(table)
+    assert_iceberg_matches(table)
     ids = delta_table(table).to_pyarrow_table().column("id").to_pylist()
     assert sorted(ids) == sorted(good)
+    assert sorted(iceberg_table(table).scan().to_arrow().column("id").to_pylist()) == sorted(
+        good)
