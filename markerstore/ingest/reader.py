@@ -316,18 +316,20 @@ def _bisect(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
 
 def csv_pattern(width: int, delimiter: str = ",", escape: str = '"', quote: str = '"'
                 ) -> str:
-    """A CSV line of exactly `width` well-formed fields (quoted or plain, no control
-    characters) separated by `delimiter`: what errortable's parser and Arrow's CSV reader
-    read alike. With an escape other than the quote, a plain field holds none and a quoted
-    one holds it only before a quote or itself (Arrow drops an escape before any other
-    character; errortable's parser keeps it)."""
+    """A CSV record of exactly `width` well-formed fields (quoted or plain, no control
+    characters other than a CR or LF inside a quoted field) separated by `delimiter`: what
+    errortable's parser and Arrow's CSV reader (with ``newlines_in_values``) read alike,
+    a quoted line break kept as written. With an escape other than the quote, a plain
+    field holds none and a quoted one holds it only before a quote or itself (Arrow drops
+    an escape before any other character; errortable's parser keeps it)."""
     d, q = re2_char(delimiter), re2_char(quote)
+    inside = "\\x00-\\x09\\x0b\\x0c\\x0e-\\x1f"  # control characters but CR and LF
     if escape == quote:
-        quoted = f"(?:[^{q}\\x00-\\x1f]|{q}{q})*"
+        quoted = f"(?:[^{q}{inside}]|{q}{q})*"
         plain = f"[^{q}{d}\\x00-\\x1f]*"
     else:
         e = re2_char(escape)
-        quoted = f"(?:[^{q}{e}\\x00-\\x1f]|{e}[{q}{e}])*"
+        quoted = f"(?:[^{q}{e}{inside}]|{e}[{q}{e}])*"
         plain = f"[^{q}{d}{e}\\x00-\\x1f]*"
     field = f"(?:{plain}|{q}{quoted}{q})"
     return "^" + d.join([field] * width) + "$"
@@ -370,7 +372,8 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
               formats: ValueFormats | None = None, *,
               dialect: Dialect | None = None) -> Parsed:
     """The clean rows of a block of CSV records (after the header), and its suspects: a
-    record on one line, every field plain or quoted (no line break), read by Arrow with
+    record whose fields are plain (no control character) or quoted (a CR or LF kept as
+    written, no other control character), read by Arrow with
     Spark's null rules (an empty plain field, and a field equal to `null_value`, quoted or
     not, are null; ``""`` is `empty_value`, so a record holding one is a suspect unless
     that is null too). `dialect` (else the `delimiter` and `escape`): how the text is
@@ -395,7 +398,7 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
         read_options=pcsv.ReadOptions(column_names=names, use_threads=False,
                                       block_size=max(1 << 20, data.size + 1)),
         parse_options=arrow_dialect(dialect.delimiter, dialect.escape,
-                                    newlines_in_values=False, quote=dialect.quote),
+                                    newlines_in_values=True, quote=dialect.quote),
         convert_options=pcsv.ConvertOptions(
             column_types={c: pa.string() for c in names},
             null_values=list(dict.fromkeys(["", null_value])),
