@@ -147,7 +147,7 @@ def _fork_loop() -> None:
 
     import markerstore.cli.serve  # noqa: F401
     import markerstore.server.app  # noqa: F401
-    from markerstore.cli import main as cli_main
+    from markerstore.cli.main import main as cli_main
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the servers
     for line in sys.stdin:

@@ -120,5 +120,5 @@ def test_options_lists_every_key_with_the_error_tables() -> None:
     done = run("options", "--json")
     assert done.returncode == 0, done.stderr
     listed = {row["key"] for row in json.loads(done.stdout)}
-    assert listed == set(config.OPTIONS)
+    assert listed == set(config.OPTIONS) | set(config.PREFIX_KEYS)
     assert config.ERROR_TABLE_ENABLED in listed and config.ERROR_PAYLOAD_REDACT in listed
