@@ -192,7 +192,9 @@ def default_parallelism(session: Any) -> int:
     value = session.conf.get("spark.default.parallelism", None)
     if value:
         return int(value)
-    from pyspark.sql import functions
+    # Connect's own functions: pyspark.sql.functions picks Connect's by a process-wide
+    # switch that a session made by a channel builder does not set
+    from pyspark.sql.connect import functions
 
     numbered = session.range(0, 1 << 16).select(functions.spark_partition_id().alias("p"))
     row = numbered.agg(functions.max("p")).first()
