@@ -177,6 +177,27 @@ def _relation(con: duckdb.DuckDBPyConnection, query: str) -> duckdb.DuckDBPyRela
     return relation
 
 
+_VALUE_MARKS = np.zeros(256, dtype=np.bool_)  # what begins one more JSON value
+_VALUE_MARKS[[ord(","), ord("["), ord("{")]] = True
+
+
+def json_values(lines: pa.Array) -> np.ndarray:
+    """An upper bound of the JSON values of each line: its commas and opening brackets,
+    plus one. One pass over the block's bytes: the marks' positions (about one in ten
+    bytes of ordinary JSON, every other byte at most), then where each line starts among
+    them."""
+    n = len(lines)
+    if lines.null_count or not pa.types.is_large_string(lines.type):
+        lines = pc.fill_null(lines.cast(pa.large_string()), "")
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + n + 1]
+    data = lines.buffers()[2]
+    if data is None or n == 0:
+        return np.ones(n, dtype=np.int64)
+    first, last = int(offsets[0]), int(offsets[-1])
+    marks = np.flatnonzero(_VALUE_MARKS[np.frombuffer(data, dtype=np.uint8)[first:last]])
+    return np.diff(np.searchsorted(marks, offsets - first)) + 1
+
+
 def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None,
                formats: ValueFormats | None = None) -> Parsed:
     """The clean rows of a block of JSON lines, and its suspects. DuckDB's JSON parsing
@@ -187,8 +208,7 @@ def parse_json(lines: pa.Array, schema: pa.Schema, query: str | None,
     n = len(lines)
     if query is None or n == 0:
         return everything_suspect(schema, n)
-    values = sum(pc.count_substring(lines, mark).to_numpy(zero_copy_only=False)
-                 for mark in (",", "[", "{")) + 1
+    values = json_values(lines)
     short = np.flatnonzero(values <= PARSE_VALUES)
     ends = np.cumsum(values[short])
     con = duck.local()  # this thread's, single-threaded: Spark runs a task per core
