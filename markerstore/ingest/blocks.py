@@ -465,11 +465,12 @@ class _Cuts:
         self.reader, self.split = reader, task.end - task.start
         self.start = task.end  # the next range's start
         handle = reader.handle
-        self.size = getattr(handle, "size", None)
-        if self.size is None:  # a file object that does not know its size
+        size = getattr(handle, "size", None)
+        if size is None:  # a file object that does not know its size
             where = handle.tell()
-            self.size = handle.seek(0, 2)
+            size = handle.seek(0, 2)
             handle.seek(where)
+        self.size: int = int(size)
 
     def next(self, after: int) -> int | None:
         """The first line start of the next range that begins after `after`, or None."""
