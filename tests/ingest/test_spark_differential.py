@@ -177,9 +177,15 @@ def differences(found: list[Outcomes]) -> dict[str, tuple[str, str]]:
 
 def documented() -> dict[str, tuple[str, str]]:
     """The table of docs/ERROR_TABLE.md's section: case -> (Spark, ingest)."""
+    return documented_in()
+
+
+def documented_in(heading: str = SECTION, ends: str = "\n## ") -> dict[str, tuple[str, str]]:
+    """The table of a section of docs/ERROR_TABLE.md (from `heading` to `ends`): case ->
+    (Spark, ingest)."""
     text = DOC.read_text()
-    assert SECTION in text, f"docs/ERROR_TABLE.md has no section {SECTION!r}"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    assert heading in text, f"docs/ERROR_TABLE.md has no section {heading!r}"
+    section = text.split(heading, 1)[1].split(ends, 1)[0]
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]

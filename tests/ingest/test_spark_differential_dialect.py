@@ -12,18 +12,17 @@ corpus, every source record is one committed row or one committed error record."
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 
 from tests.ingest.test_spark_differential import (
-    DOC,
     Outcomes,
     _ingest,
     _input,
     _spark_read,
     differences,
+    documented_in,
 )
 from tests.support.spec_corpus import DDL, HEADER, Corpus, _Builder
 
@@ -102,15 +101,7 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> list[Outco
 
 def documented() -> dict[str, tuple[str, str]]:
     """The table of this section of docs/ERROR_TABLE.md: case -> (Spark, ingest)."""
-    text = DOC.read_text()
-    assert SECTION in text, f"docs/ERROR_TABLE.md has no section {SECTION!r}"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    rows = {}
-    for line in section.splitlines():
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
-        if len(cells) == 5 and cells[0].startswith("`"):
-            rows[cells[0].strip("`")] = (cells[2].strip("`"), cells[3].strip("`"))
-    return rows
+    return documented_in(SECTION, "\n## ")
 
 
 def test_every_difference_from_spark_in_the_structure_of_records_is_documented(

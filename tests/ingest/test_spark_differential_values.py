@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from tests.ingest.test_spark_differential import (
-    DOC,
     Outcome,
     Outcomes,
     _ingest,
     _input,
     _same,
     _spark_read,
+    documented_in,
     render,
 )
 from tests.support.spec_corpus import Corpus, _Builder
@@ -184,15 +184,8 @@ def differences(found: list[Outcomes]) -> dict[str, tuple[str, str]]:
 
 
 def documented() -> dict[str, tuple[str, str]]:
-    text = DOC.read_text()
-    assert SECTION in text, f"docs/ERROR_TABLE.md has no section {SECTION!r}"
-    section = text.split(SECTION, 1)[1].split("\n#", 1)[0]
-    rows = {}
-    for line in section.splitlines():
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
-        if len(cells) == 5 and cells[0].startswith("`"):
-            rows[cells[0].strip("`")] = (cells[2].strip("`"), cells[3].strip("`"))
-    return rows
+    """The table of this section of docs/ERROR_TABLE.md: case -> (Spark, ingest)."""
+    return documented_in(SECTION, "\n#")
 
 
 def test_every_difference_from_spark_is_documented(outcomes: list[Outcomes]) -> None:
