@@ -235,6 +235,45 @@ class Validator:
         return self._finish(table.num_rows, columns, {}, {}, RawRows(payloads=payloads),
                             R.CaptureContext.of(context), None, line_numbers)
 
+    def split_text(self, table: pa.Table,
+                   context: R.CaptureContext | Mapping[str, Any] | None,
+                   line_numbers: Sequence[int] | None,
+                   payloads: Callable[[list[int]], list[str]]
+                   ) -> tuple[pa.RecordBatch, pa.Table]:
+        """Rows of text (the fields of parsed CSV records as strings, null where the reader
+        read null; a column the target schema lacks is not read): each column cast as
+        :meth:`split_records` casts a string, so a value that does not cast fails its row
+        with the same error record; then the null, key, partition and check stages.
+        `payloads(rows)` is the original records of `rows` as JSON."""
+        n = table.num_rows
+        columns: dict[str, pa.Array] = {}
+        failures: dict[int, list[tuple[str, Failure]]] = {}
+        for f in self.target_schema:
+            if f.name not in table.column_names:
+                columns[f.name] = pa.nulls(n, f.type)
+                continue
+            source = table.column(f.name).combine_chunks()
+            array, failed = self._cast_text(source, f.type)
+            columns[f.name] = array
+            for row, exc in failed.items():
+                failures.setdefault(row, []).append((f.name, exc))
+        batches = table.combine_chunks().to_batches()
+        raw = RawRows(batch=batches[0] if len(batches) == 1 else None, payloads=payloads)
+        return self._finish(n, columns, failures, {}, raw, R.CaptureContext.of(context),
+                            None, line_numbers)
+
+    def _cast_text(self, source: pa.Array, target: pa.DataType
+                   ) -> tuple[pa.Array, dict[int, Failure]]:
+        """:meth:`_cast_column` of a text column, the whole column cast first: where every
+        value casts (the common case), no value is screened one by one."""
+        if source.type == target or not C.is_textual(source.type) or \
+                C.too_long(source, target):
+            return self._cast_column(source, target)
+        try:
+            return C.cast(C.prepare(source, target, self.formats), target, self.formats), {}
+        except C.CAST_ERRORS:
+            return self._cast_column(source, target)
+
     def _convert_values(self, values: list[Any], target: pa.DataType
                         ) -> tuple[pa.Array, dict[int, Failure]]:
         """Python values to `target`, finding exactly the values that do not convert: each
@@ -296,16 +335,15 @@ class Validator:
         source = C.prepare(source, target, self.formats)
         long = C.too_long(source, target)
         if long:  # failed at once; the rest cast as usual
-            mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(long, pa.int64()))
-            array, failures = self._cast_column(pc.if_else(mask, pa.scalar(None, source.type),
+            array, failures = self._cast_column(pc.if_else(_rows_mask(n, long),
+                                                           pa.scalar(None, source.type),
                                                            source), target)
             failures.update((row, C.too_long_failure(target)) for row in long)
             return array, failures
         suspects = self._suspects(source, target)
         if not suspects:
             return C.by_halves(n, target, C.arrow_converter(source, target, self.formats))
-        mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(suspects, pa.int64()))
-        cleared = pc.if_else(mask, pa.scalar(None, source.type), source)
+        cleared = pc.if_else(_rows_mask(n, suspects), pa.scalar(None, source.type), source)
         array, failures = C.by_halves(n, target,
                                       C.arrow_converter(cleared, target, self.formats))
         recovered: dict[int, Any] = {}
@@ -322,9 +360,8 @@ class Validator:
                 failures.update((row, found) for row in same)
         if recovered:  # DuckDB was stricter than Arrow for these: keep Arrow's answer
             rows = sorted(recovered)
-            put = pc.is_in(pa.array(range(n), pa.int64()), value_set=pa.array(rows, pa.int64()))
-            array = pc.replace_with_mask(array, put, pa.array([recovered[r] for r in rows],
-                                                              target))
+            array = pc.replace_with_mask(array, _rows_mask(n, rows),
+                                         pa.array([recovered[r] for r in rows], target))
         return array, failures
 
     def _suspects(self, source: pa.Array, target: pa.DataType) -> list[int] | None:
@@ -333,18 +370,18 @@ class Validator:
             duck = None  # DuckDB knows no Spark pattern: the halving finds the failures
         if duck is None or not C.is_textual(source.type) or len(source) == 0:
             return None
-        table = pa.table({"i": pa.array(range(len(source)), pa.int64()), "v": source})
+        table = pa.table({"i": np.arange(len(source), dtype=np.int64), "v": source})
         with self._lock:
             con = self._connection()
             con.register("__cast_hint", table)
             try:
                 result = con.sql(f"SELECT i FROM __cast_hint WHERE v IS NOT NULL AND "
-                                 f"TRY_CAST(v AS {duck}) IS NULL ORDER BY i").fetchall()
+                                 f"TRY_CAST(v AS {duck}) IS NULL ORDER BY i").to_arrow_table()
             except duckdb.Error:
                 return None
             finally:
                 con.unregister("__cast_hint")
-        return [int(r[0]) for r in result]
+        return result.column("i").to_numpy().tolist()
 
     def _finish(self, n: int, columns: dict[str, pa.Array],
                 cast_failures: dict[int, list[tuple[str, Failure]]],
@@ -440,6 +477,13 @@ class Validator:
                     "name (empty, '.', '..', or with a slash or control character)")
             _mark(failed, bad, RowFailure(R.PARTITION, f"{name}:invalid", "PartitionValueError",
                                           text, [name], safe_text=text))
+
+
+def _rows_mask(n: int, rows: Sequence[int]) -> pa.Array:
+    """A boolean array of `n` rows, true at `rows`."""
+    mask = np.zeros(n, dtype=bool)
+    mask[np.asarray(rows, dtype=np.int64)] = True
+    return pa.array(mask)
 
 
 def _mark(failed: dict[int, RowFailure], mask: pa.Array | pa.ChunkedArray,

@@ -40,21 +40,20 @@ class Failure:
 @dataclass
 class RawRows:
     """The original rows (an Arrow batch, or dicts, or typed rows whose originals are known
-    only as JSON: `payloads` gives the JSON of the rows asked for), read only for the rows
-    that failed."""
+    only as JSON: `payloads` gives the JSON of the rows asked for, with or without their
+    `batch` of text), read only for the rows that failed."""
 
     batch: pa.RecordBatch | None = None
     records: Sequence[Mapping[str, Any]] | None = None
     payloads: Callable[[list[int]], list[str]] | None = None
 
     def column(self, name: str, indices: list[int]) -> list[Any]:
-        if self.payloads is not None:  # typed rows: no value differs from its original
-            return [None] * len(indices)
         if self.batch is not None:
             if name not in self.batch.schema.names:
                 return [None] * len(indices)
             return self.batch.column(name).take(pa.array(indices, pa.int64())).to_pylist()
-        assert self.records is not None
+        if self.records is None:  # typed rows: no value differs from its original
+            return [None] * len(indices)
         return [self.records[i].get(name) for i in indices]
 
     def rows(self, indices: list[int]) -> list[Any]:

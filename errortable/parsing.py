@@ -174,7 +174,7 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, dialect: Diale
     comment = dialect.comment
     columns = list(header) if header is not None else None
     twice = _named_twice(columns)
-    schema = None
+    schema = _csv_schema(columns, twice)
     for line_no, offset, record in _texts(records):
         if isinstance(record, Failure):
             yield record
@@ -189,14 +189,11 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, dialect: Diale
         if columns is None:
             columns = [value for value, _ in fields]
             twice = _named_twice(columns)
+            schema = _csv_schema(columns, twice)
             continue
         if twice is not None:  # which of the fields is the column's is unknown
             yield Failure(line_no, record, twice, schema, offset)
             continue
-        if schema is None:
-            schema = json.dumps({"type": "csv", "fields": [
-                {"name": c, "type": "string", "nullable": True} for c in columns]},
-                separators=(",", ":"))
         if len(fields) != len(columns):
             mismatch = ShapeError(f"expected {len(columns)} fields, got {len(fields)}")
             yield Failure(line_no, record, mismatch, schema, offset)
@@ -204,6 +201,16 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, dialect: Diale
         values = field_values(fields, options.null_value, options.empty_value)
         result.records.append(dict(zip(columns, values, strict=True)))
         result.line_numbers.append(line_no)
+
+
+def _csv_schema(columns: Sequence[str] | None, twice: ShapeError | None) -> str | None:
+    """The `schema` of a CSV record's error record: its header's columns, as text (None
+    before the header is known, or when it names a column twice)."""
+    if columns is None or twice is not None:
+        return None
+    return json.dumps({"type": "csv", "fields": [
+        {"name": c, "type": "string", "nullable": True} for c in columns]},
+        separators=(",", ":"))
 
 
 def _named_twice(columns: Sequence[str] | None) -> ShapeError | None:

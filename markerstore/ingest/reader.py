@@ -49,8 +49,9 @@ _SPACES = (r"\s\x1c-\x1f\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{
 
 @dataclass
 class Parsed:
-    """The clean rows of a block (target schema) with their line indices in the block,
-    and the indices of the suspect lines (ascending)."""
+    """The clean rows of a block (in the target schema; from :func:`csv_text`, the header's
+    columns as text) with their line indices in the block, and the indices of the suspect
+    lines (ascending)."""
 
     table: pa.Table
     rows: np.ndarray
@@ -391,14 +392,30 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
               delimiter: str = ",", escape: str = '"',
               formats: ValueFormats | None = None, *,
               dialect: Dialect | None = None) -> Parsed:
-    """The clean rows of a block of CSV records (after the header), and its suspects: a
-    record whose fields are plain (no control character) or quoted (a CR or LF kept as
-    written, no other control character), read by Arrow with
-    Spark's null rules (an empty plain field, and a field equal to `null_value`, quoted or
-    not, are null; ``""`` is `empty_value`, so a record holding one is a suspect unless
-    that is null too). `dialect` (else the `delimiter` and `escape`): how the text is
-    written."""
-    dialect = Dialect.of(dialect, delimiter, escape)
+    """The clean rows of a block of CSV records (after the header) in the target schema,
+    and its suspects (:func:`csv_text`; a row a cast rejects is a suspect too)."""
+    text = csv_text(lines, schema, header, extra_ok, null_value, empty_value,
+                    dialect=Dialect.of(dialect, delimiter, escape))
+    if len(text.rows) == 0:
+        return text
+    k = len(text.rows)
+    names = text.table.column_names
+    columns = [text.table.column(f.name) if f.name in names else pa.nulls(k, pa.string())
+               for f in schema]
+    return _finish(schema, columns, text.rows, len(lines), formats)
+
+
+def csv_text(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
+             extra_ok: bool, null_value: str = "", empty_value: str = "", *,
+             dialect: Dialect) -> Parsed:
+    """The clean records of a block of CSV records (after the header) as text, and its
+    suspects: a record whose fields are plain (no control character) or quoted (a CR or LF
+    kept as written, no other control character), read by Arrow with Spark's null rules
+    (an empty plain field, and a field equal to `null_value`, quoted or not, are null;
+    ``""`` is `empty_value`, so a record holding one is a suspect unless that is null
+    too). The table holds the header's columns, as strings: the values errortable's parser
+    gives these records (:func:`errortable.csvtext.field_values`); with no clean record,
+    it is the target schema's empty table."""
     n = len(lines)
     names = list(header or [])
     target = set(schema.names)
@@ -425,6 +442,4 @@ def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
             strings_can_be_null=True, quoted_strings_can_be_null=True))
     if table.num_rows != len(rows):
         return everything_suspect(schema, n)
-    columns = [table.column(f.name) if f.name in names else pa.nulls(len(rows), pa.string())
-               for f in schema]
-    return _finish(schema, columns, rows, n, formats)
+    return Parsed(table, rows, complement(n, rows))

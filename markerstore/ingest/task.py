@@ -32,8 +32,9 @@ from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
 from markerstore.ingest.charsets import codec
 from markerstore.ingest.header import drop_header
-from markerstore.ingest.payload import csv_payloads, json_payloads
-from markerstore.ingest.reader import Parsed, blank_lines, json_query, parse_csv, parse_json
+from errortable.records import to_json
+from markerstore.ingest.payload import json_payloads
+from markerstore.ingest.reader import Parsed, blank_lines, csv_text, json_query, parse_json
 from markerstore.ingest.sources import SourceTask
 
 PARQUET_BATCH_ROWS = 64_000
@@ -255,9 +256,8 @@ class IngestTask:
             if fmt == "csv":
                 p = self.parse_options
                 r = self.read_options
-                parsed = parse_csv(block.records, self.schema, columns, self.extra_ok,
-                                   p.null_value, p.empty_value, formats=self.formats,
-                                   dialect=r.dialect)
+                parsed = csv_text(block.records, self.schema, columns, self.extra_ok,
+                                  p.null_value, p.empty_value, dialect=r.dialect)
             else:
                 parsed = parse_json(block.records, self.schema, self.query, self.formats)
         with timer("validate"):
@@ -272,19 +272,18 @@ class IngestTask:
 
     def _validate(self, block: Block, parsed: Parsed, fmt: str, columns: list[str] | None,
                   ctx: Any) -> tuple[pa.RecordBatch, pa.Table | None]:
-        """The Validator's stages (null, key, partition, checks) over the parsed rows, with
-        the `record` of a failing row computed from its line as the per-record path does."""
+        """The Validator's stages over the parsed rows (a CSV record's text cast first, as
+        the per-record path casts it), with the `record` of a failing row as the
+        per-record path computes it: a CSV record's fields by header name, a JSON line's
+        object."""
         def payloads(rows: list[int]) -> list[str]:
-            lines = block.records.take(pa.array(parsed.rows[rows]))
             if fmt == "csv":
-                p = self.parse_options
-                r = self.read_options
-                return csv_payloads(lines.to_pylist(), columns or [], p.null_value,
-                                    p.empty_value, dialect=r.dialect)
-            return json_payloads(lines.to_pylist())
+                return [to_json(r) for r in parsed.table.take(pa.array(rows)).to_pylist()]
+            return json_payloads(block.records.take(pa.array(parsed.rows[rows])).to_pylist())
 
         numbers = cast(Sequence[int], block.lines[parsed.rows])
-        good, errors = self.validator.split_typed(parsed.table, ctx, numbers, payloads)
+        split = self.validator.split_text if fmt == "csv" else self.validator.split_typed
+        good, errors = split(parsed.table, ctx, numbers, payloads)
         return good, (with_reason(errors) if errors.num_rows else None)
 
     def _reference(self, block: Block, suspects: np.ndarray, fmt: str,

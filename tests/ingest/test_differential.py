@@ -141,10 +141,15 @@ def _as_int(column: pa.ChunkedArray) -> pa.Array:
 
 
 def _error(record: dict[str, Any]) -> tuple[str, ...]:
+    """An error record as compared: every field but its uuid and time, the whole context
+    (the key and partition path it names, the column, the check, the message) but the
+    byte offset, which only the ingest's reader knows."""
     context = dict(record["context"])
+    context.pop("sourceOffset", None)
     return (context["reason"], context.get("sourceLine", ""), str(record["record"]),
             context.get("fingerprint", ""), context.get("sourceFile", ""),
-            context.get("column", ""), context.get("check", ""))
+            context.get("column", ""), context.get("check", ""), str(record.get("message")),
+            str(record.get("schema")), json.dumps(sorted(context.items())))
 
 
 def _assert_same(tasks: list[SourceTask], validator: Any, header: str | None = None
@@ -223,6 +228,24 @@ def test_csv_every_kind_of_bad_line(tmp_path: Path) -> None:
     tasks = list_tasks(str(path))
     good, bad = _assert_same(tasks, validator, reference_header(path))
     assert good > 1700 and bad > 50
+
+
+@pytest.mark.parametrize("redact", [(), ("name",)])
+def test_csv_values_that_do_not_cast_against_the_reference(tmp_path: Path,
+                                                            redact: tuple[str, ...]) -> None:
+    """A value that does not cast fails its row in the vectorized pass with the record
+    the reference gives it: the key and the partition path read from the text where the
+    key's or the partition's own value does not cast, the message, and a redacted
+    payload under a PII policy."""
+    from errortable.config import ErrorTableConfig
+
+    path = tmp_path / "in.csv"
+    path.write_bytes(_csv_text(1500, 8))
+    validator = errortable.Validator(ddl_to_arrow(CSV_DDL), "id", ["day"],
+                                     {"pos": "score >= 0", "named": "name <> 'x'"},
+                                     config=ErrorTableConfig(redact=redact))
+    good, bad = _assert_same(list_tasks(str(path)), validator, reference_header(path))
+    assert good > 1200 and bad > 100
 
 
 def reference_header(path: Path) -> str:
