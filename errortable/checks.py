@@ -21,14 +21,12 @@ ROW_COLUMN = "__errortable_row"
 
 
 def check_stage(validator: Any, table: pa.Table, failed: dict[int, RowFailure]) -> None:
-    """Record in `failed` the rows of `table` not failed yet that fail a check."""
-    rows = np.ones(table.num_rows, dtype=bool)
-    rows[list(failed)] = False
-    if not rows.any():
+    """Record in `failed` the rows of `table` not failed yet that fail a check. Every row
+    is evaluated (no copy of the rows left): a row failed before keeps its failure."""
+    if len(failed) >= table.num_rows:
         return
-    positions = pa.array(np.flatnonzero(rows))
-    subset = (table if not failed else table.take(positions)).append_column(
-        ROW_COLUMN, positions)
+    subset = table.append_column(ROW_COLUMN, pa.array(np.arange(table.num_rows,
+                                                                 dtype=np.int64)))
     with validator._lock:
         con = validator._connection()
         con.register("record", subset)

@@ -112,8 +112,9 @@ def cast(source: pa.Array, target: pa.DataType, formats: ValueFormats | None = N
     if pattern is not None and is_textual(source.type):
         return datetimes.parse(source, pattern, target)
     if is_textual(source.type) and pa.types.is_integer(target):
-        source = pc.replace_substring_regex(source, r"^\+([0-9]+)$", r"\1")
-        hexadecimal = pc.match_substring_regex(source, "^0[xX]")
+        if pc.any(pc.starts_with(source, "+")).as_py():  # a literal scan, then the regex
+            source = pc.replace_substring_regex(source, r"^\+([0-9]+)$", r"\1")
+        hexadecimal = pc.or_(pc.starts_with(source, "0x"), pc.starts_with(source, "0X"))
         if pc.any(hexadecimal).as_py():
             value = source.filter(hexadecimal)[0].as_py()
             raise pa.ArrowInvalid(f"Failed to parse string: '{value}' as a scalar of type "

@@ -367,6 +367,12 @@ def arrow_dialect(delimiter: str, escape: str, newlines_in_values: bool, quote: 
                              escape_char=False if rfc else escape)
 
 
+def _is_space(text: str) -> bool:
+    """Whether `text` holds a character the reference's white space includes."""
+    found = pc.match_substring_regex(pa.array([text], pa.string()), f"[{_SPACES}]")
+    return bool(found[0].as_py())
+
+
 def _clean_csv(lines: pa.Array, width: int, dialect: Dialect, null_value: str,
                empty_value: str) -> np.ndarray:
     """The lines that Arrow reads as errortable's parser does (the rest are suspects):
@@ -375,8 +381,9 @@ def _clean_csv(lines: pa.Array, width: int, dialect: Dialect, null_value: str,
     d, q = re2_char(dialect.delimiter), re2_char(dialect.quote)
     pattern = csv_pattern(width, dialect.delimiter, dialect.escape, dialect.quote)
     try:
-        clean = pc.and_(pc.match_substring_regex(lines, pattern),
-                        pc.match_substring_regex(lines, f"[^{_SPACES}]"))
+        clean = pc.match_substring_regex(lines, pattern)
+        if width < 2 or _is_space(dialect.delimiter):  # else a delimiter is no space
+            clean = pc.and_(clean, pc.match_substring_regex(lines, f"[^{_SPACES}]"))
     except pa.ArrowInvalid:  # a pattern too large for RE2 (a very wide header)
         return np.zeros(0, np.int64)
     if empty_value != null_value:

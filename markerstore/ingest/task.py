@@ -194,7 +194,7 @@ class IngestTask:
             with timer("write_rows"):
                 if errors is not None and errors.num_rows:
                     writer.write_errors(errors)
-                for batch in good.combine_chunks().to_batches():
+                for batch in good.to_batches():  # the vectorized rows, then the reference's
                     writer.write(batch)
 
     def results(self, task: SourceTask, header: str | None, ctx: Any,
