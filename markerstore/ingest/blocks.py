@@ -401,7 +401,7 @@ class _Reader:
             cut = int(ends[-1]) if len(ends) else 0
             for block in _cuts(data, ends, newlines, self.task.format, self.line,
                                self.offset, self.options):
-                if len(block) or block.raw:
+                if len(block) or block.raw or block.line_count:  # comment lines count
                     yield block
             self.line += int(np.searchsorted(newlines, cut))
             self.offset += cut

@@ -48,10 +48,12 @@ limit without a quote across a range's start ends its record there: a quote that
 closes is one bounded error record, and no range reads past its neighbour's end by more
 than the limit.
 
-The dialect (separator, quote character, escape) is passed in, so that the ranges read
-every dialect the block reader reads; a line ends at a LF, a CRLF or a lone CR, as the
-block reader's default (a dialect with a line separator of its own or with comment
-lines is read whole).
+The dialect (separator, quote character, escape, comment character) is passed in, so
+that the ranges read every dialect the block reader reads: a comment line (the comment
+character at a record's start) read from outside a quoted field ends outside one, its
+quotes unread, and read from inside one is text like any other (csvsplit's maps, the
+quote scanner). A line ends at a LF, a CRLF or a lone CR, as the block reader's default
+(a dialect with a line separator of its own is read whole).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ LOOK_BACK_BYTES = 64 * 1024  # the first window read before a range's first line
 _GROWTH = 4
 _DEFAULT = Dialect()
 # A line end of a CSV range's dialect: LF, CRLF or a lone CR (a dialect with a line
-# separator of its own, or with comment lines, is read whole: ingest.sources).
+# separator of its own is read whole: ingest.sources).
 _LINE_END = re.compile(rb"\r\n?|\n")
 
 

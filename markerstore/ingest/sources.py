@@ -70,7 +70,7 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
     """The read tasks of a source: a file, a folder (recursively), or a glob. With
     `json_documents` (Spark's multiLine) a JSON file is one document, read whole; with
     `whole_files` (a UTF-16 source) every file is read whole; with `whole_csv` (a CSV
-    dialect with comment lines or a line separator of its own) every CSV file."""
+    dialect with a line separator of its own) every CSV file."""
     if fmt is not None and fmt not in FORMATS:
         raise SourceError(f"unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
     fs, root = fsspec.core.url_to_fs(source, **(storage_options or {}))
@@ -99,7 +99,7 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
         size = int(info.get("size") or 0)
         compressed = path.lower().endswith(_COMPRESSED)
         # A CSV range finds its first record by looking back (ingest.csvranges), where
-        # its line ends are LF, CRLF or a lone CR and no comment line may hide a quote.
+        # its line ends are LF, CRLF or a lone CR.
         whole = (file_format == "parquet" or (json_documents and file_format == "json")
                  or whole_files or (whole_csv and file_format == "csv"))
         if whole or compressed or size <= split_bytes:

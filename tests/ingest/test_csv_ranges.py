@@ -86,6 +86,25 @@ def test_every_cut_with_a_backslash_escape(tmp_path: Path) -> None:
     _same_at_every_cut(tmp_path / "f.csv", data, ReadOptions(escape="\\"), 3)
 
 
+def test_every_cut_with_comment_lines(tmp_path: Path) -> None:
+    """Comment lines holding quotes, one inside a quoted field (text there, not a
+    comment), one last without its line end."""
+    data = b'a,b\n#say "hi\n1,"x\n#in"\n#"\r\n2,3\n"#q",4\n#end "'
+    _same_at_every_cut(tmp_path / "f.csv", data, ReadOptions(comment="#"), 3)
+    # the physical lines, comment lines too, whatever blocks hold only comment lines
+    whole = _read(tmp_path / "f.csv", [SourceTask(f"file://{tmp_path / 'f.csv'}", "csv")],
+                  ReadOptions(comment="#"), block_bytes=4)
+    assert whole[-1] == (len(data), 0, ("lines", 8))
+    assert [r[2] for r in whole[:-1]] == ["a,b", '1,"x\n#in"', "2,3", '"#q",4']
+
+
+def test_every_cut_in_a_single_byte_encoding(tmp_path: Path) -> None:
+    """ISO-8859-1: every byte a character (é is one byte, 0xE9), a byte order mark of
+    UTF-8 none; quoted newlines and an empty line."""
+    data = 'a,b\n1,"caf\xe9\n\xe9t\xe9"\n\n2,\xff\r\n"\xe9",3\n'.encode("latin-1")
+    _same_at_every_cut(tmp_path / "f.csv", data, ReadOptions(encoding="iso-8859-1"), 3)
+
+
 def test_every_cut_with_another_separator(tmp_path: Path) -> None:
     data = 'a;b\n1;"x;\ny"\n2,"3";"é\n\n";\n'.encode()
     _same_at_every_cut(tmp_path / "f.csv", data, ReadOptions(delimiter=";"), 3)
@@ -98,13 +117,20 @@ _RECORD = st.lists(st.one_of(_PLAIN, _QUOTED), min_size=1, max_size=4).map(",".j
 _LINE_END = st.sampled_from(["\n", "\r\n"])
 
 
+_COMMENT = st.text(alphabet='ab"\\ ,é', max_size=6).map(lambda t: "#" + t)
+
+
 @st.composite
 def csv_files(draw: Any) -> bytes:
     """A CSV file: records with quoted newlines, doubled quotes, CRLF, empty lines,
-    multi-byte UTF-8; maybe a BOM, a stray quote, a quote never closed at the end."""
+    multi-byte UTF-8, lines that start with ``#`` (comment lines where that is the
+    comment character, quotes in them unread; a line inside a quoted field when one is
+    open); maybe a BOM, a stray quote, a quote never closed at the end."""
     parts = ["\ufeff" if draw(st.booleans()) else ""]
     for _ in range(draw(st.integers(1, 8))):
         record = "" if draw(st.integers(0, 6)) == 0 else draw(_RECORD)
+        if draw(st.integers(0, 5)) == 0:
+            record = draw(_COMMENT)
         if draw(st.integers(0, 9)) == 0:
             record += 'x"y'  # a quote inside a plain field: an ordinary character
         parts.append(record + draw(_LINE_END))
@@ -118,17 +144,20 @@ def csv_files(draw: Any) -> bytes:
 @settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=csv_files(), cuts=st.lists(st.floats(0, 1), min_size=1, max_size=4),
-       block=st.sampled_from([3, 16, 1 << 16]), escape=st.sampled_from(['"', "\\"]))
+       block=st.sampled_from([3, 16, 1 << 16]), escape=st.sampled_from(['"', "\\"]),
+       comment=st.sampled_from(["", "#"]))
 def test_generated_csv_cut_into_two_to_five_ranges(tmp_path: Path, data: bytes,
                                                    cuts: list[float], block: int,
-                                                   escape: str) -> None:
+                                                   escape: str, comment: str) -> None:
     """With the backslash as the escape, the generated `""` close and reopen fields and
-    a backslash before a line break keeps it in the field: other states at the cuts."""
+    a backslash before a line break keeps it in the field: other states at the cuts.
+    With ``#`` as the comment character, a line that starts with it outside a quoted
+    field is no record and its quotes open nothing."""
     path = tmp_path / "g.csv"
     path.write_bytes(data)
     url = f"file://{path}"
     points = [p for p in (int(c * len(data)) for c in cuts) if 0 < p < len(data)]
-    options = ReadOptions(escape=escape)
+    options = ReadOptions(escape=escape, comment=comment)
     whole = _read(path, [SourceTask(url, "csv")], options, block)
     assert _read(path, _ranges(url, points), options, block) == whole
 
@@ -154,6 +183,26 @@ def test_the_task_path_in_ranges_gives_the_rows_and_errors_of_the_whole_file(
 
     assert sorted(map(key, errors)) == sorted(map(key, whole_errors))
     assert counts["records"] == len(rows) + len(errors) == 12
+
+
+@pytest.mark.parametrize("split", [9, 31])
+def test_comment_lines_in_ranges_through_the_task_path(tmp_path: Path, split: int) -> None:
+    """`comment` in byte ranges: a comment line before the header and between records
+    (quotes in it open nothing), a line starting with the comment character inside a
+    quoted field (text of the field); the rows of the file read whole, no error."""
+    from markerstore import config
+
+    body = "".join(f'#note "{i}\n{i},"l{i}\n#m",{i * 3}\n' for i in range(1, 10))
+    data = ("#top\na,b,c\n" + body).encode()
+    ddl = "a BIGINT, b STRING, c BIGINT"
+    options = {config.INGEST_CSV_COMMENT: "#"}
+    (tmp_path / "s.csv").write_bytes(data)
+    assert len(list_tasks(str(tmp_path / "s.csv"), split_bytes=split)) > 2
+    rows, errors = run(tmp_path / "s.csv", data, ddl, split_bytes=split, options=options)
+    whole_rows, whole_errors = run(tmp_path / "w.csv", data, ddl, options=options)
+    assert errors == whole_errors == []
+    assert rows == whole_rows
+    assert sorted(r["b"] for r in rows) == sorted(f"l{i}\n#m" for i in range(1, 10))
 
 
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
