@@ -6,6 +6,8 @@ first non-empty record, on the driver (:func:`read_header`, which names the colu
 every task (:func:`drop_header`, which takes it and the empty lines before it out of the
 file's first records). A record set apart before it (bytes that are not UTF-8, a record
 too large) takes the header's place: the file then has no header that names anything.
+Read in byte ranges, the range the header starts in drops it (:func:`header_start`), be
+it a later range after ranges of empty and comment lines only.
 """
 
 from __future__ import annotations
@@ -53,21 +55,37 @@ def read_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
     dropped); empty when the file has none, or when that record is not text or is larger
     than the record size limit. Read a block at a time with the quote scanner, whose state
     carries from block to block: linear in the bytes read, whatever the line ends."""
+    options = options or ReadOptions()
+    found = _header_record(task, storage_options, options)
+    return "" if found is None or found[0] is None else _text(found[0], options)
+
+
+def header_start(task: SourceTask, storage_options: Mapping[str, Any] | None,
+                 options: ReadOptions | None = None) -> int | None:
+    """The byte offset in its file where a CSV file's header record starts (None: the
+    file holds no record): the byte range it starts in drops it, whatever the ranges
+    before it hold (empty lines, comment lines)."""
+    found = _header_record(task, storage_options, options or ReadOptions())
+    return None if found is None else found[1]
+
+
+def _header_record(task: SourceTask, storage_options: Mapping[str, Any] | None,
+                   options: ReadOptions) -> tuple[bytes | None, int] | None:
+    """(the header record's bytes without its line end, or None when it is larger than
+    the limit; its offset in the file), or None when the file holds no record."""
     from errortable.csvtext import QuoteScanner, strip_line_end
 
-    options = options or ReadOptions()
     scanner = QuoteScanner(bytes, dialect=options.dialect)
     comment = options.comment.encode()
     record = bytearray()
     with _open(SourceTask(task.url, task.format), dict(storage_options or {})) as raw:
         # UTF-16 is read as its UTF-8 transcoding, as the tasks read it
         handle = Utf16Stream(raw, options.encoding) if options.encoding in UTF16 else raw
-        first = True
+        base = at = 0  # the offset of the chunk read, and of the record being read
         while True:
             chunk = handle.read(HEADER_BYTES)
-            if first and chunk.startswith(BOM):
-                chunk = chunk[len(BOM):]
-            first = False
+            if base == 0 and chunk.startswith(BOM):
+                chunk, base, at = chunk[len(BOM):], len(BOM), len(BOM)
             start = 0
             for end in scanner.feed(chunk) if chunk else [len(chunk)]:
                 record += chunk[start:end]
@@ -75,12 +93,14 @@ def read_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
                 text = strip_line_end(bytes(record), options.line_sep)
                 record.clear()
                 if text and not (comment and text.startswith(comment)):
-                    return _text(text, options)
+                    return text, at
+                at = base + end
             if not chunk:
-                return ""
+                return None
             record += chunk[start:]
+            base += len(chunk)
             if len(record) > options.max_record_bytes:
-                return ""
+                return None, at
 
 
 def _text(record: bytes, options: ReadOptions) -> str:

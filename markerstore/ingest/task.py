@@ -214,8 +214,8 @@ class IngestTask:
         source.setdefault("lines", 0)
         # A header that is no CSV record (a quote inside an unquoted name) stays a record,
         # so it fails as one; dropped, it would take the file's every record with it.
-        header_left = (columns is not None and self.csv_header and task.start == 0
-                       and bool(columns or not header))
+        header_left = (columns is not None and self.csv_header
+                       and bool(columns or not header) and self._header_in(task))
         for block in timer.each("read", read_blocks(task, self.storage_options,
                                                     self.block_bytes, self.read_options)):
             _count(source, "lines", block.line_count)
@@ -226,6 +226,17 @@ class IngestTask:
             _count(source, "records", len(block) - blank_lines(block.records, task.format)
                    + len(block.raw))
             yield self._block(block, task.format, columns, ctx, timer)
+
+    def _header_in(self, task: SourceTask) -> bool:
+        """Whether the CSV header record starts in this task's bytes: the first range
+        (or the whole file), or a later range where all before it is empty lines or
+        comment lines."""
+        if task.start == 0:
+            return True
+        from markerstore.ingest.header import header_start
+
+        at = header_start(task, self.storage_options, self.read_options)
+        return at is not None and task.start <= at and (task.end is None or at < task.end)
 
     def _columns(self, task: SourceTask, header: str | None) -> list[str] | None:
         """The columns of a CSV task's records, in order: its file's header record's, or

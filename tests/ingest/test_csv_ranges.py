@@ -205,6 +205,27 @@ def test_comment_lines_in_ranges_through_the_task_path(tmp_path: Path, split: in
     assert sorted(r["b"] for r in rows) == sorted(f"l{i}\n#m" for i in range(1, 10))
 
 
+@pytest.mark.parametrize("comment", ["", "#"])
+@pytest.mark.parametrize("split", [3, 8, 20])
+def test_the_header_after_ranges_of_empty_lines_is_dropped_once(tmp_path: Path, split: int,
+                                                                comment: str) -> None:
+    """Ranges smaller than the empty lines (and comment lines) before the header: the
+    range the header starts in drops it, the ranges before it read no record."""
+    from markerstore import config
+
+    lead = "\r\n\n\r" * 4 + ("#x,y\n\n" if comment else "")
+    data = ("\ufeff" + lead + "a,b\n1,x\n\n2,y\n3,z\n").encode()
+    options = {config.INGEST_CSV_COMMENT: comment} if comment else None
+    (tmp_path / "s.csv").write_bytes(data)
+    assert len(list_tasks(str(tmp_path / "s.csv"), split_bytes=split)) >= 2
+    counts: dict[str, int] = {}
+    rows, errors = run(tmp_path / "s.csv", data, "a BIGINT, b STRING", split_bytes=split,
+                       options=options, counts=counts)
+    assert errors == []
+    assert rows == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}, {"a": 3, "b": "z"}]
+    assert counts["records"] == 3
+
+
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     """The byte spans read from local files from now on."""
     spans: list[tuple[int, int]] = []
