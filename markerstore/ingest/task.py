@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from errortable.records import to_json
 from markerstore import config
 from markerstore.commit import TaskAttempt, TaskResult, TaskSpec
 from markerstore.commit.runner import task_writer
@@ -32,7 +33,6 @@ from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
 from markerstore.ingest.charsets import codec
 from markerstore.ingest.header import drop_header
-from errortable.records import to_json
 from markerstore.ingest.payload import json_payloads
 from markerstore.ingest.reader import Parsed, blank_lines, csv_text, json_query, parse_json
 from markerstore.ingest.sources import SourceTask
