@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from benchmarks.bench_ingest import _phases
+from benchmarks.ingest_jobs import spoiled
 
 CORES = 2
 SCHEMA = ("event_id BIGINT, user_id BIGINT, amount DOUBLE, note STRING, "
@@ -54,15 +55,7 @@ def make_file(path: str, rows: int, seed: int = 29) -> dict[str, int]:
                       f"2026-11-{day}"]
             if rng.random() < 0.02:
                 counts["bad"] += 1
-                kind = i % 4
-                if kind == 0:
-                    fields = fields[:3]
-                elif kind == 1:
-                    fields[2] = "twelve"
-                elif kind == 2:
-                    fields[0] = ""
-                else:
-                    fields[2] = "-" + fields[2]
+                fields = spoiled(fields, i % 4)
             lines.append(",".join(fields))
             if len(lines) >= 100_000:
                 out.write("\n".join(lines) + "\n")

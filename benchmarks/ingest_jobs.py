@@ -45,18 +45,25 @@ def make_csv(folder: str, rows: int, files: int = 8, seed: int = 7) -> None:
                       rng.choice(("EUR", "USD", "GBP")), when.isoformat(),
                       when.strftime("%Y-%m-%d")]
             if rng.random() < 0.03:
-                kind = i % 4
-                if kind == 0:
-                    fields = fields[:3]
-                elif kind == 1:
-                    fields[2] = "twelve"
-                elif kind == 2:
-                    fields[0] = ""
-                else:
-                    fields[2] = "-" + fields[2]
+                fields = spoiled(fields, i % 4)
             lines.append(",".join(fields))
         with open(os.path.join(folder, f"events-{number:03d}.csv"), "w") as handle:
             handle.write("\n".join(lines) + "\n")
+
+
+def spoiled(fields: list[str], kind: int) -> list[str]:
+    """A bad record of the benchmarks' CSV columns (id, user, amount, ...): a short line
+    (kind 0), a wrong type (1), a null key (2) or a failed check (3)."""
+    if kind == 0:
+        return fields[:3]
+    bad = list(fields)
+    if kind == 1:
+        bad[2] = "twelve"
+    elif kind == 2:
+        bad[0] = ""
+    else:
+        bad[2] = "-" + bad[2]
+    return bad
 
 
 def make_big_json(path: str, size: int, source: str) -> None:
