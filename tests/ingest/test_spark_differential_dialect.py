@@ -18,11 +18,10 @@ import pytest
 
 from tests.ingest.test_spark_differential import (
     Outcomes,
-    _ingest,
-    _input,
-    _spark_read,
     differences,
     documented_in,
+    run_corpora,
+    undocumented,
 )
 from tests.support.spec_corpus import DDL, HEADER, Corpus, _Builder
 
@@ -89,14 +88,8 @@ def structure_corpora() -> list[Corpus]:
 
 @pytest.fixture(scope="module")
 def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> list[Outcomes]:
-    root = tmp_path_factory.mktemp("differential_dialect")
-    found = []
-    for corpus in structure_corpora():
-        folder = corpus.write(root / "source" / corpus.name)
-        result = _ingest(spark, corpus, folder, str(root / "tables" / corpus.name))
-        result.spark = _spark_read(spark, corpus, folder)
-        found.append(result)
-    return found
+    return run_corpora(spark, structure_corpora(),
+                       tmp_path_factory.mktemp("differential_dialect"))
 
 
 def documented() -> dict[str, tuple[str, str]]:
@@ -106,12 +99,7 @@ def documented() -> dict[str, tuple[str, str]]:
 
 def test_every_difference_from_spark_in_the_structure_of_records_is_documented(
         outcomes: list[Outcomes]) -> None:
-    found = differences(outcomes)
-    docs = documented()
-    cases = {f"{o.corpus.name}/{c.name}": c for o in outcomes for c in o.corpus.cases}
-    missing = [f"| `{name}` | `{_input(cases[name])}` | `{spark}` | `{ours}` | |"
-               for name, (spark, ours) in sorted(found.items()) if docs.get(name) != (spark, ours)]
-    stale = sorted(set(docs) - set(found))
+    missing, stale = undocumented(differences(outcomes), documented(), outcomes)
     assert not missing and not stale, (
         "docs/ERROR_TABLE.md's table of differences in the structure of records is out of "
         "date.\nCases that differ as follows and are not documented so:\n"

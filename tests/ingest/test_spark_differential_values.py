@@ -19,12 +19,11 @@ import pytest
 from tests.ingest.test_spark_differential import (
     Outcome,
     Outcomes,
-    _ingest,
-    _input,
     _same,
-    _spark_read,
     documented_in,
     render,
+    run_corpora,
+    undocumented,
 )
 from tests.support.spec_corpus import Corpus, _Builder
 
@@ -160,16 +159,11 @@ def _normal(outcome: Outcome) -> Outcome:
 @pytest.fixture(scope="module")
 def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> list[Outcomes]:
     assert dt.datetime.now().astimezone().utcoffset() == dt.timedelta(0)
-    root = tmp_path_factory.mktemp("values")
-    found = []
-    for corpus in corpora():
-        folder = corpus.write(root / "source" / corpus.name)
-        result = _ingest(spark, corpus, folder, str(root / "tables" / corpus.name))
-        result.spark = _spark_read(spark, corpus, folder)
+    found = run_corpora(spark, corpora(), tmp_path_factory.mktemp("values"))
+    for result in found:
         for side in (result.spark, result.ours):
             for name, items in side.items():
                 side[name] = [_normal(o) for o in items]
-        found.append(result)
     return found
 
 
@@ -189,12 +183,7 @@ def documented() -> dict[str, tuple[str, str]]:
 
 
 def test_every_difference_from_spark_is_documented(outcomes: list[Outcomes]) -> None:
-    found = differences(outcomes)
-    docs = documented()
-    cases = {f"{o.corpus.name}/{c.name}": c for o in outcomes for c in o.corpus.cases}
-    missing = [f"| `{name}` | `{_input(cases[name])}` | `{spark}` | `{ours}` | |"
-               for name, (spark, ours) in sorted(found.items()) if docs.get(name) != (spark, ours)]
-    stale = sorted(set(docs) - set(found))
+    missing, stale = undocumented(differences(outcomes), documented(), outcomes)
     assert not missing and not stale, (
         f"docs/ERROR_TABLE.md's {SECTION!r} is out of date.\nNot documented so:\n"
         + "\n".join(missing) + "\nDocumented cases that no longer differ: " + ", ".join(stale))

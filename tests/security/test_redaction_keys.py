@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from errortable import ErrorTableConfig, RecordBuilder, Validator
 from errortable.pii import REDACTED, redact, secrets_of
+from tests.security.test_redaction import TOKEN, leaked
 
-TOKEN = "SECRETPII4242"
 SCHEMA = pa.schema([("id", pa.string()), ("email", pa.string()), ("note", pa.string())])
 POLICY = ErrorTableConfig(redact=("email",))
 
@@ -36,16 +36,6 @@ def nested(value: Any, keys: list[str], as_list: list[bool]) -> Any:
         if in_list:
             value = [value, {"unrelated": 1}]
     return value
-
-
-def leaked(rows: list[dict[str, Any]]) -> list[str]:
-    found = []
-    for row in rows:
-        for spelled in (json.dumps(row, ensure_ascii=False, default=str),
-                        json.dumps(row, default=str)):
-            if TOKEN in spelled:
-                found.append(spelled)
-    return found
 
 
 @pytest.mark.parametrize("key", ["Email", "EMAIL", "email ", " eMail\t"])
