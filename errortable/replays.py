@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from errortable.access import connect, readers_for
 from errortable.capture import Validator
+from errortable.datetimes import ValueFormats
 from errortable.reader import REPLAY_LOG_OPERATION, CommittedInstant, ErrorTableReader
 from errortable.records import REASON, SOURCE_LINE
 from errortable.recovery import same_table
@@ -122,10 +123,13 @@ def _select(con: duckdb.DuckDBPyConnection, where: str, unsafe_sql: bool,
 
 def replay(path: str, where: str, storage_options: Mapping[str, Any] | None = None, *,
            dry_run: bool = False, target: str | None = None,
-           unsafe_sql: bool = False, limits: sandbox.Limits | None = None) -> ReplayResult:
+           unsafe_sql: bool = False, limits: sandbox.Limits | None = None,
+           formats: ValueFormats | None = None) -> ReplayResult:
     """Re-ingest the error records selected by `where` (SQL over the `errors` view) into
     their target tables (or into `target`), once. `where` runs in the SQL sandbox (it
-    reads the `errors` view and nothing else, within `limits`) unless `unsafe_sql`."""
+    reads the `errors` view and nothing else, within `limits`) unless `unsafe_sql`.
+    `formats`: how text values read (the ingest's dateFormat and the like), as the
+    ingest that stored the records read them."""
     if not where or not where.strip():
         raise ConfigError("--where needs a SQL condition over the errors view (for example "
                           "\"reason = 'cast'\")")
@@ -152,7 +156,8 @@ def replay(path: str, where: str, storage_options: Mapping[str, Any] | None = No
         check_origins(readers, tables, origins)
     for url in sorted(tables):
         rows = by_target.get(url, [])
-        outcome = _replay_into(tables[url], rows, where, dry_run, error_table.storage.url())
+        outcome = _replay_into(tables[url], rows, where, dry_run, error_table.storage.url(),
+                               formats)
         outcome.selected += skipped_logged.get(url, 0)
         outcome.already_replayed += skipped_logged.get(url, 0)
         result.targets.append(outcome)
@@ -208,7 +213,8 @@ def _origin_problem(target: Table, error_table: Table, committed: CommittedInsta
 
 
 def _replay_into(table: Table, rows: list[tuple[str, str | None]], where: str,
-                 dry_run: bool, error_table: str) -> TargetReplay:
+                 dry_run: bool, error_table: str, formats: ValueFormats | None = None
+                 ) -> TargetReplay:
     outcome = TargetReplay(table.storage.url(), selected=len(rows))
     done = replayed_uids(table)
     records, uids = [], []
@@ -225,7 +231,7 @@ def _replay_into(table: Table, rows: list[tuple[str, str | None]], where: str,
     if not records:
         return outcome
     schema, partitions = target_schema(table)
-    validator = Validator(schema, partition_by=partitions)
+    validator = Validator(schema, partition_by=partitions, formats=formats)
     # Row numbers stand in for line numbers, so each failure names its input row.
     good, failing = validator.split_records(records, line_numbers=range(len(records)))
     outcome.still_failing = dict(Counter(e["context"][REASON] for e in failing))

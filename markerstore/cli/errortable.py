@@ -206,23 +206,52 @@ def _expire_text(data: dict[str, Any]) -> None:
 @click.option("--target", default=None, help="Replay into this table instead of each "
               "record's own target table.")
 @click.option("--dry-run", is_flag=True, help="Only report what would be replayed.")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="How the ingest read text values, to read them alike (repeatable): "
+                   "dateFormat, timestampFormat, timestampNTZFormat, nanValue, positiveInf, "
+                   "negativeInf (Spark's names, as `markerstore ingest --option` takes "
+                   "them).")
 @unsafe_sql_flag
 @sandbox_limit_flags
 @storage_option_flag
 @json_flag
 @_command
-def replay(path: str, where: str, target: str | None, dry_run: bool, unsafe_sql: bool,
-           time_limit: float | None, memory_limit: str | None,
-           storage_options: tuple[str, ...], as_json: bool) -> None:
+def replay(path: str, where: str, target: str | None, dry_run: bool,
+           options: tuple[str, ...], unsafe_sql: bool, time_limit: float | None,
+           memory_limit: str | None, storage_options: tuple[str, ...], as_json: bool) -> None:
     """Re-ingest selected (fixed) error records into their target table as a new commit,
     once: replayed records are recorded and never replayed again. The --where condition
-    reads the errors view and nothing else, unless --unsafe-sql."""
+    reads the errors view and nothing else, unless --unsafe-sql. Values are read as the
+    ingest's value options (--option) say."""
+    formats = _value_formats(options)
     if target is not None:
         open_table(target, storage_options)
     result = replay_errors(path, where, parse_storage_options(storage_options),
                            dry_run=dry_run, target=target, unsafe_sql=unsafe_sql,
-                           limits=sql_limits(unsafe_sql, time_limit, memory_limit))
+                           limits=sql_limits(unsafe_sql, time_limit, memory_limit),
+                           formats=formats)
     output(result, as_json, _replay_text)
+
+
+def _value_formats(pairs: tuple[str, ...]) -> Any:
+    """The ValueFormats of replay's --option pairs (None without any); an option that is
+    not one of how values read is refused in one line."""
+    if not pairs:
+        return None
+    from markerstore import config
+    from markerstore.cli.ingest import parse_options
+    from markerstore.ingest.task import value_formats
+
+    options = parse_options(pairs)
+    allowed = {config.INGEST_DATE_FORMAT, config.INGEST_TIMESTAMP_FORMAT,
+               config.INGEST_TIMESTAMP_NTZ_FORMAT, config.INGEST_NAN_VALUE,
+               config.INGEST_POSITIVE_INF, config.INGEST_NEGATIVE_INF}
+    other = sorted(k for k in options if config.canonical_key(k) not in allowed)
+    if other:
+        raise ConfigError(f"replay --option takes how values read (dateFormat, "
+                          f"timestampFormat, timestampNTZFormat, nanValue, positiveInf, "
+                          f"negativeInf), not {', '.join(other)}")
+    return value_formats(options)
 
 
 def _replay_text(data: dict[str, Any]) -> None:

@@ -325,3 +325,41 @@ def test_an_export_with_spark_value_options_loses_no_record(spark: Any, tmp_path
                                        "--option", "dateFormat=EEE dd"])
     assert refused.exit_code == 2 and "option dateFormat: 'EEE dd'" in refused.output
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.spark
+def test_replay_reads_values_as_the_ingest_did(spark: Any, tmp_path: Path) -> None:
+    """Records that failed a check replay as the ingest read them: with the ingest's
+    dateFormat a day written 27/11/2026 is a date again; without it, it fails its cast
+    once more and nothing is written; an option that is not how values read is refused."""
+    from click.testing import CliRunner
+
+    from markerstore.cli import cli
+    from markerstore.ingest.pipeline import ingest
+    from tests.support.readback import data_rows
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "e.csv").write_bytes(b"id,d,amount\n1,27/11/2026,5\n2,28/11/2026,-3\n"
+                                   b"3,01/12/2026,-4\n")
+    table = str(tmp_path / "t")
+    result = ingest(str(source), table, schema="id BIGINT, d DATE, amount BIGINT",
+                    checks={"positive": "amount > 0"}, spark=spark, markers="direct",
+                    progress=False, options={"dateFormat": "dd/MM/yyyy"})
+    assert result.error_records == {"check": 2}
+    errors = table + "_errors"
+
+    def replay(*more: str) -> Any:
+        return CliRunner().invoke(cli, ["errortable", "replay", errors, "--where",
+                                        "reason = 'check'", "--json", *more])
+
+    plain = replay("--dry-run")
+    assert plain.exit_code == 0, plain.output
+    assert json.loads(plain.output)["written_rows"] == 0
+    refused = replay("--option", "sep=;")
+    assert refused.exit_code == 2 and "not sep" in refused.output
+    done = replay("--option", "dateFormat=dd/MM/yyyy")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["written_rows"] == 2
+    assert sorted((r["id"], r["d"]) for r in data_rows(table).to_pylist()) == [
+        (1, dt.date(2026, 11, 27)), (2, dt.date(2026, 11, 28)), (3, dt.date(2026, 12, 1))]
