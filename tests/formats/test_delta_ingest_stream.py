@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 
 from markerstore import Table
-from markerstore.ingest import sample
-from markerstore.ingest.pipeline import ingest
 from tests.spark.test_spark_stream import input_files
 from tests.support.entry_points import format_name
 from tests.support.formats import (
@@ -19,6 +17,7 @@ from tests.support.formats import (
     assert_iceberg_matches,
     delta_table,
     iceberg_table,
+    ingest_sample,
 )
 
 pytestmark = pytest.mark.spark
@@ -26,11 +25,7 @@ pytest.importorskip("deltalake")
 
 
 def test_the_ingest_publishes_its_table_and_error_table(spark: Any, tmp_path: Path) -> None:
-    info = sample.generate(str(tmp_path / "src"), rows=3000, files=2)
-    url = str(tmp_path / "events")
-    ingest(str(tmp_path / "src"), url, schema=sample.SCHEMA_DDL, checks=sample.CHECKS,
-           key=sample.KEY, partition_by=sample.PARTITION_BY, spark=spark, markers="direct",
-           progress=False, options=DELTA)
+    info, url = ingest_sample(spark, tmp_path, DELTA)
     table = Table(url)
     assert_delta_matches(table)
     assert delta_table(table).to_pyarrow_table().num_rows == info.good

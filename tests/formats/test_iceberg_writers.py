@@ -11,8 +11,6 @@ import pytest
 
 import markerstore.spark as ms
 from markerstore import Table
-from markerstore.ingest import sample
-from markerstore.ingest.pipeline import ingest
 from tests.support.commit_checks import data_files
 from tests.support.formats import (
     BOTH,
@@ -20,6 +18,7 @@ from tests.support.formats import (
     assert_delta_matches,
     assert_iceberg_matches,
     iceberg_table,
+    ingest_sample,
 )
 
 pytestmark = pytest.mark.spark
@@ -52,11 +51,7 @@ def test_the_function_writer_and_an_overwrite_are_snapshots(spark: Any, tmp_path
 
 
 def test_the_ingest_publishes_its_table_and_error_table(spark: Any, tmp_path: Path) -> None:
-    info = sample.generate(str(tmp_path / "src"), rows=3000, files=2)
-    url = str(tmp_path / "events")
-    ingest(str(tmp_path / "src"), url, schema=sample.SCHEMA_DDL, checks=sample.CHECKS,
-           key=sample.KEY, partition_by=sample.PARTITION_BY, spark=spark, markers="direct",
-           progress=False, options=ICEBERG)
+    info, url = ingest_sample(spark, tmp_path, ICEBERG)
     table = Table(url)
     assert len(iceberg_table(table).snapshots()) == len(table.completed()) == 1
     assert_iceberg_matches(table)

@@ -3,6 +3,7 @@ and comparing row for row with markerstore's snapshot."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -83,3 +84,17 @@ def assert_iceberg_matches(table: Table) -> None:
     snapshots = sorted(iceberg.snapshots(), key=lambda s: s.sequence_number)
     assert [s.summary.get("markerstore.instant") for s in snapshots] == [
         i for i in completed if i >= since]
+
+
+def ingest_sample(spark: Any, folder: Path, options: dict[str, str]) -> tuple[Any, str]:
+    """The demo's sample (3,000 rows in 2 files, some bad) ingested into a table of
+    `folder` with `options` (its formats): (what the sample holds, the table's URL)."""
+    from markerstore.ingest import sample
+    from markerstore.ingest.pipeline import ingest
+
+    info = sample.generate(str(folder / "src"), rows=3000, files=2)
+    url = str(folder / "events")
+    ingest(str(folder / "src"), url, schema=sample.SCHEMA_DDL, checks=sample.CHECKS,
+           key=sample.KEY, partition_by=sample.PARTITION_BY, spark=spark, markers="direct",
+           progress=False, options=options)
+    return info, url
