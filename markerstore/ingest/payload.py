@@ -1,6 +1,6 @@
-"""The `record` of an error row for a line the vectorized pass parsed: the JSON that
-errortable's per-record path stores for it, ``to_json(json.loads(line))`` for a JSON line
-and ``to_json(dict(zip(header, fields)))`` for a CSV record (null as the options say).
+"""The `record` of an error row for a JSON line the vectorized pass parsed: the JSON that
+errortable's per-record path stores for it, ``to_json(json.loads(line))`` (a CSV record's
+is built from the fields Arrow read: ``IngestTask._validate``).
 
 The JSON lines of a block are decoded in one call (they are well-formed objects: the
 vectorized pass parsed them), which is about twice as fast as a call per line; a block
@@ -27,15 +27,3 @@ def json_payloads(lines: Sequence[str]) -> list[str]:
         values = [json.loads(line) for line in lines]
     return [to_json(v) for v in values]
 
-
-def csv_payloads(lines: Sequence[str], header: Sequence[str], null_value: str = "",
-                 empty_value: str = "", delimiter: str = ",", escape: str = '"', *,
-                 dialect: Any = None) -> list[str]:
-    """Python's JSON of CSV records (fields by header name, null as the options say)."""
-    from errortable.csvtext import field_values, split_record
-    from errortable.records import to_json
-
-    names = list(header)
-    return [to_json(dict(zip(names, field_values(
-        split_record(line, delimiter, escape, dialect=dialect), null_value, empty_value),
-        strict=True))) for line in lines]
