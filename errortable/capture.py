@@ -246,19 +246,18 @@ class Validator:
         with the same error record; then the null, key, partition and check stages.
         `payloads(rows)` is the original records of `rows` as JSON."""
         n = table.num_rows
+        batch = table.combine_chunks().to_batches()[0] if n else None  # one chunk a column
         columns: dict[str, pa.Array] = {}
         failures: dict[int, list[tuple[str, Failure]]] = {}
         for f in self.target_schema:
-            if f.name not in table.column_names:
+            if batch is None or f.name not in batch.schema.names:
                 columns[f.name] = pa.nulls(n, f.type)
                 continue
-            source = table.column(f.name).combine_chunks()
-            array, failed = self._cast_text(source, f.type)
+            array, failed = self._cast_text(batch.column(f.name), f.type)
             columns[f.name] = array
             for row, exc in failed.items():
                 failures.setdefault(row, []).append((f.name, exc))
-        batches = table.combine_chunks().to_batches()
-        raw = RawRows(batch=batches[0] if len(batches) == 1 else None, payloads=payloads)
+        raw = RawRows(batch=batch, payloads=payloads)
         return self._finish(n, columns, failures, {}, raw, R.CaptureContext.of(context),
                             None, line_numbers)
 
