@@ -39,7 +39,10 @@ os.makedirs(os.path.dirname(target), exist_ok=True)
 with open(target, "wb") as out:
     out.write(b"PAR1" + b"x" * 100_000)
     out.flush()
-    print(os.getpid(), target, flush=True)
+    # one write of the whole line: with PYTHONUNBUFFERED, print writes each piece on its
+    # own, and the two processes' pieces interleave in the pipe
+    sys.stdout.write(f"{os.getpid()} {target}\\n")
+    sys.stdout.flush()
     time.sleep(600)
 """
 
