@@ -1,8 +1,10 @@
 """Vectorized parsing of a block of JSON or CSV lines into the target schema.
 
-A block's lines are parsed in one pass by C++ engines (DuckDB's JSON functions for JSON
-lines, Arrow's CSV reader for CSV lines) and cast to the target types with DuckDB and
-Arrow. Only the lines this pass is sure of become rows here: a line is *clean* when it
+A block's lines are parsed in one pass by C++ engines: DuckDB's JSON functions for JSON
+lines, cast to the target types with DuckDB and Arrow (:func:`parse_json`); Arrow's CSV
+reader for CSV records, whose fields stay text for the Validator to cast as the
+per-record path does (:func:`csv_text`, then errortable's ``Validator.split_text``).
+Only the lines this pass is sure of become rows here: a line is *clean* when it
 is plainly well formed and every value has the JSON type (or CSV text) that the
 reference parser (errortable's ``parse_json_lines`` / ``parse_csv_lines`` and the
 Validator's casts) converts to the same value. Every other line is a *suspect*: the task
@@ -398,24 +400,6 @@ def _clean_csv(lines: pa.Array, width: int, dialect: Dialect, null_value: str,
     if dialect.ignore_leading or dialect.ignore_trailing:
         clean = pc.and_(clean, pc.invert(pc.match_substring_regex(lines, "[ ]")))
     return np.flatnonzero(pc.fill_null(clean, False).to_numpy(zero_copy_only=False))
-
-
-def parse_csv(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
-              extra_ok: bool, null_value: str = "", empty_value: str = "",
-              delimiter: str = ",", escape: str = '"',
-              formats: ValueFormats | None = None, *,
-              dialect: Dialect | None = None) -> Parsed:
-    """The clean rows of a block of CSV records (after the header) in the target schema,
-    and its suspects (:func:`csv_text`; a row a cast rejects is a suspect too)."""
-    text = csv_text(lines, schema, header, extra_ok, null_value, empty_value,
-                    dialect=Dialect.of(dialect, delimiter, escape))
-    if len(text.rows) == 0:
-        return text
-    k = len(text.rows)
-    names = text.table.column_names
-    columns = [text.table.column(f.name) if f.name in names else pa.nulls(k, pa.string())
-               for f in schema]
-    return _finish(schema, columns, text.rows, len(lines), formats)
 
 
 def csv_text(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from errortable import parse_csv_lines
-from errortable.csvtext import QuoteScanner, strip_line_end
+from errortable.csvtext import Dialect, QuoteScanner, strip_line_end
 from markerstore import config
 from markerstore.cli import cli
 from markerstore.errors import ConfigError, SchemaError
@@ -24,7 +24,7 @@ from markerstore.ingest.blocks import ReadOptions
 from markerstore.ingest.csvsplit import record_ends
 from markerstore.ingest.infer import infer_schema
 from markerstore.ingest.pipeline import ingest
-from markerstore.ingest.reader import parse_csv
+from markerstore.ingest.reader import csv_text
 from markerstore.ingest.sources import SourceError, implied_separator, list_tasks
 from tests.support.ingest_run import ordered, reasons, run
 from tests.support.readback import assert_records, data_rows
@@ -131,8 +131,8 @@ def test_the_vectorized_pass_agrees_with_the_parser_for_any_dialect(
         return
     names = ["a", "b", "c"]
     schema = pa.schema([(n, pa.string()) for n in names])
-    parsed = parse_csv(pa.array(records, pa.large_string()), schema, names, False,
-                       delimiter=sep, escape=escape)
+    parsed = csv_text(pa.array(records, pa.large_string()), schema, names, False,
+                      dialect=Dialect(delimiter=sep, escape=escape))
     for row, i in zip(parsed.table.to_pylist(), parsed.rows.tolist(), strict=True):
         reference = parse_csv_lines([records[i]], header=names, delimiter=sep,
                                     escape=escape)

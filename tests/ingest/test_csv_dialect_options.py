@@ -21,7 +21,7 @@ from markerstore import config
 from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import ReadOptions, read_blocks, split_records
 from markerstore.ingest.csvsplit import record_ends
-from markerstore.ingest.reader import parse_csv
+from markerstore.ingest.reader import csv_text
 from markerstore.ingest.sources import SourceTask
 from markerstore.ingest.task import read_options
 from tests.support.ingest_run import ordered, reasons, run
@@ -98,7 +98,7 @@ def test_blocks_parser_and_vectorized_pass_agree_for_any_dialect(
         dialect.comment and r.startswith(dialect.comment))]
     names = ["a", "b", "c"]
     schema = pa.schema([(n, pa.string()) for n in names])
-    parsed = parse_csv(block.records, schema, names, False, dialect=dialect)
+    parsed = csv_text(block.records, schema, names, False, dialect=dialect)
     for row, i in zip(parsed.table.to_pylist(), parsed.rows.tolist(), strict=True):
         reference = parse_csv_lines([records[i]], header=names, dialect=dialect)
         assert reference.errors == [] and reference.records == [row], (records[i], dialect)

@@ -16,7 +16,7 @@ from errortable import parse_csv_lines
 from errortable.csvtext import Dialect
 from errortable.parsing import ParseOptions
 from markerstore.ingest.blocks import ReadOptions, split_records
-from markerstore.ingest.reader import parse_csv
+from markerstore.ingest.reader import csv_text
 
 _DIALECTS = [Dialect(), Dialect(escape="\\"), Dialect(quote="'", escape="'"),
              Dialect(delimiter=";", quote="'", escape="\\")]
@@ -70,8 +70,8 @@ def test_records_with_quoted_line_breaks_take_the_vectorized_pass(
     block = split_records(data, "csv", options=options)
     assert block.records.to_pylist() == lines
     schema = pa.schema([(n, pa.string()) for n in _NAMES])
-    parsed = parse_csv(block.records, schema, _NAMES, False, null_value, empty_value,
-                       dialect=dialect)
+    parsed = csv_text(block.records, schema, _NAMES, False, null_value, empty_value,
+                      dialect=dialect)
     # Only what Arrow may read otherwise is left to the reference parser: where ``""``
     # is not null, a record with two quotes between delimiters (a quoted empty field,
     # or text that looks like one inside a quoted value); white space where it is
@@ -93,7 +93,7 @@ def test_a_quoted_crlf_lf_and_cr_come_back_as_written() -> None:
     data = b'1,"a\r\nb","c\nd"\r\n2,"e\rf",""\n'
     block = split_records(data, "csv", options=ReadOptions())
     schema = pa.schema([(n, pa.string()) for n in _NAMES])
-    parsed = parse_csv(block.records, schema, _NAMES, False)
+    parsed = csv_text(block.records, schema, _NAMES, False, dialect=Dialect())
     assert parsed.suspects.tolist() == []
     assert parsed.table.to_pylist() == [{"a": "1", "b": "a\r\nb", "c": "c\nd"},
                                         {"a": "2", "b": "e\rf", "c": None}]

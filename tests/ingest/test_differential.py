@@ -288,8 +288,9 @@ def test_parquet_source(tmp_path: Path) -> None:
 def test_the_vectorized_pass_takes_the_plain_lines(tmp_path: Path) -> None:
     """The comparison above means something only if the fast pass decides most lines:
     plain lines are never suspects, and each kind of odd line is."""
+    from errortable.csvtext import Dialect
     from markerstore.ingest.blocks import split_records
-    from markerstore.ingest.reader import csv_pattern, json_query, parse_csv, parse_json
+    from markerstore.ingest.reader import csv_pattern, csv_text, json_query, parse_json
 
     def split_lines(data: bytes) -> pa.Array:
         return split_records(data).records
@@ -302,9 +303,12 @@ def test_the_vectorized_pass_takes_the_plain_lines(tmp_path: Path) -> None:
     odd = b"\n".join(_variants(_good(1, rng))[:9])
     assert len(parse_json(split_lines(odd), schema, json_query(schema, False)).suspects) == 9
     text = "\n".join(f'{i},"n, {i}",{i / 3},true,2026-01-0{1 + i % 9}' for i in range(300))
-    parsed = parse_csv(split_lines(text.encode()), ddl_to_arrow(CSV_DDL),
-                       ["id", "name", "score", "ok", "day"], False)
+    parsed = csv_text(split_lines(text.encode()), ddl_to_arrow(CSV_DDL),
+                      ["id", "name", "score", "ok", "day"], False, dialect=Dialect())
     assert parsed.table.num_rows == 300 and len(parsed.suspects) == 0
+    good, failed = errortable.Validator(ddl_to_arrow(CSV_DDL)).split_text(
+        parsed.table, None, None, lambda rows: ["{}"] * len(rows))
+    assert good.num_rows == 300 and failed.num_rows == 0
     lines = pa.array(["a,b", '"a,b",c', "a;b", "a,b,c", 'a"b,c'])
     assert pc.match_substring_regex(lines, csv_pattern(2)).to_pylist() == [
         True, True, False, False, False]
