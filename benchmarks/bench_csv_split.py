@@ -30,6 +30,10 @@ from benchmarks.bench_ingest import _phases
 from benchmarks.ingest_jobs import spoiled
 
 CORES = 2
+# Runs before the timed ones in each scaling session: the JVM compiles the code of its
+# first jobs (C1 and C2 threads busy for a few of them), CPU a local[2] run shares with
+# its tasks and a local[1] run leaves to the idle core.
+WARM_UP = 2
 SCHEMA = ("event_id BIGINT, user_id BIGINT, amount DOUBLE, note STRING, "
           "event_time TIMESTAMP, day STRING")
 HEADER = "event_id,user_id,amount,note,event_time,day"
@@ -170,15 +174,16 @@ def _rounded(runs: dict[str, list[float]]) -> dict[str, list[float]]:
 
 def scaling(base: str, src: str, rounds: int, split: int | None) -> dict[str, list[float]]:
     """The ingest alone on local[1], then on local[2], then both again (a session each,
-    `rounds` runs in each): the machine's drift over the minutes of a run falls on both
-    sides alike."""
+    `rounds` runs in each after WARM_UP runs): the machine's drift over the minutes of a
+    run falls on both sides alike."""
     from markerstore.ingest.pipeline import spark_session
 
     found: dict[str, list[float]] = {"local[1]": [], "local[2]": []}
     for turn, cores in enumerate((1, 2, 1, 2)):
         spark = spark_session(f"local[{cores}]")
         try:
-            _timed_ingest(spark, src, os.path.join(base, f"warm{turn}"), split)
+            for i in range(WARM_UP):
+                _timed_ingest(spark, src, os.path.join(base, f"warm{turn}-{i}"), split)
             found[f"local[{cores}]"] += [
                 _timed_ingest(spark, src, os.path.join(base, f"scale-{turn}-{i}"), split)[0]
                 for i in range(rounds)]
@@ -271,7 +276,8 @@ def markdown(size: int, counts: dict[str, int], rows: int, sbs: dict[str, Any],
         f"seconds over the cores, then the driver's): "
         f"{json.dumps({k: round(v, 2) for k, v in sbs['phases'].items()})}.\n",
         f"Scaling of the ingest alone (sessions of local[1], local[2], local[1], local[2] "
-        f"in turn, best of each): local[1] {one:.2f} s, local[2] {two:.2f} s: "
+        f"in turn, {WARM_UP} warm-up runs in each, best of each): local[1] {one:.2f} s, "
+        f"local[2] {two:.2f} s: "
         f"**{one / two:.2f}x** (target >= 1.8x; runs {_rounded(scale)}).\n",
         f"Finding the first record of all {look['ranges']:.0f} ranges after the first "
         f"(look-back, alone): {look['seconds'] * 1000:.1f} ms.\n",
