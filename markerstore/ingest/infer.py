@@ -8,7 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from errortable.convert import CAST_ERRORS, cast
+from errortable.datetimes import ValueFormats
 from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions, read_blocks
 from markerstore.ingest.sources import SourceTask
@@ -29,10 +32,12 @@ def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit:
 
 def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
                  sample_lines: int = 2000, options: ReadOptions | None = None,
-                 header: bool = True) -> pa.Schema:
+                 header: bool = True, formats: ValueFormats | None = None) -> pa.Schema:
     """A schema from the first records of the source (Parquet: the file's own schema).
     CSV records are read with `options` (its separator); without a `header` record the
-    columns are named as Spark names them, _c0, _c1, ..."""
+    columns are named as Spark names them, _c0, _c1, ... A CSV column of text whose every
+    sampled value reads by the ``dateFormat`` of `formats` is a DATE, else by its
+    ``timestampFormat`` a TIMESTAMP (Spark's ``preferDate`` inference)."""
     first = tasks[0]
     if first.format == "parquet":
         import fsspec
@@ -70,7 +75,7 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
                               "--schema") from None
         if not header:
             table = table.rename_columns([f"_c{i}" for i in range(table.num_columns)])
-        return table.schema
+        return pa.schema([_dated(f, table.column(f.name), formats) for f in table.schema])
     records = []
     for text in lines:
         try:
@@ -96,6 +101,27 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
             arrow_type = pa.string()
         fields.append(pa.field(name, arrow_type))
     return pa.schema(fields)
+
+
+def _dated(field: pa.Field, values: pa.ChunkedArray, formats: ValueFormats | None
+           ) -> pa.Field:
+    """`field`, a DATE or TIMESTAMP where it is text and its every sampled value (not
+    null, not empty) reads by the pattern `formats` gives for that type."""
+    if formats is None or not pa.types.is_string(field.type):
+        return field
+    text = values.combine_chunks()
+    text = text.filter(pc.fill_null(pc.not_equal(text, ""), False))
+    if len(text) == 0:
+        return field
+    for target in (pa.date32(), pa.timestamp("us", tz="UTC")):
+        if formats.pattern_for(target) is None:
+            continue
+        try:
+            cast(text, target, formats)
+        except CAST_ERRORS:
+            continue
+        return field.with_type(target)
+    return field
 
 
 _SEPARATORS = {";": "';'", "\t": "a tab ('\\t')", "|": "'|'", ",": "','"}

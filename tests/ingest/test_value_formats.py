@@ -370,3 +370,44 @@ def test_replay_reads_values_as_the_ingest_did(spark: Any, tmp_path: Path) -> No
     assert json.loads(done.output)["written_rows"] == 2
     assert sorted((r["id"], r["d"]) for r in data_rows(table).to_pylist()) == [
         (1, dt.date(2026, 11, 27)), (2, dt.date(2026, 11, 28)), (3, dt.date(2026, 12, 1))]
+
+
+INFERRED_CSV = (b"id,d,t,n,mixed,late\n"
+                b"1,27/11/2026,11/27/2026 10:00,2021-01-01 10:11:12,27/11/2026,x\n"
+                b"2,,11/28/2026 23:59,,soon,\n"
+                b"3,01/01/2020,,,01/12/2026,31/02/2026\n")
+
+
+@pytest.mark.parametrize("options, d, t", [
+    ({"dateFormat": "dd/MM/yyyy", "timestampFormat": "MM/dd/yyyy HH:mm"},
+     pa.date32(), pa.timestamp("us", tz="UTC")),
+    ({"dateFormat": "dd/MM/yyyy"}, pa.date32(), pa.string()),
+    ({"timestampFormat": "MM/dd/yyyy HH:mm"}, pa.string(), pa.timestamp("us", tz="UTC")),
+    ({}, pa.string(), pa.string())])
+def test_inference_reads_dates_and_timestamps_by_the_given_patterns(
+        tmp_path: Path, options: dict[str, str], d: pa.DataType, t: pa.DataType) -> None:
+    """Spark's preferDate inference: a text column whose every value (empty ones aside)
+    reads by dateFormat is a DATE, else by timestampFormat a TIMESTAMP; a column where one
+    value does not read (text, a day that does not exist) stays text; then every record
+    reads with the schema inferred."""
+    from markerstore.ingest.pipeline import _target_schema
+    from markerstore.ingest.sources import list_tasks
+
+    (tmp_path / "in.csv").write_bytes(INFERRED_CSV)
+    settings = config.resolve(options)
+    inferred = _target_schema(None, list_tasks(str(tmp_path / "in.csv")), {}, settings)
+    assert inferred.field("d").type == d and inferred.field("t").type == t
+    assert inferred.field("mixed").type == pa.string()
+    assert inferred.field("late").type == pa.string()
+    ddl = ", ".join(f"{f.name} {_ddl_type(f.type)}" for f in inferred)
+    rows, errors = run(tmp_path / "again.csv", INFERRED_CSV, ddl, options=options)
+    assert errors == [] and len(rows) == 3
+    if d == pa.date32():
+        assert {r["id"]: r["d"] for r in rows} == {
+            1: dt.date(2026, 11, 27), 2: None, 3: dt.date(2020, 1, 1)}
+
+
+def _ddl_type(arrow: pa.DataType) -> str:
+    return {pa.int64(): "BIGINT", pa.date32(): "DATE", pa.string(): "STRING",
+            pa.timestamp("us", tz="UTC"): "TIMESTAMP", pa.timestamp("s"): "TIMESTAMP_NTZ"
+            }[arrow]
