@@ -6,15 +6,17 @@ first non-empty record, on the driver (:func:`read_header`, which names the colu
 every task (:func:`drop_header`, which takes it and the empty lines before it out of the
 file's first records). A record set apart before it (bytes that are not UTF-8, a record
 too large) takes the header's place: the file then has no header that names anything.
-Read in byte ranges, the range the header starts in drops it (:func:`header_start`), be
-it a later range after ranges of empty and comment lines only.
+Read in byte ranges, the range the header starts in drops it (:func:`starts_in`), be it a
+later range after ranges of empty and comment lines only: the driver reads where the
+header starts along with its text (:func:`read_header_at`) and tells each range; a range
+not told looks it up (:func:`header_start`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +27,14 @@ from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, codec
 from markerstore.ingest.sources import SourceTask
 
 HEADER_BYTES = 64 * 1024  # read a block at a time: a header may be longer
+
+
+class Header(NamedTuple):
+    """A CSV file's header: its text (empty when the file has none that names anything)
+    and the byte offset where its record starts (None: the file holds no record)."""
+
+    text: str
+    start: int | None
 
 
 def empty_records(records: pa.Array) -> np.ndarray:
@@ -55,9 +65,18 @@ def read_header(task: SourceTask, storage_options: Mapping[str, Any] | None,
     dropped); empty when the file has none, or when that record is not text or is larger
     than the record size limit. Read a block at a time with the quote scanner, whose state
     carries from block to block: linear in the bytes read, whatever the line ends."""
+    return read_header_at(task, storage_options, options).text
+
+
+def read_header_at(task: SourceTask, storage_options: Mapping[str, Any] | None,
+                   options: ReadOptions | None = None) -> Header:
+    """:func:`read_header`'s text, with the offset where the header record starts (what
+    :func:`header_start` gives), from one read of the file's start."""
     options = options or ReadOptions()
     found = _header_record(task, storage_options, options)
-    return "" if found is None or found[0] is None else _text(found[0], options)
+    if found is None:
+        return Header("", None)
+    return Header("" if found[0] is None else _text(found[0], options), found[1])
 
 
 def header_start(task: SourceTask, storage_options: Mapping[str, Any] | None,
@@ -67,6 +86,15 @@ def header_start(task: SourceTask, storage_options: Mapping[str, Any] | None,
     before it hold (empty lines, comment lines)."""
     found = _header_record(task, storage_options, options or ReadOptions())
     return None if found is None else found[1]
+
+
+def starts_in(task: SourceTask, at: int | None) -> bool:
+    """Whether `task` is the byte range that drops its file's header, which starts at byte
+    `at` (None: the file holds no record): the first range (or the whole file) looks for it
+    whatever `at`, a later range only where `at` lies in it."""
+    if task.start == 0:
+        return True
+    return at is not None and task.start <= at and (task.end is None or at < task.end)
 
 
 def _header_record(task: SourceTask, storage_options: Mapping[str, Any] | None,

@@ -14,6 +14,7 @@ from errortable.convert import CAST_ERRORS, cast
 from errortable.datetimes import ValueFormats
 from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions, read_blocks
+from markerstore.ingest.header import Header, read_header_at
 from markerstore.ingest.sources import SourceTask
 
 SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
@@ -147,13 +148,13 @@ def separator_hint(url: str, header: str, options: ReadOptions) -> str | None:
 
 
 def csv_headers(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
-                options: ReadOptions | None = None, threads: int = 16) -> dict[str, str]:
-    """The header of each CSV file of `tasks`, by URL, read side by side (a source of many
-    small files on S3 costs a round trip each)."""
+                options: ReadOptions | None = None, threads: int = 16) -> dict[str, Header]:
+    """The header of each CSV file of `tasks` (its text and where its record starts), by
+    URL, read side by side (a source of many small files on S3 costs a round trip each)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def header(url: str) -> str:
-        return csv_header(SourceTask(url, "csv"), storage_options, options)
+    def header(url: str) -> Header:
+        return read_header_at(SourceTask(url, "csv"), storage_options, options)
 
     files = list(dict.fromkeys(t.url for t in tasks if t.format == "csv"))
     if len(files) <= 1:

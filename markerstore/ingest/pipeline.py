@@ -21,6 +21,7 @@ import pyarrow as pa
 from markerstore import config
 from markerstore.commit.result import CommitResult
 from markerstore.ingest.charsets import UTF16
+from markerstore.ingest.header import Header, starts_in
 from markerstore.ingest.infer import csv_headers, infer_schema, separator_hint
 from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
@@ -200,8 +201,9 @@ def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
 
 
 def _headers(tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
-             settings: config.Settings) -> dict[str, str]:
-    """The header record of each CSV file, by URL (none with ``header=false``). Where no
+             settings: config.Settings) -> dict[str, Header]:
+    """The header record of each CSV file and where it starts, by URL (none with
+    ``header=false``). Where no
     separator is given, a header that reads as one column holding another common separator
     is refused before anything runs: every record would fail, or be one column."""
     if not settings[config.INGEST_CSV_HEADER]:
@@ -210,22 +212,29 @@ def _headers(tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
     headers = csv_headers(tasks, src_options, reading)
     if config.INGEST_CSV_SEP not in settings.given:
         for url, header in headers.items():
-            hint = separator_hint(url, header, reading)
+            hint = separator_hint(url, header.text, reading)
             if hint is not None:
                 raise SourceError(hint)
     return headers
 
 
-def _task_splits(session: Any, tasks: Sequence[SourceTask], headers: Mapping[str, str],
+def _task_splits(session: Any, tasks: Sequence[SourceTask], headers: Mapping[str, Header],
                  settings: config.Settings) -> Splits:
     """The source splits of each Spark task (packed by bytes, one wave per core at least),
-    with the CSV header line of each split's file."""
+    with the CSV header line of each split's file and whether the split drops it (the
+    range its record starts in: no task reads the file's start again to learn it)."""
     from markerstore.ingest.session import default_parallelism
 
     cores = default_parallelism(session)
     tasks = balanced(tasks, cores, settings)
     packed = pack(tasks, cores, settings[config.INGEST_TASK_BYTES])
-    return [[(tasks[i], headers.get(tasks[i].url)) for i in split] for split in packed]
+    def split(task: SourceTask) -> tuple[SourceTask, str | None, bool]:
+        header = headers.get(task.url)
+        if header is None:
+            return task, None, False
+        return task, header.text, starts_in(task, header.start)
+
+    return [[split(tasks[i]) for i in numbers] for numbers in packed]
 
 
 def balanced(tasks: Sequence[SourceTask], cores: int, settings: config.Settings

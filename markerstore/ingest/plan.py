@@ -15,7 +15,8 @@ from markerstore.commit import WriteJob
 from markerstore.ingest.sources import SourceTask
 from markerstore.ingest.task import IngestTask, value_formats
 
-Splits = list[list[tuple[SourceTask, str | None]]]
+# Each Spark task's splits: (the split, its file's CSV header, whether it drops the header)
+Splits = list[list[tuple[SourceTask, str | None, bool]]]
 
 
 @dataclass(frozen=True)

@@ -136,11 +136,12 @@ class IngestTask:
     (its validator is not used: rows are validated here); `validator` is errortable's
     Validator of this write, the reference for every suspect line; `capture` makes the
     capture context (the error table's task spec, or a plain one); `splits` holds each
-    Spark task's source splits (with their CSV header), by the task's number."""
+    Spark task's source splits (with their CSV header, and whether it drops it), by the
+    task's number."""
 
     def __init__(self, spec: TaskSpec, validator: Any, capture: Any,
                  storage_options: Mapping[str, Any] | None = None,
-                 splits: Sequence[Sequence[tuple[SourceTask, str | None]]] = (),
+                 splits: Sequence[Sequence[tuple[SourceTask, str | None, bool]]] = (),
                  block_bytes: int = BLOCK_BYTES,
                  options: Mapping[str, Any] | None = None) -> None:
         self.spec = replace(spec, validator=None)
@@ -167,8 +168,8 @@ class IngestTask:
         try:
             for batch in descriptors:  # the numbers of this Spark task's packs of splits
                 for number in batch.column(0).to_pylist():
-                    for task, header in self.splits[number]:
-                        self.read(writer, task, header, attempt)
+                    for task, header, drops in self.splits[number]:
+                        self.read(writer, task, header, attempt, drops)
             result = writer.commit()
             if self.spec.task_hook is not None:
                 self.spec.task_hook("committed", attempt, result.files)
@@ -186,11 +187,11 @@ class IngestTask:
         return self.capture.context(task_attempt=label, source_file=url, **extra)
 
     def read(self, writer: TaskWriter, task: SourceTask, header: str | None,
-             attempt: TaskAttempt) -> None:
+             attempt: TaskAttempt, drops_header: bool | None = None) -> None:
         timer = _Timer(writer.summary.seconds)
         ctx = self._context(task.url, attempt, task.start)
         source = writer.summary.source  # what the parser counts: the commit checks it
-        for good, errors in self.results(task, header, ctx, timer, source):
+        for good, errors in self.results(task, header, ctx, timer, source, drops_header):
             with timer("write_rows"):
                 if errors is not None and errors.num_rows:
                     writer.write_errors(errors)
@@ -198,12 +199,14 @@ class IngestTask:
                     writer.write(batch)
 
     def results(self, task: SourceTask, header: str | None, ctx: Any,
-                timer: _Timer | None = None, source: dict[str, int] | None = None
+                timer: _Timer | None = None, source: dict[str, int] | None = None,
+                drops_header: bool | None = None
                 ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
         """(good rows, error rows or None) of each block of the task, in order. What the
         parser reads is added to `source`: ``records`` (a JSON line that is not blank or a
         document's element, a CSV record after the header, a Parquet row), ``lines``
-        (physical lines)."""
+        (physical lines). `drops_header`: whether the CSV header record starts in this
+        task's bytes, as the driver found it (None: read the file's start to learn it)."""
         timer = timer or _Timer({})
         source = {} if source is None else source
         source.setdefault("records", 0)
@@ -215,7 +218,8 @@ class IngestTask:
         # A header that is no CSV record (a quote inside an unquoted name) stays a record,
         # so it fails as one; dropped, it would take the file's every record with it.
         header_left = (columns is not None and self.csv_header
-                       and bool(columns or not header) and self._header_in(task))
+                       and bool(columns or not header)
+                       and (self._header_in(task) if drops_header is None else drops_header))
         for block in timer.each("read", read_blocks(task, self.storage_options,
                                                     self.block_bytes, self.read_options)):
             _count(source, "lines", block.line_count)
@@ -233,10 +237,9 @@ class IngestTask:
         comment lines."""
         if task.start == 0:
             return True
-        from markerstore.ingest.header import header_start
+        from markerstore.ingest.header import header_start, starts_in
 
-        at = header_start(task, self.storage_options, self.read_options)
-        return at is not None and task.start <= at and (task.end is None or at < task.end)
+        return starts_in(task, header_start(task, self.storage_options, self.read_options))
 
     def _columns(self, task: SourceTask, header: str | None) -> list[str] | None:
         """The columns of a CSV task's records, in order: its file's header record's, or

@@ -207,21 +207,29 @@ def test_comment_lines_in_ranges_through_the_task_path(tmp_path: Path, split: in
 
 @pytest.mark.parametrize("comment", ["", "#"])
 @pytest.mark.parametrize("split", [3, 8, 20])
-def test_the_header_after_ranges_of_empty_lines_is_dropped_once(tmp_path: Path, split: int,
-                                                                comment: str) -> None:
+@pytest.mark.parametrize("driver", [True, False])
+def test_the_header_after_ranges_of_empty_lines_is_dropped_once(
+        tmp_path: Path, split: int, comment: str, driver: bool,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Ranges smaller than the empty lines (and comment lines) before the header: the
-    range the header starts in drops it, the ranges before it read no record."""
+    range the header starts in drops it, the ranges before it read no record. Told by
+    the driver which range that is, no range reads the file's start to learn it (the
+    lookup fails here); not told, each later range looks it up."""
     from markerstore import config
+    from markerstore.ingest import header
 
     lead = "\r\n\n\r" * 4 + ("#x,y\n\n" if comment else "")
     data = ("\ufeff" + lead + "a,b\n1,x\n\n2,y\n3,z\n").encode()
     options = {config.INGEST_CSV_COMMENT: comment} if comment else None
     (tmp_path / "s.csv").write_bytes(data)
     assert len(list_tasks(str(tmp_path / "s.csv"), split_bytes=split)) >= 2
+    looked_up = []
+    if driver:
+        monkeypatch.setattr(header, "header_start", lambda *a: looked_up.append(a) / 0)
     counts: dict[str, int] = {}
     rows, errors = run(tmp_path / "s.csv", data, "a BIGINT, b STRING", split_bytes=split,
-                       options=options, counts=counts)
-    assert errors == []
+                       options=options, counts=counts, driver_header=driver)
+    assert errors == [] and looked_up == []
     assert rows == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}, {"a": 3, "b": "z"}]
     assert counts["records"] == 3
 

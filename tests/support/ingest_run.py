@@ -12,7 +12,7 @@ import errortable
 from markerstore import config
 from markerstore.commit import TaskSpec
 from markerstore.ingest.charsets import UTF16
-from markerstore.ingest.infer import csv_header
+from markerstore.ingest.header import read_header_at, starts_in
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.sources import list_tasks
 from markerstore.ingest.task import IngestTask, read_options, value_formats
@@ -21,12 +21,14 @@ from markerstore.ingest.task import IngestTask, read_options, value_formats
 def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None = None,
         block_bytes: int | None = None, split_bytes: int | None = None,
         extra_columns: str = "error", key: str | None = None,
-        counts: dict[str, int] | None = None
+        counts: dict[str, int] | None = None, driver_header: bool = True
         ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(rows, error records with their context as a dict) of ingesting `data` written to
     `path` (its extension gives the format); rows sorted by :func:`ordered` (a block
     gives the rows of its suspect records after the others). `counts` gets the source
-    records and lines the parser read, as the commit does."""
+    records and lines the parser read, as the commit does. The CSV header is read once,
+    and each range told whether it drops it, as the driver does; with `driver_header`
+    false each range learns that itself."""
     path.write_bytes(data)
     resolved = config.resolve(options)
     documents = resolved[config.INGEST_JSON_MULTILINE]
@@ -44,11 +46,13 @@ def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None 
     rows: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     headers = resolved[config.INGEST_CSV_HEADER]
+    found_header = (read_header_at(tasks[0], None, read_options(options))
+                    if tasks and tasks[0].format == "csv" and headers else None)
     for t in tasks:
-        header = (csv_header(t, None, read_options(options))
-                  if t.format == "csv" and headers else None)
+        header = None if found_header is None else found_header.text
+        drops = starts_in(t, found_header.start) if found_header and driver_header else None
         ctx = errortable.CaptureContext(task_attempt="t", source_file=t.url)
-        for good, found in task.results(t, header, ctx, source=counts):
+        for good, found in task.results(t, header, ctx, source=counts, drops_header=drops):
             rows += good.to_pylist()
             if found is not None:
                 errors += [{**e, "context": dict(e["context"])} for e in found.to_pylist()]
