@@ -368,7 +368,7 @@ class _Reader:
         self.offset, self.line = 0, 1
         if task.start and task.format == "csv":  # a CSV record may span this line start
             o = options
-            self.offset = first_line_start(handle, task.start, block_bytes)
+            self.offset = first_line_start(handle, task.start, block_bytes, options.dialect)
             self.offset, skipped = range_start(handle, self.offset, task.end, block_bytes,
                                                o.max_record_bytes, o.dialect)
             self.line += skipped
@@ -477,7 +477,8 @@ class _Cuts:
         handle, where = self.reader.handle, self.reader.handle.tell()
         try:
             while self.start < self.size:
-                line_start = first_line_start(handle, self.start, self.reader.block_bytes)
+                line_start = first_line_start(handle, self.start, self.reader.block_bytes,
+                                              self.reader.options.dialect)
                 self.start += self.split
                 if line_start > after:
                     return line_start if line_start < self.size else None

@@ -52,8 +52,9 @@ The dialect (separator, quote character, escape, comment character) is passed in
 that the ranges read every dialect the block reader reads: a comment line (the comment
 character at a record's start) read from outside a quoted field ends outside one, its
 quotes unread, and read from inside one is text like any other (csvsplit's maps, the
-quote scanner). A line ends at a LF, a CRLF or a lone CR, as the block reader's default
-(a dialect with a line separator of its own is read whole).
+quote scanner). A line ends at a LF, a CRLF or a lone CR, as the block reader's default,
+or with a line separator of the dialect's own (Spark's ``lineSep``: one ASCII character or
+CRLF) at that separator alone: a line start is then the byte after one.
 """
 
 from __future__ import annotations
@@ -67,18 +68,27 @@ from markerstore.ingest.csvsplit import record_ends
 LOOK_BACK_BYTES = 64 * 1024  # the first window read before a range's first line start
 _GROWTH = 4
 _DEFAULT = Dialect()
-# A line end of a CSV range's dialect: LF, CRLF or a lone CR (a dialect with a line
-# separator of its own is read whole: ingest.sources).
+# A line end of a CSV range's default dialect: LF, CRLF or a lone CR.
 _LINE_END = re.compile(rb"\r\n?|\n")
 
 
-def _line_ends(data: bytes) -> int:
-    return len(_LINE_END.findall(data))
+def _line_end(dialect: Dialect) -> re.Pattern[bytes]:
+    """What ends a line of `dialect`: its own separator, else LF, CRLF or a lone CR."""
+    sep = dialect.line_sep
+    return _LINE_END if sep is None else re.compile(re.escape(sep.encode()))
 
 
-def first_line_start(handle: Any, start: int, block_bytes: int) -> int:
+def _line_ends(data: bytes, dialect: Dialect = _DEFAULT) -> int:
+    return len(_line_end(dialect).findall(data))
+
+
+def first_line_start(handle: Any, start: int, block_bytes: int,
+                     dialect: Dialect = _DEFAULT) -> int:
     """Seek to the first line start at or after `start` (> 0), after a LF, a CRLF or a lone
-    CR; its offset. The line that began before `start` is read a block at a time."""
+    CR (or the dialect's own separator); its offset. The line that began before `start` is
+    read a block at a time."""
+    if dialect.line_sep is not None:
+        return _after_separator(handle, start, block_bytes, dialect.line_sep.encode())
     handle.seek(start - 1)
     before = handle.read(2)
     if before[:1] == b"\n" or (before[:1] == b"\r" and before[1:2] != b"\n"):
@@ -99,14 +109,36 @@ def first_line_start(handle: Any, start: int, block_bytes: int) -> int:
     return offset
 
 
+def _after_separator(handle: Any, start: int, block_bytes: int, sep: bytes) -> int:
+    """:func:`first_line_start` where one separator (a byte, or CRLF) ends a line: right
+    after the first that ends at or after `start`."""
+    before = max(0, start - len(sep))
+    handle.seek(before)
+    if handle.read(start - before) == sep:
+        return start  # seeked there
+    at = start - (len(sep) - 1)  # a CRLF whose CR lies before `start` ends after it
+    handle.seek(at)
+    carry = b""
+    while chunk := handle.read(block_bytes):
+        data = carry + chunk
+        found = data.find(sep)
+        if found >= 0:
+            offset = at - len(carry) + found + len(sep)
+            handle.seek(offset)
+            return offset
+        carry = data[len(data) - len(sep) + 1:]
+        at += len(chunk)
+    return at  # the file's end (seeked there)
+
+
 def ends_inside(lines: bytes, inside: bool, dialect: Dialect = _DEFAULT) -> bool:
     """Whether whole `lines` (ending at a line start), read from inside a quoted field or
     not, end inside one."""
-    data = (dialect.quote + "\n").encode() + lines if inside else lines
+    data = (dialect.quote + (dialect.line_sep or "\n")).encode() + lines if inside else lines
     if not data:
         return False
-    if data.endswith(b"\r"):  # a line end (`lines` end at a line start), whatever follows:
-        data += b"\n"  # a CRLF reads as that CR does, and the scan needs no next byte
+    if dialect.line_sep is None and data.endswith(b"\r"):  # a line end (`lines` end at a
+        data += b"\n"  # line start), whatever follows: a CRLF reads as that CR does
     ends = record_ends(data, False, dialect=dialect)
     return not (len(ends) and int(ends[-1]) == len(data))
 
@@ -122,7 +154,7 @@ def inside_at(handle: Any, at: int, limit: int, dialect: Dialect = _DEFAULT) -> 
         data, begin = handle.read(begin - wider) + data, wider
         if begin == 0:  # the file's start: outside a quoted field
             return ends_inside(data, False, dialect)
-        found = _LINE_END.search(data)  # the window's first line start (0: none)
+        found = _line_end(dialect).search(data)  # the window's first line start (0: none)
         first = found.end() if found and found.end() < len(data) else 0
         quoted = first > 0 and data.find(quote_byte, first) >= 0  # else: the identity
         if quoted:
@@ -150,11 +182,14 @@ def first_record(handle: Any, at: int, end: int | None, block_bytes: int,
         if not chunk:
             break
         found = scanner.feed(chunk)
-        lf = cr and chunk[:1] == b"\n"  # the LF of a CRLF cut by the read: counted
+        lf = cr and chunk[:1] == b"\n"  # the LF of a CRLF cut by the read:
+        skip = int(lf) if dialect.line_sep is None else 0  # counted with its CR, or
+        joined = int(lf) if dialect.line_sep == "\r\n" else 0  # counted here
         if found:
-            return offset + found[0], lines + _line_ends(chunk[int(lf):found[0]])
+            return offset + found[0], lines + joined + _line_ends(chunk[skip:found[0]],
+                                                                  dialect)
         offset += len(chunk)
-        lines += _line_ends(chunk[int(lf):])
+        lines += joined + _line_ends(chunk[skip:], dialect)
         cr = chunk.endswith(b"\r")
     return offset, lines
 

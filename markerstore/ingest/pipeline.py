@@ -123,8 +123,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     resolved = _checked(settings)  # a bad option fails here, before anything is read
     tasks = list_tasks(source, src_options, fmt, resolved[config.INGEST_SPLIT_BYTES],
                        json_documents=resolved[config.INGEST_JSON_MULTILINE],
-                       whole_files=resolved[config.INGEST_ENCODING] in UTF16,
-                       whole_csv=resolved[config.INGEST_CSV_LINE_SEP] is not None)
+                       whole_files=resolved[config.INGEST_ENCODING] in UTF16)
     resolved = _implied_separator(settings, resolved, tasks)
     _csv_only(resolved, tasks)
     headers = _headers(tasks, src_options, resolved)

@@ -65,12 +65,11 @@ def detect_format(path: str) -> str | None:
 
 def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
                fmt: str | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES,
-               json_documents: bool = False, whole_files: bool = False,
-               whole_csv: bool = False) -> list[SourceTask]:
+               json_documents: bool = False, whole_files: bool = False
+               ) -> list[SourceTask]:
     """The read tasks of a source: a file, a folder (recursively), or a glob. With
     `json_documents` (Spark's multiLine) a JSON file is one document, read whole; with
-    `whole_files` (a UTF-16 source) every file is read whole; with `whole_csv` (a CSV
-    dialect with a line separator of its own) every CSV file."""
+    `whole_files` (a UTF-16 source) every file is read whole."""
     if fmt is not None and fmt not in FORMATS:
         raise SourceError(f"unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
     fs, root = fsspec.core.url_to_fs(source, **(storage_options or {}))
@@ -98,10 +97,9 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
         url = fs.unstrip_protocol(path)
         size = int(info.get("size") or 0)
         compressed = path.lower().endswith(_COMPRESSED)
-        # A CSV range finds its first record by looking back (ingest.csvranges), where
-        # its line ends are LF, CRLF or a lone CR.
+        # A CSV range finds its first record by looking back (ingest.csvranges).
         whole = (file_format == "parquet" or (json_documents and file_format == "json")
-                 or whole_files or (whole_csv and file_format == "csv"))
+                 or whole_files)
         if whole or compressed or size <= split_bytes:
             tasks.append(SourceTask(url, file_format, size=size))
         else:

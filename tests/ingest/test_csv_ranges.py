@@ -27,12 +27,18 @@ Record = tuple[int, int, Any]  # (offset, line in the file, text or (reason, siz
 _LINE_ENDS = re.compile(rb"\r\n?|\n")  # LF, CRLF or a lone CR (the default lineSep)
 
 
-def _first_line_start(data: bytes, start: int) -> int:
+def _line_ends(sep: str | None) -> re.Pattern[bytes]:
+    """What ends a line: LF, CRLF or a lone CR; or a lineSep of its own alone."""
+    return _LINE_ENDS if sep is None else re.compile(re.escape(sep.encode()))
+
+
+def _first_line_start(data: bytes, start: int, sep: str | None = None) -> int:
     """The first line start at or after `start`, written out from the rule."""
     if start == 0:
         return 0
-    for found in _LINE_ENDS.finditer(data):
-        if found.end() >= start and not (found.end() == start and found.group() == b"\r"
+    for found in _line_ends(sep).finditer(data):
+        if found.end() >= start and not (sep is None and found.end() == start
+                                         and found.group() == b"\r"
                                          and data[start:start + 1] == b"\n"):
             return found.end()
     return len(data)
@@ -46,7 +52,8 @@ def _read(path: Path, tasks: list[SourceTask], options: ReadOptions,
     found: list[Record] = []
     lines = 0
     for task in tasks:
-        before = len(_LINE_ENDS.findall(data[:_first_line_start(data, task.start)]))
+        sep = options.line_sep
+        before = len(_line_ends(sep).findall(data[:_first_line_start(data, task.start, sep)]))
         for block in read_blocks(task, None, block_bytes, options):
             lines += block.line_count
             found += [(o, before + line, text) for text, line, o in
@@ -105,6 +112,38 @@ def test_every_cut_in_a_single_byte_encoding(tmp_path: Path) -> None:
     _same_at_every_cut(tmp_path / "f.csv", data, ReadOptions(encoding="iso-8859-1"), 3)
 
 
+@pytest.mark.parametrize("sep, data", [
+    ("\r", b'a,b\r1,"x\r\ny"\r2,p\nq\r\r"\n",3\r4,"open\r'),
+    ("\r\n", b'a,b\r\n1,"x\r\ny"\r\n2,p\nq\rr\r\n\r\n"\r",3\r\n4,x\r'),
+    ("\n", b'a,b\r\n1,"x\ny"\n2,p\rq\n\n"\r\n",3\r\n4,x'),
+    (";", b'a,b;1,"x;\ny";2,p\nq;;"\r;",3;4,"z'),
+])
+def test_every_cut_with_a_line_separator_of_its_own(tmp_path: Path, sep: str,
+                                                    data: bytes) -> None:
+    """Spark's lineSep: only that separator ends a record (a CR, an LF or a CRLF is text
+    elsewhere, quoted or not); ranges cut anywhere, a CRLF separator cut in two too."""
+    _same_at_every_cut(tmp_path / "f.csv", data, ReadOptions(line_sep=sep), 3)
+
+
+def test_a_line_separator_of_its_own_splits_the_ingest(tmp_path: Path) -> None:
+    """A file with lineSep read in ranges of a few bytes: the rows and error records of the
+    file read whole, records with line breaks that are text among them."""
+    from markerstore import config
+
+    body = "".join(f'{i},"v\r{i}\n";{i},w\n{i};' for i in range(1, 30))
+    data = ("id,s;" + body + '99,"never closed').encode()
+    options = {config.INGEST_CSV_LINE_SEP: ";"}
+    (tmp_path / "s.csv").write_bytes(data)
+    assert len(list_tasks(str(tmp_path / "s.csv"), split_bytes=16)) > 20
+    rows, errors = run(tmp_path / "s.csv", data, "id BIGINT, s STRING", split_bytes=16,
+                       options=options)
+    whole_rows, whole_errors = run(tmp_path / "w.csv", data, "id BIGINT, s STRING",
+                                   options=options)
+    assert rows == whole_rows and len(rows) == 58
+    assert [e["record"] for e in errors] == [e["record"] for e in whole_errors]
+    assert len(errors) == 1 and {r["s"] for r in rows} >= {"v\r1\n", "w\n1"}
+
+
 def test_every_cut_with_another_separator(tmp_path: Path) -> None:
     data = 'a;b\n1;"x;\ny"\n2,"3";"é\n\n";\n'.encode()
     _same_at_every_cut(tmp_path / "f.csv", data, ReadOptions(delimiter=";"), 3)
@@ -121,11 +160,15 @@ _COMMENT = st.text(alphabet='ab"\\ ,é', max_size=6).map(lambda t: "#" + t)
 
 
 @st.composite
-def csv_files(draw: Any) -> bytes:
-    """A CSV file: records with quoted newlines, doubled quotes, CRLF, empty lines,
-    multi-byte UTF-8, lines that start with ``#`` (comment lines where that is the
-    comment character, quotes in them unread; a line inside a quoted field when one is
-    open); maybe a BOM, a stray quote, a quote never closed at the end."""
+def csv_files(draw: Any) -> tuple[bytes, str | None]:
+    """A CSV file and its lineSep: records with quoted newlines, doubled quotes, CRLF,
+    empty lines, multi-byte UTF-8, lines that start with ``#`` (comment lines where that
+    is the comment character, quotes in them unread; a line inside a quoted field when
+    one is open); maybe a BOM, a stray quote, a quote never closed at the end. With a
+    lineSep of its own (a CR, a CRLF, ``;``), that ends the records, and the LF and CR in
+    them are text."""
+    sep = draw(st.sampled_from([None, None, "\r", "\r\n", ";"]))
+    ends = _LINE_END if sep is None else st.just(sep)
     parts = ["\ufeff" if draw(st.booleans()) else ""]
     for _ in range(draw(st.integers(1, 8))):
         record = "" if draw(st.integers(0, 6)) == 0 else draw(_RECORD)
@@ -133,31 +176,32 @@ def csv_files(draw: Any) -> bytes:
             record = draw(_COMMENT)
         if draw(st.integers(0, 9)) == 0:
             record += 'x"y'  # a quote inside a plain field: an ordinary character
-        parts.append(record + draw(_LINE_END))
+        parts.append(record + draw(ends))
     if draw(st.booleans()):
-        parts.append('9,"never closed\n' + draw(_RECORD) + "\n")
-    if draw(st.booleans()):
-        parts[-1] = parts[-1].rstrip("\r\n")  # no line end at the file's end
-    return "".join(parts).encode()
+        parts.append('9,"never closed' + draw(ends) + draw(_RECORD) + draw(ends))
+    if draw(st.booleans()):  # no line end at the file's end
+        parts[-1] = parts[-1].rstrip("\r\n") if sep is None else parts[-1][:-len(sep)]
+    return "".join(parts).encode(), sep
 
 
 @settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=csv_files(), cuts=st.lists(st.floats(0, 1), min_size=1, max_size=4),
+@given(file=csv_files(), cuts=st.lists(st.floats(0, 1), min_size=1, max_size=4),
        block=st.sampled_from([3, 16, 1 << 16]), escape=st.sampled_from(['"', "\\"]),
        comment=st.sampled_from(["", "#"]))
-def test_generated_csv_cut_into_two_to_five_ranges(tmp_path: Path, data: bytes,
-                                                   cuts: list[float], block: int,
-                                                   escape: str, comment: str) -> None:
+def test_generated_csv_cut_into_two_to_five_ranges(
+        tmp_path: Path, file: tuple[bytes, str | None], cuts: list[float], block: int,
+        escape: str, comment: str) -> None:
     """With the backslash as the escape, the generated `""` close and reopen fields and
     a backslash before a line break keeps it in the field: other states at the cuts.
     With ``#`` as the comment character, a line that starts with it outside a quoted
     field is no record and its quotes open nothing."""
+    data, sep = file
     path = tmp_path / "g.csv"
     path.write_bytes(data)
     url = f"file://{path}"
     points = [p for p in (int(c * len(data)) for c in cuts) if 0 < p < len(data)]
-    options = ReadOptions(escape=escape, comment=comment)
+    options = ReadOptions(escape=escape, comment=comment, line_sep=sep)
     whole = _read(path, [SourceTask(url, "csv")], options, block)
     assert _read(path, _ranges(url, points), options, block) == whole
 
