@@ -202,9 +202,9 @@ def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
 def _headers(tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
              settings: config.Settings) -> dict[str, Header]:
     """The header record of each CSV file and where it starts, by URL (none with
-    ``header=false``). Where no
-    separator is given, a header that reads as one column holding another common separator
-    is refused before anything runs: every record would fail, or be one column."""
+    ``header=false``). Where no separator is given, a header that reads as one column
+    holding another common separator is refused before anything runs: every record would
+    fail, or be one column."""
     if not settings[config.INGEST_CSV_HEADER]:
         return {}
     reading = read_options(settings)
