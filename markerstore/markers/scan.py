@@ -36,7 +36,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from markerstore.errors import CorruptTableError, MarkerTypeError, StorageError
+from markerstore.errors import CorruptTableError, MarkerTypeError
 from markerstore.markers.base import (
     BATCHED,
     DIRECT,
@@ -49,10 +49,9 @@ from markerstore.markers.rows import PATH_SQL, check_marker_rows, literal
 from markerstore.markers.segments import (
     DETAIL_KEYS,
     KEY_COLUMNS,
-    READ_ATTEMPTS,
     SegmentFile,
     decode,
-    list_segments,
+    read_listed,
 )
 from markerstore.storage import Storage
 
@@ -201,26 +200,20 @@ def scan_markers(storage: Storage, instant: str, *, untyped: str | None = None
 
 def _snapshot_segments(scan: MarkerScan) -> None:
     storage, instant = scan.storage, scan.instant
-    for _ in range(READ_ATTEMPTS):
-        segments = list_segments(storage, instant)
-        try:
-            fetched = [(s, storage.get(s.path)) for s in segments]
-        except FileNotFoundError:
-            continue  # compacted meanwhile: its rows are in a segment a new listing shows
-        parquet = [(s, data) for s, data in fetched if s.fmt == "parquet"]
-        avro = [_decoded(storage, s, data) for s, data in fetched if s.fmt != "parquet"]
-        if avro:
-            scan.arrow = pa.concat_tables(avro)
-        if parquet:
-            scan.folder = tempfile.mkdtemp(prefix="markerstore-markers-")
-            for segment, data in parquet:
-                _check_parquet(storage, segment, data)
-                copy = Path(scan.folder) / segment.name
-                copy.write_bytes(data)
-                scan.files.append(str(copy))
-                scan.segments.append(segment)
-        return
-    raise StorageError(f"the segments of instant {instant} kept changing while being read")
+    fetched = read_listed(storage, instant,
+                          lambda segments: [(s, storage.get(s.path)) for s in segments])
+    parquet = [(s, data) for s, data in fetched if s.fmt == "parquet"]
+    avro = [_decoded(storage, s, data) for s, data in fetched if s.fmt != "parquet"]
+    if avro:
+        scan.arrow = pa.concat_tables(avro)
+    if parquet:
+        scan.folder = tempfile.mkdtemp(prefix="markerstore-markers-")
+        for segment, data in parquet:
+            _check_parquet(storage, segment, data)
+            copy = Path(scan.folder) / segment.name
+            copy.write_bytes(data)
+            scan.files.append(str(copy))
+            scan.segments.append(segment)
 
 
 def _decoded(storage: Storage, segment: SegmentFile, data: bytes) -> pa.Table:

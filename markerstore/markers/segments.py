@@ -14,7 +14,8 @@ Why readers can trust what they list:
 * compaction writes the merged segment before it deletes the merged ones, so a marker is
   on storage at every moment; a reader may see it twice (once in each) and keeps one
   row per marker;
-* a reader that lists a segment which compaction then deletes lists again.
+* a reader that lists a segment which compaction then deletes lists again
+  (:func:`read_listed`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib.resources import files
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import fastavro
@@ -53,10 +54,14 @@ from markerstore.storage import Storage
 FORMATS = ("parquet", "avro")
 SEGMENT_PREFIX = "segment-"
 SEQ_WIDTH = 10
+T = TypeVar("T")
 KEY_COLUMNS = ("partition", "file", "io_type")
 DETAIL_KEYS = ("task_attempt", "size", "checksum", "pending_upload")
-# How often a reader lists again when compaction deleted a segment it had listed.
-READ_ATTEMPTS = 5
+# How long a reader keeps listing again while compaction deletes the segments it listed.
+READ_WAIT_S = 30.0
+READ_PAUSE_MAX_S = 0.2  # the longest pause between two of those listings
+# How often a memory-filesystem listing is tried again (see _ls).
+LS_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -219,14 +224,14 @@ def list_segments(storage: Storage, instant: str) -> list[SegmentFile]:
 
 
 def _ls(storage: Storage, folder: str) -> list[str]:
-    for attempt in range(READ_ATTEMPTS):
+    for attempt in range(LS_ATTEMPTS):
         try:
             return storage.ls(folder)
         except StorageError as exc:
             # fsspec's memory filesystem lists and then looks each entry up: a delete in
             # between (a compaction) raises KeyError. List again.
             if not (storage.is_memory and isinstance(exc.__cause__, KeyError)) \
-                    or attempt == READ_ATTEMPTS - 1:
+                    or attempt == LS_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
 
@@ -263,18 +268,33 @@ def _decode_checked(storage: Storage, segment: SegmentFile, data: bytes) -> pa.T
                            f"{type(exc).__name__}: {exc}") from exc
 
 
-def load_segments(storage: Storage, instant: str
-                  ) -> tuple[list[tuple[SegmentFile, pa.Table]], int]:
-    """Every segment of an instant with its rows, and the highest sequence number (-1 if
-    none). Lists again when compaction deleted a listed segment meanwhile."""
-    for _ in range(READ_ATTEMPTS):
+class SegmentsChanged(Exception):
+    """Raised by a `read` given to :func:`read_listed`: the listing it read is stale."""
+
+
+def read_listed(storage: Storage, instant: str, read: Callable[[list[SegmentFile]], T]) -> T:
+    """``read(segments)`` on a fresh listing of the instant's segments.
+
+    A compaction deletes the segments it merged only once the merged one is durable, so
+    when a listed segment is gone (FileNotFoundError, or :class:`SegmentsChanged`) a new
+    listing holds its rows. While the compaction's deletes run, one listing after another
+    can go stale: list again after a pause that doubles up to READ_PAUSE_MAX_S, for up to
+    READ_WAIT_S in all (a compaction deletes a few files; under load that took more than
+    five quick tries).
+    """
+    deadline = time.monotonic() + READ_WAIT_S
+    pause = 0.005
+    while True:
         segments = list_segments(storage, instant)
         try:
-            loaded = [(s, read_segment(storage, s)) for s in segments]
-        except FileNotFoundError:
-            continue
-        return loaded, max((s.seq for s in segments), default=-1)
-    raise StorageError(f"the segments of instant {instant} kept changing while being read")
+            return read(segments)
+        except (FileNotFoundError, SegmentsChanged):
+            if time.monotonic() + pause > deadline:
+                break
+        time.sleep(pause)
+        pause = min(pause * 2, READ_PAUSE_MAX_S)
+    raise StorageError(f"the segments of instant {instant} kept changing while being read "
+                       f"for {READ_WAIT_S:g} s")
 
 
 def delete_segments(storage: Storage, segments: Iterable[SegmentFile]) -> None:
@@ -330,8 +350,8 @@ def read_batched(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
     """The markers of a BATCHED folder as a DuckDB relation of MARKER_COLUMNS, one row
     per marker. The rows are materialized, so the relation stays valid after a later
     compaction deletes the segments it came from."""
-    for _ in range(READ_ATTEMPTS):
-        segments = list_segments(storage, instant)
+
+    def read(segments: list[SegmentFile]) -> duckdb.DuckDBPyRelation:
         if not segments:
             return con.from_arrow(MARKER_COLUMNS.empty_table())
         try:
@@ -339,16 +359,16 @@ def read_batched(storage: Storage, instant: str, con: duckdb.DuckDBPyConnection
             assert relation is not None
             rows = relation.to_arrow_table()
         except (FileNotFoundError, duckdb.Error, StorageError) as exc:
-            if list_segments(storage, instant) == segments:
-                # not a segment that compaction replaced meanwhile
-                _raise_unreadable(storage, segments, exc)
-                raise
-            continue
+            if list_segments(storage, instant) != segments:
+                raise SegmentsChanged from exc  # compaction replaced one meanwhile
+            _raise_unreadable(storage, segments, exc)
+            raise
         relation = con.from_arrow(rows.cast(MARKER_COLUMNS))
         check_marker_rows(relation, storage.url(marker_folder(storage, instant)),
                           functools.partial(_segment_holding, storage, segments))
         return relation
-    raise StorageError(f"the segments of instant {instant} kept changing while being read")
+
+    return read_listed(storage, instant, read)
 
 
 def _raise_unreadable(storage: Storage, segments: list[SegmentFile], exc: Exception) -> None:

@@ -37,10 +37,10 @@ from markerstore.markers.base import (
     read_marker_type,
 )
 from markerstore.markers.segments import (
-    READ_ATTEMPTS,
+    SegmentFile,
     encode,
-    list_segments,
     marker_row,
+    read_listed,
     rows_to_table,
 )
 from markerstore.metrics import Registry
@@ -69,14 +69,11 @@ def load_segment_files(storage: Storage, instant: str) -> tuple[list[Segment], i
     """Every segment of an instant with its bytes (one GET each; rows counted when the
     state reads them), and the highest sequence number (-1 if none); lists again when
     compaction deleted a listed segment meanwhile."""
-    for _ in range(READ_ATTEMPTS):
-        files = list_segments(storage, instant)
-        try:
-            segments = [Segment(f, storage.get(f.path), 0) for f in files]
-        except FileNotFoundError:
-            continue
+    def read(files: list[SegmentFile]) -> tuple[list[Segment], int]:
+        segments = [Segment(f, storage.get(f.path), 0) for f in files]
         return segments, max((f.seq for f in files), default=-1)
-    raise StorageError(f"the segments of instant {instant} kept changing while being read")
+
+    return read_listed(storage, instant, read)
 
 
 def _consume(future: asyncio.Future[Any]) -> None:

@@ -3,7 +3,9 @@ planning is tested in tests/server/test_marker_compaction.py.)"""
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
 from typing import Any
 
 import duckdb
@@ -11,9 +13,11 @@ import pyarrow as pa
 import pytest
 
 from markerstore import Table
-from markerstore.markers import BATCHED, MARKER_COLUMNS, ensure_marker_type
+from markerstore.errors import StorageError
+from markerstore.markers import BATCHED, MARKER_COLUMNS, ensure_marker_type, segments
 from markerstore.markers.base import MarkerName, marker_folder
 from markerstore.markers.reconcile import read_markers
+from markerstore.markers.scan import scan_markers
 from markerstore.markers.segments import (
     arrow_schema_from_avro,
     avro_schema,
@@ -26,6 +30,7 @@ from markerstore.markers.segments import (
     segment_name,
     write_segment,
 )
+from markerstore.server.service import load_segment_files
 
 
 def _rows(n: int, start: int = 0, partition: str = "day=1") -> pa.Table:
@@ -93,3 +98,73 @@ def test_reader_fails_loudly_on_a_corrupt_segment(tmp_path: object) -> None:
     table.storage.put(f"{folder}/{segment_name(1, 'avro')}", b"not avro at all")
     with pytest.raises(Exception, match="unreadable|Avro|avro|magic"):
         read_batched_table(table.storage, instant)
+
+
+def _read_with_scan(storage: Any, instant: str) -> pa.Table:
+    scan = scan_markers(storage, instant)
+    assert scan is not None
+    try:
+        return scan.rows(duckdb.connect()).to_arrow_table()
+    finally:
+        scan.close()
+
+
+def _read_as_the_server_loads(storage: Any, instant: str) -> pa.Table:
+    segments, _ = load_segment_files(storage, instant)
+    return pa.concat_tables(decode(s.data, s.file.fmt) for s in segments)
+
+
+@pytest.mark.parametrize("reader", [read_batched_table, _read_with_scan,
+                                    _read_as_the_server_loads],
+                         ids=["read_batched", "scan", "server_load"])
+def test_a_reader_outlasts_a_compaction_whose_deletes_land_under_it(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, reader: Any) -> None:
+    """Sixteen merged segments deleted one after each listing (a slow compaction's deletes
+    under a loaded machine): the reader lists again until the listing holds, and reads
+    every marker. Five quick tries failed this."""
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    storage = table.storage
+    ensure_marker_type(storage, instant, BATCHED)
+    seq = iter(range(1, 100))
+    merged = [write_segment(storage, instant, _rows(3, 3 * i), "parquet", lambda: next(seq))
+              for i in range(16)]
+    write_segment(storage, instant, _rows(48), "parquet", lambda: next(seq))
+    real_list = segments.list_segments
+    listings = []
+
+    def list_then_delete_one(storage: Any, instant: str) -> list[Any]:
+        listed = real_list(storage, instant)
+        listings.append(listed)
+        gone = [s for s in merged if s in listed]
+        if gone:
+            storage.delete(gone[0].path)
+        return listed
+
+    monkeypatch.setattr(segments, "list_segments", list_then_delete_one)
+    monkeypatch.setattr(segments, "READ_PAUSE_MAX_S", 0.02)
+    rows = reader(storage, instant)
+    assert sorted(set(rows.column("file").to_pylist())) == sorted(
+        f"f{i}_w_1.parquet" for i in range(48))
+    assert len(listings) > 10
+
+
+def test_a_listing_that_never_holds_is_an_error_after_the_wait(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    ensure_marker_type(table.storage, instant, BATCHED)
+    folder = marker_folder(table.storage, instant)
+    seqs = itertools.count(1)
+
+    def ghosts(storage: Any, instant: str) -> list[Any]:
+        """A new segment each listing, none of them there when read."""
+        seq = next(seqs)
+        return [segments.SegmentFile(seq, "parquet", f"{folder}/{segment_name(seq, 'parquet')}")]
+
+    monkeypatch.setattr(segments, "list_segments", ghosts)
+    monkeypatch.setattr(segments, "READ_WAIT_S", 0.3)
+    started = time.monotonic()
+    with pytest.raises(StorageError, match="kept changing while being read"):
+        read_batched_table(table.storage, instant)
+    assert time.monotonic() - started < 5
