@@ -329,14 +329,15 @@ _DEFINITIONS: tuple[Option, ...] = (
            "Ingest, CSV and JSON (Spark's dateFormat): the pattern of DATE values, in Spark's "
            "datetime pattern letters (the subset in docs/ERROR_TABLE.md, such as dd/MM/yyyy); "
            "a value that does not match is a cast error. Not set: ISO 8601 (yyyy-MM-dd). "
-           "Without a schema, a CSV column of text whose every sampled value matches it is "
-           "inferred as a DATE (Spark's preferDate).",
+           "Without a schema, a CSV column whose every sampled value matches it (not set: is "
+           "an ISO date) is inferred as a DATE (Spark's preferDate).",
            ("dateFormat",)),
     Option(INGEST_TIMESTAMP_FORMAT, None, pattern_option("timestampFormat"),
            "Ingest, CSV and JSON (Spark's timestampFormat): the pattern of TIMESTAMP values "
            "(such as yyyy-MM-dd'T'HH:mm:ss.SSSXXX); a value without an offset is UTC. Not "
-           "set: ISO 8601 with an offset. Without a schema, a CSV column of text whose every "
-           "sampled value matches it (and not dateFormat) is inferred as a TIMESTAMP.",
+           "set: ISO 8601 with an offset. Without a schema, a CSV column whose every sampled "
+           "value matches it (not set: is an ISO timestamp), and not dateFormat, is inferred "
+           "as a TIMESTAMP.",
            ("timestampFormat",)),
     Option(INGEST_TIMESTAMP_NTZ_FORMAT, None, pattern_option("timestampNTZFormat"),
            "Ingest, CSV and JSON (Spark's timestampNTZFormat): the pattern of TIMESTAMP_NTZ "

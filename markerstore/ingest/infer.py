@@ -36,9 +36,8 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
                  header: bool = True, formats: ValueFormats | None = None) -> pa.Schema:
     """A schema from the first records of the source (Parquet: the file's own schema).
     CSV records are read with `options` (its separator); without a `header` record the
-    columns are named as Spark names them, _c0, _c1, ... A CSV column of text whose every
-    sampled value reads by the ``dateFormat`` of `formats` is a DATE, else by its
-    ``timestampFormat`` a TIMESTAMP (Spark's ``preferDate`` inference)."""
+    columns are named as Spark names them, _c0, _c1, ... Dates and timestamps in CSV are
+    inferred by Spark's rules, with the patterns of `formats` (see _spark_type)."""
     first = tasks[0]
     if first.format == "parquet":
         import fsspec
@@ -57,26 +56,7 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
             break
     lines = lines[:sample_lines]
     if first.format == "csv":
-        import pyarrow.csv as pcsv
-
-        if not lines:
-            raise SchemaError("cannot infer a schema: the CSV source holds no record; "
-                              "pass --schema")
-        from markerstore.ingest.reader import arrow_dialect
-
-        try:
-            table = pcsv.read_csv(
-                pa.BufferReader("\n".join(lines).encode()),
-                read_options=pcsv.ReadOptions(autogenerate_column_names=not header),
-                parse_options=arrow_dialect(options.delimiter, options.escape,
-                                            newlines_in_values=True, quote=options.quote))
-        except (pa.ArrowInvalid, pa.ArrowTypeError):  # its message may quote a record
-            raise SchemaError("cannot infer a schema: the first CSV records do not read as "
-                              "one table (a record with another number of fields?); pass "
-                              "--schema") from None
-        if not header:
-            table = table.rename_columns([f"_c{i}" for i in range(table.num_columns)])
-        return pa.schema([_dated(f, table.column(f.name), formats) for f in table.schema])
+        return _csv_schema(lines, options, header, formats)
     records = []
     for text in lines:
         try:
@@ -104,25 +84,76 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
     return pa.schema(fields)
 
 
-def _dated(field: pa.Field, values: pa.ChunkedArray, formats: ValueFormats | None
-           ) -> pa.Field:
-    """`field`, a DATE or TIMESTAMP where it is text and its every sampled value (not
-    null, not empty) reads by the pattern `formats` gives for that type."""
-    if formats is None or not pa.types.is_string(field.type):
+def _csv_schema(lines: list[str], options: ReadOptions, header: bool,
+                formats: ValueFormats | None) -> pa.Schema:
+    if not lines:
+        raise SchemaError("cannot infer a schema: the CSV source holds no record; "
+                          "pass --schema")
+    text = "\n".join(lines).encode()
+    table = _read_sample(text, options, header)
+    temporal = [f.name for f in table.schema if _is_temporal(f.type)]
+    if temporal:  # Spark's own rules decide these: read their text
+        texts = _read_sample(text, options, header, {n: pa.string() for n in temporal})
+    else:
+        texts = table
+    fields = [_spark_type(f, texts.column(i), formats) for i, f in enumerate(table.schema)]
+    if not header:
+        fields = [f.with_name(f"_c{i}") for i, f in enumerate(fields)]
+    return pa.schema(fields)
+
+
+def _read_sample(text: bytes, options: ReadOptions, header: bool,
+                 column_types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
+    """The sampled records as Arrow reads and types them (`column_types` aside)."""
+    import pyarrow.csv as pcsv
+
+    from markerstore.ingest.reader import arrow_dialect
+
+    try:
+        return pcsv.read_csv(
+            pa.BufferReader(text),
+            read_options=pcsv.ReadOptions(autogenerate_column_names=not header),
+            parse_options=arrow_dialect(options.delimiter, options.escape,
+                                        newlines_in_values=True, quote=options.quote),
+            convert_options=pcsv.ConvertOptions(column_types=column_types))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # its message may quote a record
+        raise SchemaError("cannot infer a schema: the first CSV records do not read as "
+                          "one table (a record with another number of fields?); pass "
+                          "--schema") from None
+
+
+def _is_temporal(arrow_type: pa.DataType) -> bool:
+    return (pa.types.is_date(arrow_type) or pa.types.is_time(arrow_type)
+            or pa.types.is_timestamp(arrow_type))
+
+
+def _spark_type(field: pa.Field, values: pa.ChunkedArray, formats: ValueFormats | None
+                ) -> pa.Field:
+    """`field` as Spark's CSV inference types a column of text (its ``preferDate``
+    rules): a DATE if every sampled value (not null, not empty) reads by ``dateFormat``,
+    else a TIMESTAMP if every one reads by ``timestampFormat`` (each pattern given in
+    `formats`, else ISO 8601 as Arrow reads it), else text. So a time of day is text,
+    as in Spark; and a column Arrow would type by ISO 8601 is text when a pattern given
+    reads none of it. A timestamp read by a pattern is UTC (Spark's TIMESTAMP); one
+    read as ISO 8601 keeps the type Arrow gives it."""
+    if not (pa.types.is_string(field.type) or _is_temporal(field.type)):
         return field
     text = values.combine_chunks()
     text = text.filter(pc.fill_null(pc.not_equal(text, ""), False))
     if len(text) == 0:
         return field
-    for target in (pa.date32(), pa.timestamp("us", tz="UTC")):
-        if formats.pattern_for(target) is None:
-            continue
+    patterned = formats is not None and formats.pattern_for(pa.timestamp("us", tz="UTC"))
+    if patterned:
+        stamp: pa.DataType = pa.timestamp("us", tz="UTC")
+    else:
+        stamp = field.type if pa.types.is_timestamp(field.type) else pa.timestamp("s")
+    for target in (pa.date32(), stamp):
         try:
             cast(text, target, formats)
         except CAST_ERRORS:
             continue
         return field.with_type(target)
-    return field
+    return field.with_type(pa.string())
 
 
 _SEPARATORS = {";": "';'", "\t": "a tab ('\\t')", "|": "'|'", ",": "','"}

@@ -408,6 +408,58 @@ def test_inference_reads_dates_and_timestamps_by_the_given_patterns(
 
 
 def _ddl_type(arrow: pa.DataType) -> str:
-    return {pa.int64(): "BIGINT", pa.date32(): "DATE", pa.string(): "STRING",
-            pa.timestamp("us", tz="UTC"): "TIMESTAMP", pa.timestamp("s"): "TIMESTAMP_NTZ"
-            }[arrow]
+    if pa.types.is_timestamp(arrow):
+        return "TIMESTAMP" if arrow.tz is not None else "TIMESTAMP_NTZ"
+    return {pa.int64(): "BIGINT", pa.date32(): "DATE", pa.string(): "STRING"}[arrow]
+
+
+# One column for each way Spark's CSV inference can type text by the date and time
+# options (sql-data-sources-csv: inferSchema, preferDate, dateFormat, timestampFormat).
+INFER_BY_SPARK = (
+    b"id,iso_date,dmy,iso_ts,ts_frac,ts_z,mdy_hm,tod,mixed,bad_day,text,gaps\n"
+    b"1,2026-11-27,27/11/2026,2026-11-27 10:00:00,2026-11-27 10:00:00.123,"
+    b"2026-11-27T10:00:00Z,11/27/2026 10:00,10:00:00,2026-11-27,31/02/2026,x,\n"
+    b"2,2026-01-02,02/01/2026,2026-01-02 11:30:00,2026-01-02 11:30:00.5,"
+    b"2026-01-02T11:30:00+01:00,01/02/2026 23:59,23:59:59,2026-11-27 10:00:00,01/01/2026,"
+    b"y,2026-11-27\n")
+
+
+def _kind(name: str) -> str:
+    return {"integer": "number", "long": "number", "string": "string", "date": "date",
+            "timestamp": "timestamp", "timestamp_ntz": "timestamp"}.get(name, name)
+
+
+def _arrow_kind(arrow: pa.DataType) -> str:
+    if pa.types.is_timestamp(arrow):
+        return "timestamp"
+    return {pa.int64(): "number", pa.date32(): "date", pa.string(): "string"}.get(
+        arrow, str(arrow))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("options", [
+    {}, {"dateFormat": "dd/MM/yyyy"},
+    {"dateFormat": "dd/MM/yyyy", "timestampFormat": "MM/dd/yyyy HH:mm"},
+    {"timestampFormat": "yyyy-MM-dd HH:mm:ss"}, {"timestampFormat": "MM/dd/yyyy HH:mm"}])
+def test_inference_types_dates_and_timestamps_as_spark_does(
+        spark: Any, tmp_path: Path, options: dict[str, str]) -> None:
+    """Spark's inferSchema and the ingest's inference over the same file, with the same
+    options, give every column the same kind (date, timestamp, text, number), but for
+    the one difference the README states: a time of day, which Spark's default
+    timestamp parser reads as a time today, is text. Then the file reads with the
+    schema inferred and no error record."""
+    from markerstore.ingest.pipeline import _target_schema
+    from markerstore.ingest.sources import list_tasks
+
+    source = tmp_path / "in.csv"
+    source.write_bytes(INFER_BY_SPARK)
+    frame = spark.read.options(header="true", inferSchema="true", **options).csv(str(source))
+    theirs = {f.name: _kind(f.dataType.typeName()) for f in frame.schema}
+    inferred = _target_schema(None, list_tasks(str(source)), {}, config.resolve(options))
+    ours = {f.name: _arrow_kind(f.type) for f in inferred}
+    differ = {name: (theirs[name], ours[name]) for name in theirs if theirs[name] != ours[name]}
+    assert differ == ({} if "timestampFormat" in options
+                      else {"tod": ("timestamp", "string")})
+    ddl = ", ".join(f"{f.name} {_ddl_type(f.type)}" for f in inferred)
+    rows, errors = run(tmp_path / "again.csv", INFER_BY_SPARK, ddl, options=options)
+    assert errors == [] and len(rows) == 2
