@@ -8,12 +8,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from errortable.convert import CAST_ERRORS, cast
 from errortable.datetimes import ValueFormats
 from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions, read_blocks
+from markerstore.ingest.csvtypes import csv_schema
 from markerstore.ingest.header import Header, read_header_at
 from markerstore.ingest.sources import SourceTask
 
@@ -33,11 +32,13 @@ def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit:
 
 def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
                  sample_lines: int = 2000, options: ReadOptions | None = None,
-                 header: bool = True, formats: ValueFormats | None = None) -> pa.Schema:
+                 header: bool = True, formats: ValueFormats | None = None,
+                 nulls: tuple[str, str] = ("", "")) -> pa.Schema:
     """A schema from the first records of the source (Parquet: the file's own schema).
-    CSV records are read with `options` (its separator); without a `header` record the
-    columns are named as Spark names them, _c0, _c1, ... Dates and timestamps in CSV are
-    inferred by Spark's rules, with the patterns of `formats` (see _spark_type)."""
+    CSV records are read with `options` (its dialect) and typed by Spark's rules with
+    the patterns of `formats` and the `nulls` (nullValue, emptyValue), see
+    :mod:`~markerstore.ingest.csvtypes`; without a `header` record the columns are named
+    as Spark names them, _c0, _c1, ..."""
     first = tasks[0]
     if first.format == "parquet":
         import fsspec
@@ -46,17 +47,32 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
         with fsspec.open(first.url, "rb", **dict(storage_options or {})) as handle:
             return pq.read_schema(handle)
     options = options or ReadOptions()
+    csv = first.format == "csv"
     lines: list[str] = []
+    header_text: str | None = None
     for task in tasks:
         # an empty CSV record is none (one of spaces is one, as in every task), a blank
         # JSON line neither
-        lines += [t for t in _records(task, storage_options, sample_lines, options)
-                  if (t if first.format == "csv" else t.strip())]
+        found = [t for t in _records(task, storage_options, sample_lines, options)
+                 if (t if csv else t.strip())]
+        if csv and header and task.start == 0 and found:  # each file's header record
+            header_text = found[0] if header_text is None else header_text
+            found = found[1:]
+        lines += found
         if len(lines) >= sample_lines:
             break
     lines = lines[:sample_lines]
-    if first.format == "csv":
-        return _csv_schema(lines, options, header, formats)
+    if csv:
+        if header and header_text is None:
+            raise SchemaError("cannot infer a schema: the CSV source holds no record; "
+                              "pass --schema")
+        return csv_schema(header_text, lines, options, formats, *nulls)
+    return _json_schema(lines)
+
+
+def _json_schema(lines: list[str]) -> pa.Schema:
+    """Each member's type as Arrow types the values of the sampled objects (text when
+    they do not make one type, or are all null)."""
     records = []
     for text in lines:
         try:
@@ -82,78 +98,6 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
             arrow_type = pa.string()
         fields.append(pa.field(name, arrow_type))
     return pa.schema(fields)
-
-
-def _csv_schema(lines: list[str], options: ReadOptions, header: bool,
-                formats: ValueFormats | None) -> pa.Schema:
-    if not lines:
-        raise SchemaError("cannot infer a schema: the CSV source holds no record; "
-                          "pass --schema")
-    text = "\n".join(lines).encode()
-    table = _read_sample(text, options, header)
-    temporal = [f.name for f in table.schema if _is_temporal(f.type)]
-    if temporal:  # Spark's own rules decide these: read their text
-        texts = _read_sample(text, options, header, {n: pa.string() for n in temporal})
-    else:
-        texts = table
-    fields = [_spark_type(f, texts.column(i), formats) for i, f in enumerate(table.schema)]
-    if not header:
-        fields = [f.with_name(f"_c{i}") for i, f in enumerate(fields)]
-    return pa.schema(fields)
-
-
-def _read_sample(text: bytes, options: ReadOptions, header: bool,
-                 column_types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
-    """The sampled records as Arrow reads and types them (`column_types` aside)."""
-    import pyarrow.csv as pcsv
-
-    from markerstore.ingest.reader import arrow_dialect
-
-    try:
-        return pcsv.read_csv(
-            pa.BufferReader(text),
-            read_options=pcsv.ReadOptions(autogenerate_column_names=not header),
-            parse_options=arrow_dialect(options.delimiter, options.escape,
-                                        newlines_in_values=True, quote=options.quote),
-            convert_options=pcsv.ConvertOptions(column_types=column_types))
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # its message may quote a record
-        raise SchemaError("cannot infer a schema: the first CSV records do not read as "
-                          "one table (a record with another number of fields?); pass "
-                          "--schema") from None
-
-
-def _is_temporal(arrow_type: pa.DataType) -> bool:
-    return (pa.types.is_date(arrow_type) or pa.types.is_time(arrow_type)
-            or pa.types.is_timestamp(arrow_type))
-
-
-def _spark_type(field: pa.Field, values: pa.ChunkedArray, formats: ValueFormats | None
-                ) -> pa.Field:
-    """`field` as Spark's CSV inference types a column of text (its ``preferDate``
-    rules): a DATE if every sampled value (not null, not empty) reads by ``dateFormat``,
-    else a TIMESTAMP if every one reads by ``timestampFormat`` (each pattern given in
-    `formats`, else ISO 8601 as Arrow reads it), else text. So a time of day is text,
-    as in Spark; and a column Arrow would type by ISO 8601 is text when a pattern given
-    reads none of it. A timestamp read by a pattern is UTC (Spark's TIMESTAMP); one
-    read as ISO 8601 keeps the type Arrow gives it."""
-    if not (pa.types.is_string(field.type) or _is_temporal(field.type)):
-        return field
-    text = values.combine_chunks()
-    text = text.filter(pc.fill_null(pc.not_equal(text, ""), False))
-    if len(text) == 0:
-        return field
-    patterned = formats is not None and formats.pattern_for(pa.timestamp("us", tz="UTC"))
-    if patterned:
-        stamp: pa.DataType = pa.timestamp("us", tz="UTC")
-    else:
-        stamp = field.type if pa.types.is_timestamp(field.type) else pa.timestamp("s")
-    for target in (pa.date32(), stamp):
-        try:
-            cast(text, target, formats)
-        except CAST_ERRORS:
-            continue
-        return field.with_type(target)
-    return field.with_type(pa.string())
 
 
 _SEPARATORS = {";": "';'", "\t": "a tab ('\\t')", "|": "'|'", ",": "','"}

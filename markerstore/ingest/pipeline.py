@@ -196,7 +196,9 @@ def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
         return load_schema(schema, dict(src_options))
     return infer_schema(tasks, src_options, options=read_options(settings),
                         header=settings[config.INGEST_CSV_HEADER],
-                        formats=value_formats(settings))
+                        formats=value_formats(settings),
+                        nulls=(settings[config.INGEST_NULL_VALUE],
+                               settings[config.INGEST_EMPTY_VALUE]))
 
 
 def _headers(tasks: Sequence[SourceTask], src_options: Mapping[str, Any],

@@ -214,10 +214,15 @@ def test_a_schema_is_inferred_with_the_dialect_or_refused_in_one_line(tmp_path: 
     tasks = list_tasks(str(path))
     schema = infer_schema(tasks, None, options=ReadOptions(delimiter=";", escape="\\"))
     assert schema == pa.schema([("id", pa.int64()), ("s", pa.string())])
-    path.write_bytes(b"id,s\n1,x\n2,x,y,z\n")
+    # a record of another width is left out (it is an error record when read) ...
+    path.write_bytes(b"id,s\n1,x,y,z\n2,3\n")
+    assert infer_schema(list_tasks(str(path)), None) == pa.schema(
+        [("id", pa.int64()), ("s", pa.int64())])
+    # ... and with none of the header's width left, the schema is refused in one line
+    path.write_bytes(b"id,s\n1,x,y,z\n2\n")
     with pytest.raises(SchemaError, match="pass --schema") as caught:
         infer_schema(list_tasks(str(path)), None)
-    assert "x,y" not in str(caught.value)
+    assert "x,y" not in str(caught.value) and "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize(("header", "sep"), [(b"id;s", ";"), (b"id\ts", "\t"), (b"id|s", "|")])
