@@ -209,10 +209,11 @@ def from_python(values: list[Any], target: pa.DataType,
             if type(value) is float and not value.is_integer():
                 raise pa.ArrowInvalid(f"Float value {value!r} was truncated converting to "
                                       f"{target}")
-    if pa.types.is_floating(target) and any(type(v) is int for v in values):
+    if _has_floats(target):
         # An integer reads as its nearest double, as a decimal fraction does (pa.array
-        # refuses one past 2**53); one past the double range is an OverflowError.
-        values = [float(v) if type(v) is int else v for v in values]
+        # refuses one past 2**53), in an array or struct too; one past the double range
+        # is an OverflowError.
+        values = [_ints_as_floats(v, target) for v in values]
     texts = formats is not None and formats.reads(target) and any(
         type(v) is str for v in values)
     try:
@@ -226,3 +227,26 @@ def from_python(values: list[Any], target: pa.DataType,
             raise
         text = prepare(pa.array(values, pa.string()), target, formats)
         return cast(text, target, formats)
+
+
+def _has_floats(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_floating(arrow_type):
+        return True
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return _has_floats(arrow_type.value_type)
+    return pa.types.is_struct(arrow_type) and any(_has_floats(f.type) for f in arrow_type)
+
+
+def _ints_as_floats(value: Any, arrow_type: pa.DataType) -> Any:
+    """`value` with each integer where `arrow_type` has a floating point type as a float;
+    anything else as it is (what does not fit the type fails in pa.array)."""
+    if type(value) is int and pa.types.is_floating(arrow_type):
+        return float(value)
+    if isinstance(value, list) and (pa.types.is_list(arrow_type)
+                                    or pa.types.is_large_list(arrow_type)):
+        return [_ints_as_floats(v, arrow_type.value_type) for v in value]
+    if isinstance(value, dict) and pa.types.is_struct(arrow_type):
+        types = {f.name: f.type for f in arrow_type}
+        return {k: _ints_as_floats(v, types[k]) if k in types else v
+                for k, v in value.items()}
+    return value

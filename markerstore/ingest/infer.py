@@ -14,6 +14,7 @@ from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions, read_blocks
 from markerstore.ingest.csvtypes import csv_schema
 from markerstore.ingest.header import Header, read_header_at
+from markerstore.ingest.jsontypes import json_schema
 from markerstore.ingest.sources import SourceTask
 
 SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
@@ -71,8 +72,7 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
 
 
 def _json_schema(lines: list[str]) -> pa.Schema:
-    """Each member's type as Arrow types the values of the sampled objects (text when
-    they do not make one type, or are all null)."""
+    """The sampled objects' schema by Spark's rules (:mod:`~markerstore.ingest.jsontypes`)."""
     records = []
     for text in lines:
         try:
@@ -84,20 +84,11 @@ def _json_schema(lines: list[str]) -> pa.Schema:
     if not records:
         raise SchemaError("cannot infer a schema: the first lines hold no JSON object; "
                           "pass --schema")
-    names: dict[str, None] = {}
-    for record in records:
-        names.update(dict.fromkeys(record))
-    fields = []
-    for name in names:
-        values = [r.get(name) for r in records]
-        try:
-            arrow_type = pa.array(values).type
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            arrow_type = pa.string()
-        if arrow_type == pa.null():
-            arrow_type = pa.string()
-        fields.append(pa.field(name, arrow_type))
-    return pa.schema(fields)
+    schema = json_schema(records)
+    if not schema:
+        raise SchemaError("cannot infer a schema: the first JSON objects have no member; "
+                          "pass --schema")
+    return schema
 
 
 _SEPARATORS = {";": "';'", "\t": "a tab ('\\t')", "|": "'|'", ",": "','"}

@@ -181,3 +181,99 @@ def test_each_files_header_is_left_out_of_the_sample(tmp_path: Path) -> None:
             f"\n\nid,when\n{part},2026-11-2{part}\n".encode())
     schema = infer_schema(list_tasks(str(tmp_path)), None)
     assert schema == pa.schema([("id", pa.int64()), ("when", pa.date32())])
+
+
+def _ddl(arrow: pa.DataType) -> str:
+    """An inferred type as the DDL the ingest takes (nested too)."""
+    if pa.types.is_list(arrow):
+        return f"ARRAY<{_ddl(arrow.value_type)}>"
+    if pa.types.is_struct(arrow):
+        return "STRUCT<" + ", ".join(f"`{f.name}`: {_ddl(f.type)}" for f in arrow) + ">"
+    return _ddl_type(arrow)
+
+
+def _spark_string(arrow: pa.DataType) -> str:
+    """An inferred type as Spark's simpleString, struct members sorted as Spark's JSON
+    inference sorts them."""
+    if pa.types.is_list(arrow):
+        return f"array<{_spark_string(arrow.value_type)}>"
+    if pa.types.is_struct(arrow):
+        members = sorted(arrow, key=lambda f: f.name)
+        return "struct<" + ",".join(f"{f.name}:{_spark_string(f.type)}" for f in members) + ">"
+    return _arrow_kind(arrow)
+
+
+# Every rule of Spark's JSON inference: each kind of value, numbers past BIGINT and past
+# 38 digits, the merges (BIGINT with DOUBLE, with DECIMAL, with text, with a boolean),
+# nulls only, empty objects and arrays, and members merged inside structs and arrays.
+INFER_JSON = (
+    b'{"i": 1, "big": 99999999999999999999, "huge": 1234567890123456789012345678901234567890,'
+    b' "f": 1.5, "if": 1, "is": 1, "b": true, "n": null, "eo": {}, "st": {"x": null, "y": "a"},'
+    b' "ai": [1, 2], "am": [1, "a"], "ae": [], "aeo": [{}], "sc": {"x": 1}, "ib": 1,'
+    b' "nested": [{"k": 1}], "dec_big": 5}\n'
+    b'{"i": 2, "big": 5, "huge": 1, "f": 2.0, "if": 2.5, "is": "x", "b": false, "n": null,'
+    b' "eo": {}, "st": {"x": 3}, "ai": [3], "am": [2], "ae": [], "aeo": [], "sc": {"x": "s"},'
+    b' "ib": true, "nested": [{"k": 2.5, "j": [1]}], "dec_big": 12345678901234567890123}\n')
+
+
+# Spark drops a member that is an empty object, and reads JSON text into a STRING at any
+# depth; the ingest keeps that member as text, and reads JSON text into a STRING column
+# only, so a column with values that do not merge inside it is text as a whole.
+JSON_DIFFERS = {"eo": (None, "string"), "aeo": (None, "string"),
+                "sc": ("struct<x:string>", "string"), "am": ("array<string>", "string")}
+
+
+@pytest.mark.spark
+def test_json_inference_types_columns_as_spark_does(spark: Any, tmp_path: Path) -> None:
+    """Spark's JSON inference and the ingest's over the same lines give every column the
+    same type, but for the differences jsontypes.py states, and the lines read with the
+    schema inferred as rows, with no error record."""
+    from markerstore.ingest.infer import infer_schema
+    from markerstore.ingest.sources import list_tasks
+
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(INFER_JSON)
+    theirs = {f.name: f.dataType.simpleString() for f in spark.read.json(str(source)).schema}
+    inferred = infer_schema(list_tasks(str(source)), None)
+    ours = {f.name: _spark_string(f.type) for f in inferred}
+    assert {name: (theirs.get(name), ours.get(name)) for name in {*theirs, *ours}
+            if theirs.get(name) != ours.get(name)} == JSON_DIFFERS
+    ddl = ", ".join(f"`{f.name}` {_ddl(f.type)}" for f in inferred)
+    rows, errors = run(tmp_path / "again.jsonl", INFER_JSON, ddl)
+    assert errors == [] and len(rows) == 2
+    assert sorted(r["big"] for r in rows) == [5, 99999999999999999999]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from("abc"), inner, max_size=3),
+    max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.dictionaries(st.sampled_from(["a", "b", "c"]), _JSON,
+                                        min_size=1, max_size=3), min_size=1, max_size=4))
+def test_an_inferred_json_schema_reads_every_record_it_was_inferred_from(
+        tmp_path: Path, records: list[dict[str, Any]]) -> None:
+    """Generated objects (nesting, nulls, numbers of every size, text): with the schema
+    inferred from them, every record is a row and none an error record."""
+    import json
+
+    from markerstore.errors import SchemaError
+    from markerstore.ingest.infer import infer_schema
+    from markerstore.ingest.sources import list_tasks
+
+    data = "".join(json.dumps(r) + "\n" for r in records).encode()
+    source = tmp_path / "sample.jsonl"
+    source.write_bytes(data)
+    try:
+        inferred = infer_schema(list_tasks(str(source)), None)
+    except SchemaError as refused:  # only when no object has a member
+        assert "no member" in str(refused) and not any(records)
+        return
+    ddl = ", ".join(f"`{f.name}` {_ddl(f.type)}" for f in inferred)
+    rows, errors = run(tmp_path / "again.jsonl", data, ddl)
+    assert [e["context"].get("reason") for e in errors] == [] and len(rows) == len(records), ddl
