@@ -5,6 +5,7 @@ slice that fails is halved until the failing values are single, each with Arrow'
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ import pyarrow.compute as pc
 
 from errortable import datetimes
 from errortable.datetimes import ValueFormats
+from errortable.jsontext import JsonFloat
 
 CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
                 OverflowError, TypeError, ValueError)
@@ -202,18 +204,19 @@ def from_python(values: list[Any], target: pa.DataType,
                                         f"{str(value).lower()}")
     if pa.types.is_temporal(target):  # a number is no date: pa.array counts days from 1970
         for value in values:
-            if type(value) in (int, float):
+            if type(value) in (int, float, JsonFloat):
                 raise pa.ArrowTypeError(f"Expected {target} as text, got a number: {value!r}")
     if pa.types.is_integer(target):
         for value in values:
-            if type(value) is float and not value.is_integer():
+            if isinstance(value, float) and not value.is_integer():
                 raise pa.ArrowInvalid(f"Float value {value!r} was truncated converting to "
                                       f"{target}")
-    if _has_floats(target):
-        # An integer reads as its nearest double, as a decimal fraction does (pa.array
-        # refuses one past 2**53), in an array or struct too; one past the double range
-        # is an OverflowError.
-        values = [_ints_as_floats(v, target) for v in values]
+    if _has(target, _numeric):
+        # An integer for a double reads as its nearest double, as a decimal fraction does
+        # (pa.array refuses one past 2**53; one past the double range is an
+        # OverflowError), and a JSON number for a DECIMAL as its text says, in an array
+        # or struct too.
+        values = [_numbers_as(v, target) for v in values]
     texts = formats is not None and formats.reads(target) and any(
         type(v) is str for v in values)
     try:
@@ -229,24 +232,31 @@ def from_python(values: list[Any], target: pa.DataType,
         return cast(text, target, formats)
 
 
-def _has_floats(arrow_type: pa.DataType) -> bool:
-    if pa.types.is_floating(arrow_type):
+def _numeric(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type)
+
+
+def _has(arrow_type: pa.DataType, kind: Callable[[pa.DataType], bool]) -> bool:
+    """Whether `arrow_type`, or a type inside its arrays and structs, is of `kind`."""
+    if kind(arrow_type):
         return True
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
-        return _has_floats(arrow_type.value_type)
-    return pa.types.is_struct(arrow_type) and any(_has_floats(f.type) for f in arrow_type)
+        return _has(arrow_type.value_type, kind)
+    return pa.types.is_struct(arrow_type) and any(_has(f.type, kind) for f in arrow_type)
 
 
-def _ints_as_floats(value: Any, arrow_type: pa.DataType) -> Any:
-    """`value` with each integer where `arrow_type` has a floating point type as a float;
-    anything else as it is (what does not fit the type fails in pa.array)."""
+def _numbers_as(value: Any, arrow_type: pa.DataType) -> Any:
+    """`value` with each integer where `arrow_type` has a floating point type as a float,
+    and each JSON number with a fraction where it has a DECIMAL as a Decimal of its
+    text; anything else as it is (what does not fit the type fails in pa.array)."""
     if type(value) is int and pa.types.is_floating(arrow_type):
         return float(value)
+    if isinstance(value, JsonFloat) and pa.types.is_decimal(arrow_type):
+        return decimal.Decimal(value.text)
     if isinstance(value, list) and (pa.types.is_list(arrow_type)
                                     or pa.types.is_large_list(arrow_type)):
-        return [_ints_as_floats(v, arrow_type.value_type) for v in value]
+        return [_numbers_as(v, arrow_type.value_type) for v in value]
     if isinstance(value, dict) and pa.types.is_struct(arrow_type):
         types = {f.name: f.type for f in arrow_type}
-        return {k: _ints_as_floats(v, types[k]) if k in types else v
-                for k, v in value.items()}
+        return {k: _numbers_as(v, types[k]) if k in types else v for k, v in value.items()}
     return value

@@ -6,7 +6,9 @@
   stack); a RecursionError anywhere is refused the same way.
 - A key twice in one object, at any depth, is refused: which value was meant is unknown.
 - A number whose magnitude no double can hold (``1e400``) is refused rather than read as
-  infinity; an integer beyond int64 is read exactly (the cast to the column decides).
+  infinity; an integer beyond int64 is read exactly (the cast to the column decides),
+  and a number with a fraction keeps its text (:class:`JsonFloat`), so a DECIMAL column
+  reads it exactly as written, as Spark's JSON reader does.
 - ``NaN``, ``Infinity`` and ``-Infinity`` are not JSON; they are read as doubles when
   `allow_non_numeric` (Spark's ``allowNonNumericNumbers``, default true), else refused.
 - A lone surrogate escape (``"\\ud800"``) is refused: no UTF-8 text can hold it.
@@ -67,8 +69,21 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
+class JsonFloat(float):
+    """A JSON number with a fraction or an exponent: its double, which is what every
+    reader of a float sees, and its `text`, which a DECIMAL column reads exactly."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> JsonFloat:
+        value = super().__new__(cls, text)
+        value.text = text
+        return value
+
+
 def _finite(text: str) -> float:
-    value = float(text)
+    value = JsonFloat(text)
     if math.isinf(value):
         raise InvalidJson("a number too large in magnitude for a double")
     return value

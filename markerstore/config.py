@@ -117,6 +117,11 @@ INGEST_NEGATIVE_INF = "markerstore.ingest.csv.negativeInf"
 INGEST_LOCALE = "markerstore.ingest.locale"
 INGEST_ENCODING = "markerstore.ingest.encoding"
 INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
+# Spark's schema inference options, and how many records inference reads
+INGEST_INFER_SCHEMA = "markerstore.ingest.csv.inferSchema"
+INGEST_PREFER_DATE = "markerstore.ingest.csv.preferDate"
+INGEST_PREFERS_DECIMAL = "markerstore.ingest.json.prefersDecimal"
+INGEST_INFER_RECORDS = "markerstore.ingest.infer.records"
 TABLE_FORMATS = "markerstore.table.formats"
 DELTA_STORAGE_OPTIONS = "markerstore.table.formats.delta.storage_options"
 ICEBERG_IDENTIFIER = "markerstore.table.iceberg.identifier"     # namespace.table
@@ -339,6 +344,23 @@ _DEFINITIONS: tuple[Option, ...] = (
            "value matches it (not set: is an ISO timestamp), and not dateFormat, is inferred "
            "as a TIMESTAMP.",
            ("timestampFormat",)),
+    Option(INGEST_INFER_SCHEMA, True, parse_bool,
+           "Ingest, CSV (Spark's inferSchema, whose default there is false): without a "
+           "schema, each column's type is inferred from the sampled records (README, "
+           "Inferred schema); false: every column is STRING, as Spark reads one by default.",
+           ("inferSchema",)),
+    Option(INGEST_PREFER_DATE, True, parse_bool,
+           "Ingest, CSV (Spark's preferDate): inference may type a column DATE; false: a "
+           "column of dates is inferred as a TIMESTAMP where timestampFormat (or ISO 8601) "
+           "reads it, else STRING.", ("preferDate",)),
+    Option(INGEST_PREFERS_DECIMAL, False, parse_bool,
+           "Ingest, JSON (Spark's prefersDecimal): inference types numbers with a fraction "
+           "DECIMAL(p,s), wide enough for every sampled value (38 digits at most), not "
+           "DOUBLE.", ("prefersDecimal",)),
+    Option(INGEST_INFER_RECORDS, 2000, int_min(1),
+           "Ingest: how many records, from the start of the source, schema inference reads "
+           "(Spark reads them all by default: a type that first shows past them is a cast "
+           "error for its records).", ()),
     Option(INGEST_TIMESTAMP_NTZ_FORMAT, None, pattern_option("timestampNTZFormat"),
            "Ingest, CSV and JSON (Spark's timestampNTZFormat): the pattern of TIMESTAMP_NTZ "
            "values (no offset letters). Not set: ISO 8601 without an offset.",

@@ -25,10 +25,11 @@ out of the sample: it is an error record when the ingest reads it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from errortable.convert import CAST_ERRORS, cast
 from errortable.csvtext import CsvError, field_values, split_record, strip_line_end
@@ -37,14 +38,22 @@ from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions
 
 MAX_DECIMAL_DIGITS = 38  # Spark's DecimalType.MAX_PRECISION
-LONG_DIGITS = 20  # the precision Spark merges a BIGINT with a DECIMAL at
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 TIMESTAMP_NTZ = pa.timestamp("us")
 
 
+@dataclass(frozen=True)
+class Rules:
+    """Spark's options of CSV inference: `types` (inferSchema; false: every column
+    STRING), `dates` (preferDate)."""
+
+    types: bool = True
+    dates: bool = True
+
+
 def csv_schema(header: str | None, records: Sequence[str], options: ReadOptions,
                formats: ValueFormats | None = None, null_value: str = "",
-               empty_value: str = "") -> pa.Schema:
+               empty_value: str = "", rules: Rules = Rules()) -> pa.Schema:
     """The schema of `records` (their text, each with or without its line end): named by
     the `header` record, else as Spark names columns (_c0, _c1, ...)."""
     rows = [fields for fields in (_split(r, options) for r in records) if fields is not None]
@@ -71,7 +80,8 @@ def csv_schema(header: str | None, records: Sequence[str], options: ReadOptions,
         for column, value in zip(columns, field_values(fields, null_value, empty_value),
                                  strict=True):
             column.append(value)
-    return pa.schema([pa.field(name, column_type(values, formats))
+    return pa.schema([pa.field(name, column_type(values, formats, rules)
+                               if rules.types else pa.string())
                       for name, values in zip(names, columns, strict=True)])
 
 
@@ -82,38 +92,51 @@ def _split(text: str, options: ReadOptions) -> list[tuple[str, bool]] | None:
         return None
 
 
-def column_type(values: Sequence[str | None], formats: ValueFormats | None = None
-                ) -> pa.DataType:
+def column_type(values: Sequence[str | None], formats: ValueFormats | None = None,
+                rules: Rules = Rules()) -> pa.DataType:
     """The first type of Spark's order that reads every value (nulls aside); STRING for a
     column of nulls only."""
-    present = pa.array([v for v in values if v is not None], pa.string())
-    if len(present) == 0:
+    present = [v for v in values if v is not None]
+    if not present:
         return pa.string()
-    for target in _candidates(present, formats):
+    array = pa.array(present, pa.string())
+    for target in _candidates(present, formats, rules):
         try:
-            cast(present, target, formats)
+            cast(array, target, formats)
         except CAST_ERRORS:
             continue
         return target
     return pa.string()
 
 
-def _candidates(present: pa.Array, formats: ValueFormats | None) -> Iterator[pa.DataType]:
+def _candidates(present: list[str], formats: ValueFormats | None, rules: Rules
+                ) -> Iterator[pa.DataType]:
     yield pa.int64()
-    digits = _integer_digits(present)
-    if digits is not None and digits <= MAX_DECIMAL_DIGITS:
-        yield pa.decimal128(max(digits, LONG_DIGITS), 0)  # past BIGINT's range
+    decimal = _decimal(present)
+    if decimal is not None:
+        yield decimal
     yield pa.float64()
-    yield pa.date32()
+    if rules.dates:
+        yield pa.date32()
     yield TIMESTAMP  # by timestampFormat, else ISO 8601 with an offset
     if formats is None or formats.pattern_for(TIMESTAMP) is None:
         yield TIMESTAMP_NTZ  # ISO 8601 without one (Spark: a TIMESTAMP too)
     yield pa.bool_()
 
 
-def _integer_digits(present: pa.Array) -> int | None:
-    """The most digits of a value, if every value is a decimal integer; else None."""
-    if not pc.all(pc.match_substring_regex(present, r"^[+-]?[0-9]+$")).as_py():
-        return None
-    significant = pc.replace_substring_regex(present, r"^[+-]?0*", "")
-    return max(1, pc.max(pc.utf8_length(significant)).as_py())
+_INTEGER = re.compile(r"[+-]?0*([0-9]+)")
+
+
+def _decimal(present: list[str]) -> pa.DataType | None:
+    """The DECIMAL(p,0) Spark infers for integers past BIGINT's range, as it merges each
+    value's type: DECIMAL(10,0) in INT's range, (20,0) in BIGINT's, else (its digits, 0).
+    None when a value is no integer, or the type needs more than 38 digits."""
+    whole = 0
+    for text in present:
+        match = _INTEGER.fullmatch(text)
+        if match is None:
+            return None
+        digits = match.group(1)
+        value = int(digits)
+        whole = max(whole, 10 if value < 2**31 else 20 if value < 2**63 else len(digits))
+    return pa.decimal128(whole, 0) if whole <= MAX_DECIMAL_DIGITS else None

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 
-from errortable.datetimes import ValueFormats
+from markerstore import config
 from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions, read_blocks
-from markerstore.ingest.csvtypes import csv_schema
+from markerstore.ingest.csvtypes import Rules, csv_schema
 from markerstore.ingest.header import Header, read_header_at
 from markerstore.ingest.jsontypes import json_schema
 from markerstore.ingest.sources import SourceTask
@@ -32,14 +33,19 @@ def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit:
 
 
 def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
-                 sample_lines: int = 2000, options: ReadOptions | None = None,
-                 header: bool = True, formats: ValueFormats | None = None,
-                 nulls: tuple[str, str] = ("", "")) -> pa.Schema:
-    """A schema from the first records of the source (Parquet: the file's own schema).
-    CSV records are read with `options` (its dialect) and typed by Spark's rules with
-    the patterns of `formats` and the `nulls` (nullValue, emptyValue), see
-    :mod:`~markerstore.ingest.csvtypes`; without a `header` record the columns are named
+                 settings: Mapping[str, Any] | None = None) -> pa.Schema:
+    """A schema from the first records of the source (Parquet: the file's own schema),
+    read and typed as the ingest's options in `settings` say (markerstore.config: the
+    dialect, header, value patterns, nulls, Spark's inference options, how many
+    records): see :mod:`~markerstore.ingest.csvtypes` and
+    :mod:`~markerstore.ingest.jsontypes`. Without a header record the columns are named
     as Spark names them, _c0, _c1, ..."""
+    from markerstore.ingest.task import read_options, value_formats
+
+    resolved = config.resolve(settings)
+    options = read_options(resolved)
+    header = resolved[config.INGEST_CSV_HEADER]
+    sample_lines = resolved[config.INGEST_INFER_RECORDS]
     first = tasks[0]
     if first.format == "parquet":
         import fsspec
@@ -47,7 +53,6 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
 
         with fsspec.open(first.url, "rb", **dict(storage_options or {})) as handle:
             return pq.read_schema(handle)
-    options = options or ReadOptions()
     csv = first.format == "csv"
     lines: list[str] = []
     header_text: str | None = None
@@ -67,16 +72,19 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
         if header and header_text is None:
             raise SchemaError("cannot infer a schema: the CSV source holds no record; "
                               "pass --schema")
-        return csv_schema(header_text, lines, options, formats, *nulls)
-    return _json_schema(lines)
+        rules = Rules(resolved[config.INGEST_INFER_SCHEMA], resolved[config.INGEST_PREFER_DATE])
+        return csv_schema(header_text, lines, options, value_formats(resolved),
+                          resolved[config.INGEST_NULL_VALUE],
+                          resolved[config.INGEST_EMPTY_VALUE], rules)
+    return _json_schema(lines, resolved[config.INGEST_PREFERS_DECIMAL])
 
 
-def _json_schema(lines: list[str]) -> pa.Schema:
+def _json_schema(lines: list[str], decimals: bool) -> pa.Schema:
     """The sampled objects' schema by Spark's rules (:mod:`~markerstore.ingest.jsontypes`)."""
     records = []
     for text in lines:
         try:
-            value = json.loads(text)
+            value = json.loads(text, parse_float=Decimal)
         except ValueError:
             continue
         if isinstance(value, dict):
@@ -84,7 +92,7 @@ def _json_schema(lines: list[str]) -> pa.Schema:
     if not records:
         raise SchemaError("cannot infer a schema: the first lines hold no JSON object; "
                           "pass --schema")
-    schema = json_schema(records)
+    schema = json_schema(records, decimals)
     if not schema:
         raise SchemaError("cannot infer a schema: the first JSON objects have no member; "
                           "pass --schema")

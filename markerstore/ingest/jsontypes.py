@@ -3,7 +3,8 @@ JSON inference (``JsonInferSchema``, its defaults: ``prefersDecimal`` false, no
 timestamps inferred from text).
 
 A value's type: a boolean is BOOLEAN; an integer BIGINT, or DECIMAL(p,0) past BIGINT's
-range (DOUBLE past 38 digits); any other number DOUBLE; text STRING; an array an ARRAY
+range (DOUBLE past 38 digits); any other number DOUBLE (with ``prefersDecimal``, a
+DECIMAL of its digits and scale); text STRING; an array an ARRAY
 of its elements' type; an object a STRUCT of the members of every sampled object, in
 the order they first appear. The values of a column (or member, or array element) merge
 as Spark merges them: BIGINT and DECIMAL into the wider DECIMAL, either with DOUBLE into
@@ -22,6 +23,7 @@ column is STRING: its values are kept as their JSON text, not lost to cast error
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -33,21 +35,23 @@ _LONG = range(-(2**63), 2**63)
 _TEXT = pa.large_string()
 
 
-def json_schema(records: Sequence[dict[str, Any]]) -> pa.Schema:
-    """The schema of the sampled objects: one column per member name."""
-    return pa.schema([pa.field(f.name, _column(f.type)) for f in _struct_of(records)])
+def json_schema(records: Sequence[dict[str, Any]], decimals: bool = False) -> pa.Schema:
+    """The schema of the sampled objects (numbers with a fraction parsed as Decimal):
+    one column per member name. `decimals`: Spark's prefersDecimal."""
+    struct = _struct_of(records, decimals)
+    return pa.schema([pa.field(f.name, _column(f.type)) for f in struct])
 
 
-def _struct_of(objects: Sequence[dict[str, Any]]) -> pa.StructType:
+def _struct_of(objects: Sequence[dict[str, Any]], decimals: bool) -> pa.StructType:
     names: dict[str, None] = {}
     for value in objects:
         names.update(dict.fromkeys(value))
-    return pa.struct([pa.field(name, _merge_all(_type_of(o[name]) for o in objects
-                                                if name in o))
+    return pa.struct([pa.field(name, _merge_all(_type_of(o[name], decimals)
+                                                for o in objects if name in o))
                       for name in names])
 
 
-def _type_of(value: Any) -> pa.DataType:
+def _type_of(value: Any, decimals: bool) -> pa.DataType:
     if value is None:
         return pa.null()
     if isinstance(value, bool):
@@ -57,14 +61,20 @@ def _type_of(value: Any) -> pa.DataType:
             return pa.int64()
         digits = len(str(abs(value)))
         return pa.decimal128(digits, 0) if digits <= MAX_DECIMAL_DIGITS else pa.float64()
-    if isinstance(value, float):
+    if isinstance(value, Decimal) and decimals and value.is_finite():
+        _, places, exponent = value.as_tuple()
+        precision, scale = len(places), -int(exponent)
+        if scale >= 0 and max(precision, scale) <= MAX_DECIMAL_DIGITS:
+            return pa.decimal128(max(precision, scale), scale)  # 0.05: (2, 2), as Spark
+        return pa.float64()
+    if isinstance(value, (float, Decimal)):
         return pa.float64()
     if isinstance(value, str):
         return pa.string()
     if isinstance(value, list):
-        return pa.list_(_merge_all(_type_of(v) for v in value))
+        return pa.list_(_merge_all(_type_of(v, decimals) for v in value))
     if isinstance(value, dict):
-        return _struct_of([value]) if value else _TEXT
+        return _struct_of([value], decimals) if value else _TEXT
     return _TEXT
 
 
@@ -84,8 +94,12 @@ def _merge(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     if any(k(a) for k in numbers) and any(k(b) for k in numbers):
         if pa.types.is_float64(a) or pa.types.is_float64(b):
             return pa.float64()
-        digits = max(_digits(a), _digits(b))
-        return pa.decimal128(digits, 0) if digits <= MAX_DECIMAL_DIGITS else pa.float64()
+        (whole_a, scale_a), (whole_b, scale_b) = _digits(a), _digits(b)
+        scale = max(scale_a, scale_b)
+        whole = max(whole_a, whole_b)
+        if whole + scale > MAX_DECIMAL_DIGITS:
+            return pa.float64()
+        return pa.decimal128(whole + scale, scale)
     if pa.types.is_struct(a) and pa.types.is_struct(b):
         members = {f.name: f.type for f in a}
         for field in b:
@@ -96,8 +110,11 @@ def _merge(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     return _TEXT
 
 
-def _digits(arrow_type: pa.DataType) -> int:
-    return LONG_DIGITS if pa.types.is_int64(arrow_type) else arrow_type.precision
+def _digits(arrow_type: pa.DataType) -> tuple[int, int]:
+    """(digits before the point, after it) of a BIGINT or DECIMAL, as Spark widens them."""
+    if pa.types.is_int64(arrow_type):
+        return LONG_DIGITS, 0
+    return arrow_type.precision - arrow_type.scale, arrow_type.scale
 
 
 def _column(arrow_type: pa.DataType) -> pa.DataType:

@@ -34,7 +34,7 @@ from markerstore.ingest.sources import (
     pack,
     recut,
 )
-from markerstore.ingest.task import read_options, value_formats
+from markerstore.ingest.task import read_options
 from markerstore.render.html import fields_html
 
 __all__ = ["IngestResult", "infer_schema", "ingest", "spark_session"]
@@ -194,11 +194,7 @@ def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
         return schema
     if schema:
         return load_schema(schema, dict(src_options))
-    return infer_schema(tasks, src_options, options=read_options(settings),
-                        header=settings[config.INGEST_CSV_HEADER],
-                        formats=value_formats(settings),
-                        nulls=(settings[config.INGEST_NULL_VALUE],
-                               settings[config.INGEST_EMPTY_VALUE]))
+    return infer_schema(tasks, src_options, settings)
 
 
 def _headers(tasks: Sequence[SourceTask], src_options: Mapping[str, Any],

@@ -20,7 +20,6 @@ from errortable.csvtext import Dialect, QuoteScanner, strip_line_end
 from markerstore import config
 from markerstore.cli import cli
 from markerstore.errors import ConfigError, SchemaError
-from markerstore.ingest.blocks import ReadOptions
 from markerstore.ingest.csvsplit import record_ends
 from markerstore.ingest.infer import infer_schema
 from markerstore.ingest.pipeline import ingest
@@ -75,10 +74,10 @@ def test_an_inferred_schema_without_a_header_names_columns_as_spark_does(
     path = tmp_path / "in.csv"
     path.write_bytes(b"1;x;2.5\n2;y;3.5\n")
     tasks = list_tasks(str(path))
-    schema = infer_schema(tasks, None, options=ReadOptions(delimiter=";"), header=False)
+    schema = infer_schema(tasks, None, {"sep": ";", "header": "false"})
     assert schema.names == ["_c0", "_c1", "_c2"]
     assert schema.field("_c0").type == pa.int64() and schema.field("_c2").type == pa.float64()
-    schema = infer_schema(tasks, None, options=ReadOptions(delimiter=";"))
+    schema = infer_schema(tasks, None, {"sep": ";"})
     assert schema.names == ["1", "x", "2.5"]
 
 
@@ -212,7 +211,7 @@ def test_a_schema_is_inferred_with_the_dialect_or_refused_in_one_line(tmp_path: 
     path = tmp_path / "in.csv"
     path.write_bytes(b'id;s\n1;"a\\";b"\n2;x\n')
     tasks = list_tasks(str(path))
-    schema = infer_schema(tasks, None, options=ReadOptions(delimiter=";", escape="\\"))
+    schema = infer_schema(tasks, None, {"sep": ";", "escape": "\\"})
     assert schema == pa.schema([("id", pa.int64()), ("s", pa.string())])
     # a record of another width is left out (it is an error record when read) ...
     path.write_bytes(b"id,s\n1,x,y,z\n2,3\n")

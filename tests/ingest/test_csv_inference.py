@@ -77,6 +77,13 @@ INFER_NUMBERS = (
     b"spaces,quoted_num,empty\n"
     b'1,1,99999999999999999999,1.5,NaN,Infinity,null,NA,true,TRUE,1,t,-3,+4,1e5,0x10, 7,"12",\n'
     b'2,2,5,2.25,1.0,-Infinity,5,3,false,False,0,f,-4,+5,2.5E-3,0x11,8 ,"13",\n')
+# And for the DECIMAL(p,0) of integers past BIGINT, as Spark widens them.
+INFER_DECIMALS = (
+    b"id,past,with_int,with_long,neg,zeros,too_wide,with_fraction\n"
+    b"1,99999999999999999999,1,3000000000,-99999999999999999999,"
+    b"0009999999999999999999,123456789012345678901234567890123456789,1.5\n"
+    b"2,123456789012345678901234,99999999999999999999,99999999999999999999,5,1,1,"
+    b"99999999999999999999\n")
 NO_TIME_OF_DAY = {"tod": ("timestamp", "string")}  # README: a time of day is text
 SPACES = {"spaces": ("double", "string")}  # docs/ERROR_TABLE.md: ` 1.5` is no number
 
@@ -105,7 +112,11 @@ def _arrow_kind(arrow: pa.DataType) -> str:
     (INFER_NUMBERS, {}, SPACES),
     (INFER_NUMBERS, {"nullValue": "NA"}, SPACES),
     (INFER_NUMBERS, {"ignoreLeadingWhiteSpace": "true", "ignoreTrailingWhiteSpace": "true"},
-     {})])
+     {}),
+    (INFER_DECIMALS, {}, {}),
+    (INFER_NUMBERS, {"inferSchema": "false"}, {}),
+    (INFER_DATES, {"preferDate": "false"}, NO_TIME_OF_DAY),
+    (INFER_DATES, {"preferDate": "false", "dateFormat": "dd/MM/yyyy"}, NO_TIME_OF_DAY)])
 def test_inference_types_columns_as_spark_does(
         spark: Any, tmp_path: Path, data: bytes, options: dict[str, str],
         differ: dict[str, tuple[str, str]]) -> None:
@@ -118,7 +129,8 @@ def test_inference_types_columns_as_spark_does(
 
     source = tmp_path / "in.csv"
     source.write_bytes(data)
-    frame = spark.read.options(header="true", inferSchema="true", **options).csv(str(source))
+    frame = spark.read.options(**{"header": "true", "inferSchema": "true", **options}
+                               ).csv(str(source))
     theirs = {f.name: _kind(f.dataType.simpleString()) for f in frame.schema}
     inferred = _target_schema(None, list_tasks(str(source)), {}, config.resolve(options))
     ours = {f.name: _arrow_kind(f.type) for f in inferred}
@@ -224,7 +236,9 @@ JSON_DIFFERS = {"eo": (None, "string"), "aeo": (None, "string"),
 
 
 @pytest.mark.spark
-def test_json_inference_types_columns_as_spark_does(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("options", [{}, {"prefersDecimal": "true"}])
+def test_json_inference_types_columns_as_spark_does(spark: Any, tmp_path: Path,
+                                                    options: dict[str, str]) -> None:
     """Spark's JSON inference and the ingest's over the same lines give every column the
     same type, but for the differences jsontypes.py states, and the lines read with the
     schema inferred as rows, with no error record."""
@@ -233,13 +247,14 @@ def test_json_inference_types_columns_as_spark_does(spark: Any, tmp_path: Path) 
 
     source = tmp_path / "in.jsonl"
     source.write_bytes(INFER_JSON)
-    theirs = {f.name: f.dataType.simpleString() for f in spark.read.json(str(source)).schema}
-    inferred = infer_schema(list_tasks(str(source)), None)
+    theirs = {f.name: f.dataType.simpleString()
+              for f in spark.read.options(**options).json(str(source)).schema}
+    inferred = infer_schema(list_tasks(str(source)), None, options)
     ours = {f.name: _spark_string(f.type) for f in inferred}
     assert {name: (theirs.get(name), ours.get(name)) for name in {*theirs, *ours}
             if theirs.get(name) != ours.get(name)} == JSON_DIFFERS
     ddl = ", ".join(f"`{f.name}` {_ddl(f.type)}" for f in inferred)
-    rows, errors = run(tmp_path / "again.jsonl", INFER_JSON, ddl)
+    rows, errors = run(tmp_path / "again.jsonl", INFER_JSON, ddl, options=options)
     assert errors == [] and len(rows) == 2
     assert sorted(r["big"] for r in rows) == [5, 99999999999999999999]
 
@@ -255,9 +270,10 @@ _JSON = st.recursive(
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=st.lists(st.dictionaries(st.sampled_from(["a", "b", "c"]), _JSON,
-                                        min_size=1, max_size=3), min_size=1, max_size=4))
+                                        min_size=1, max_size=3), min_size=1, max_size=4),
+       options=st.sampled_from([{}, {"prefersDecimal": "true"}]))
 def test_an_inferred_json_schema_reads_every_record_it_was_inferred_from(
-        tmp_path: Path, records: list[dict[str, Any]]) -> None:
+        tmp_path: Path, records: list[dict[str, Any]], options: dict[str, str]) -> None:
     """Generated objects (nesting, nulls, numbers of every size, text): with the schema
     inferred from them, every record is a row and none an error record."""
     import json
@@ -270,10 +286,10 @@ def test_an_inferred_json_schema_reads_every_record_it_was_inferred_from(
     source = tmp_path / "sample.jsonl"
     source.write_bytes(data)
     try:
-        inferred = infer_schema(list_tasks(str(source)), None)
+        inferred = infer_schema(list_tasks(str(source)), None, options)
     except SchemaError as refused:  # only when no object has a member
         assert "no member" in str(refused) and not any(records)
         return
     ddl = ", ".join(f"`{f.name}` {_ddl(f.type)}" for f in inferred)
-    rows, errors = run(tmp_path / "again.jsonl", data, ddl)
+    rows, errors = run(tmp_path / "again.jsonl", data, ddl, options=options)
     assert [e["context"].get("reason") for e in errors] == [] and len(rows) == len(records), ddl

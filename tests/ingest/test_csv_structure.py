@@ -68,7 +68,7 @@ def test_a_record_that_is_not_text_before_the_header_takes_its_place(tmp_path: P
 def test_an_inferred_schema_reads_the_header_after_empty_lines(tmp_path: Path) -> None:
     path = tmp_path / "in.csv"
     path.write_bytes(b"\r\n\nyear,make\n2012,Tesla\n\n1997,Ford\n")
-    schema = infer_schema(list_tasks(str(path)), None, options=ReadOptions())
+    schema = infer_schema(list_tasks(str(path)), None)
     assert schema == pa.schema([("year", pa.int64()), ("make", pa.string())])
 
 

@@ -12,7 +12,6 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from markerstore.ingest.blocks import ReadOptions
 from markerstore.ingest.infer import infer_schema
 from markerstore.ingest.jsondoc import record_spans
 from markerstore.ingest.sources import list_tasks
@@ -105,7 +104,7 @@ def test_a_schema_is_inferred_from_the_elements(tmp_path: Path) -> None:
     path = tmp_path / "doc.json"
     path.write_bytes(b'[\n {"id": 1,\n  "s": "x"},\n {"id": 2, "d": 1.5}\n]')
     schema = infer_schema(list_tasks(str(path), json_documents=True), None,
-                          options=ReadOptions(json_document=True))
+                          {"multiLine": "true"})
     assert schema == pa.schema([("id", pa.int64()), ("s", pa.string()), ("d", pa.float64())])
 
 
