@@ -5,6 +5,7 @@ slice that fails is halved until the failing values are single, each with Arrow'
 
 from __future__ import annotations
 
+import base64
 import decimal
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,7 @@ import pyarrow.compute as pc
 
 from errortable import datetimes
 from errortable.datetimes import ValueFormats
-from errortable.jsontext import JsonFloat
+from errortable.jsontext import Base64Text, JsonFloat
 
 CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
                 OverflowError, TypeError, ValueError)
@@ -217,6 +218,8 @@ def from_python(values: list[Any], target: pa.DataType,
         # OverflowError), and a JSON number for a DECIMAL as its text says, in an array
         # or struct too.
         values = [_numbers_as(v, target) for v in values]
+    if pa.types.is_binary(target) or pa.types.is_large_binary(target):
+        values = [_base64(v) if isinstance(v, Base64Text) else v for v in values]
     texts = formats is not None and formats.reads(target) and any(
         type(v) is str for v in values)
     try:
@@ -230,6 +233,14 @@ def from_python(values: list[Any], target: pa.DataType,
             raise
         text = prepare(pa.array(values, pa.string()), target, formats)
         return cast(text, target, formats)
+
+
+def _base64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error, or a character past ASCII
+        raise pa.ArrowInvalid(f"'{text}' is not base64 (RFC 4648), which a JSON string "
+                              "for a BINARY column is") from None
 
 
 def _numeric(arrow_type: pa.DataType) -> bool:

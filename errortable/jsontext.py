@@ -15,6 +15,9 @@
 - `text_columns`: a value that is not a string (number, boolean, array, object) for one of
   these keys is replaced by its JSON text exactly as the record writes it, as Spark's JSON
   reader does for a STRING column.
+- `binary_columns`: a string for one of these keys is :class:`Base64Text`: the bytes of a
+  BINARY column are base64 in JSON, as Spark's JSON writer writes them and its reader
+  reads them (RFC 4648; text that is not base64 is a cast error).
 """
 
 from __future__ import annotations
@@ -82,6 +85,12 @@ class JsonFloat(float):
         return value
 
 
+class Base64Text(str):
+    """A JSON string for a BINARY column: its bytes, in base64."""
+
+    __slots__ = ()
+
+
 def _finite(text: str) -> float:
     value = JsonFloat(text)
     if math.isinf(value):
@@ -102,7 +111,8 @@ def _decoder(allow_non_numeric: bool) -> json.JSONDecoder:
 
 
 def load_object(text: str, allow_non_numeric: bool = True,
-                text_columns: Collection[str] = ()) -> dict[str, Any]:
+                text_columns: Collection[str] = (),
+                binary_columns: Collection[str] = ()) -> dict[str, Any]:
     """The JSON object on one line (`text` stripped of surrounding whitespace)."""
     if text.startswith("\ufeff"):
         raise InvalidJson("a byte order mark (BOM, U+FEFF) before the JSON text (one at the "
@@ -128,6 +138,9 @@ def load_object(text: str, allow_non_numeric: bool = True,
             and not isinstance(value[k], str)]
     if keys:
         value.update(member_texts(text, set(keys), decoder))
+    for key in binary_columns:
+        if isinstance(value.get(key), str):
+            value[key] = Base64Text(value[key])
     return value
 
 

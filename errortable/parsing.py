@@ -38,13 +38,15 @@ from errortable.pii import ShapeError
 @dataclass(frozen=True)
 class ParseOptions:
     """How records read (Spark's option names, see markerstore.config): CSV `null_value`
-    and `empty_value`; JSON `allow_non_numeric_numbers`, and `text_columns`, the STRING
-    columns that take any JSON value as its JSON text."""
+    and `empty_value`; JSON `allow_non_numeric_numbers`, `text_columns`, the STRING
+    columns that take any JSON value as its JSON text, and `binary_columns`, the BINARY
+    columns whose JSON strings are base64."""
 
     null_value: str = ""
     empty_value: str = ""
     allow_non_numeric_numbers: bool = True
     text_columns: frozenset[str] = frozenset()
+    binary_columns: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -158,7 +160,7 @@ def _json_records(records: Numbered, result: ParseResult | BlockParse,
             continue
         try:
             value = load_object(stripped, options.allow_non_numeric_numbers,
-                                options.text_columns)
+                                options.text_columns, options.binary_columns)
         except (ValueError, RecursionError) as exc:  # UnicodeEncodeError too
             yield Failure(line_no, stripped, exc, None, offset)
             continue

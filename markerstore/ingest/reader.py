@@ -98,12 +98,18 @@ def _json_kind(f: pa.Field) -> str | None:
         return "bool"
     if t == pa.string():
         return "string"
-    if t in (pa.date32(), pa.binary()) or pa.types.is_timestamp(t) or pa.types.is_decimal(t):
+    if t == pa.date32() or pa.types.is_timestamp(t) or pa.types.is_decimal(t):
         return "text"  # a JSON string, cast by Arrow as the reference does
+    if t == pa.binary():
+        return "base64"  # a JSON string of base64, decoded as the reference decodes it
     return None
 
 
-_DUCK_VALUE = {"float": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR", "text": "VARCHAR"}
+_DUCK_VALUE = {"float": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR", "text": "VARCHAR",
+               "base64": "VARCHAR"}
+# Base64 as RFC 4648 writes it (padded): DuckDB's from_base64 and Python's decoder agree
+# on it; other text goes to the reference parser, which decides.
+_BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 
 def _json_column(j: int, f: pa.Field, kind: str) -> tuple[str, str]:
@@ -121,6 +127,9 @@ def _json_column(j: int, f: pa.Field, kind: str) -> tuple[str, str]:
         return cond, (v if f.type == pa.float64() else f"TRY_CAST({v} AS FLOAT)")
     if kind == "bool":
         return f"({empty} OR {ty} = 'BOOLEAN')", v
+    if kind == "base64":
+        return (f"({empty} OR ({ty} = 'VARCHAR' AND regexp_full_match({v}, '{_BASE64}')))",
+                f"CASE WHEN regexp_full_match({v}, '{_BASE64}') THEN from_base64({v}) END")
     return f"({empty} OR {ty} = 'VARCHAR')", v
 
 

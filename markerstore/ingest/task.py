@@ -76,7 +76,9 @@ def reading_options(settings: Mapping[str, Any] | None, schema: pa.Schema
         if resolved[config.INGEST_VALUE_AS_TEXT] else frozenset()
     return (read_options(resolved),
             ParseOptions(resolved[config.INGEST_NULL_VALUE], resolved[config.INGEST_EMPTY_VALUE],
-                         resolved[config.INGEST_NON_NUMERIC], text_columns))
+                         resolved[config.INGEST_NON_NUMERIC], text_columns,
+                         frozenset(f.name for f in schema if pa.types.is_binary(f.type)
+                                   or pa.types.is_large_binary(f.type))))
 
 
 def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:

@@ -33,7 +33,7 @@ def _good(i: int, rng: random.Random) -> dict[str, Any]:
             "d": rng.uniform(0, 1e6) * rng.choice([1, 1e-9, 1e12]),
             "f": rng.uniform(0, 100), "b": rng.random() < 0.5,
             "dt": f"2026-0{1 + i % 9}-1{i % 10}", "ts": f"2026-11-19T0{i % 10}:00:00+00:00",
-            "dec": f"{i % 1000}.{i % 100:02d}", "bin": "xyz", "day": f"2026-11-{10 + i % 3}"}
+            "dec": f"{i % 1000}.{i % 100:02d}", "bin": "eHl6", "day": f"2026-11-{10 + i % 3}"}
 
 
 def _variants(row: dict[str, Any]) -> list[bytes]:
