@@ -121,6 +121,7 @@ INGEST_RECORD_MAX_BYTES = "markerstore.ingest.record.max_bytes"
 INGEST_INFER_SCHEMA = "markerstore.ingest.csv.inferSchema"
 INGEST_PREFER_DATE = "markerstore.ingest.csv.preferDate"
 INGEST_PREFERS_DECIMAL = "markerstore.ingest.json.prefersDecimal"
+INGEST_PRIMITIVES_AS_STRING = "markerstore.ingest.json.primitivesAsString"
 INGEST_INFER_RECORDS = "markerstore.ingest.infer.records"
 TABLE_FORMATS = "markerstore.table.formats"
 DELTA_STORAGE_OPTIONS = "markerstore.table.formats.delta.storage_options"
@@ -357,6 +358,10 @@ _DEFINITIONS: tuple[Option, ...] = (
            "Ingest, JSON (Spark's prefersDecimal): inference types numbers with a fraction "
            "DECIMAL(p,s), wide enough for every sampled value (38 digits at most), not "
            "DOUBLE.", ("prefersDecimal",)),
+    Option(INGEST_PRIMITIVES_AS_STRING, False, parse_bool,
+           "Ingest, JSON (Spark's primitivesAsString): inference types every number and "
+           "boolean STRING, read as its JSON text; a column with one inside its arrays or "
+           "structs is STRING as a whole.", ("primitivesAsString",)),
     Option(INGEST_INFER_RECORDS, 2000, int_min(1),
            "Ingest: how many records, from the start of the source, schema inference reads "
            "(Spark reads them all by default: a type that first shows past them is a cast "

@@ -15,7 +15,7 @@ from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions, read_blocks
 from markerstore.ingest.csvtypes import Rules, csv_schema
 from markerstore.ingest.header import Header, read_header_at
-from markerstore.ingest.jsontypes import json_schema
+from markerstore.ingest.jsontypes import JsonRules, json_schema
 from markerstore.ingest.sources import SourceTask
 
 SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
@@ -76,10 +76,11 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
         return csv_schema(header_text, lines, options, value_formats(resolved),
                           resolved[config.INGEST_NULL_VALUE],
                           resolved[config.INGEST_EMPTY_VALUE], rules)
-    return _json_schema(lines, resolved[config.INGEST_PREFERS_DECIMAL])
+    return _json_schema(lines, JsonRules(resolved[config.INGEST_PREFERS_DECIMAL],
+                                         resolved[config.INGEST_PRIMITIVES_AS_STRING]))
 
 
-def _json_schema(lines: list[str], decimals: bool) -> pa.Schema:
+def _json_schema(lines: list[str], rules: JsonRules) -> pa.Schema:
     """The sampled objects' schema by Spark's rules (:mod:`~markerstore.ingest.jsontypes`)."""
     records = []
     for text in lines:
@@ -92,7 +93,7 @@ def _json_schema(lines: list[str], decimals: bool) -> pa.Schema:
     if not records:
         raise SchemaError("cannot infer a schema: the first lines hold no JSON object; "
                           "pass --schema")
-    schema = json_schema(records, decimals)
+    schema = json_schema(records, rules)
     if not schema:
         raise SchemaError("cannot infer a schema: the first JSON objects have no member; "
                           "pass --schema")

@@ -4,7 +4,8 @@ timestamps inferred from text).
 
 A value's type: a boolean is BOOLEAN; an integer BIGINT, or DECIMAL(p,0) past BIGINT's
 range (DOUBLE past 38 digits); any other number DOUBLE (with ``prefersDecimal``, a
-DECIMAL of its digits and scale); text STRING; an array an ARRAY
+DECIMAL of its digits and scale; with ``primitivesAsString``, a number or boolean is
+STRING, its JSON text); text STRING; an array an ARRAY
 of its elements' type; an object a STRUCT of the members of every sampled object, in
 the order they first appear. The values of a column (or member, or array element) merge
 as Spark merges them: BIGINT and DECIMAL into the wider DECIMAL, either with DOUBLE into
@@ -23,6 +24,7 @@ column is STRING: its values are kept as their JSON text, not lost to cast error
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -35,25 +37,37 @@ _LONG = range(-(2**63), 2**63)
 _TEXT = pa.large_string()
 
 
-def json_schema(records: Sequence[dict[str, Any]], decimals: bool = False) -> pa.Schema:
+@dataclass(frozen=True)
+class JsonRules:
+    """Spark's options of JSON inference: `decimals` (prefersDecimal), `texts`
+    (primitivesAsString: every number and boolean is STRING, read as its JSON text)."""
+
+    decimals: bool = False
+    texts: bool = False
+
+
+def json_schema(records: Sequence[dict[str, Any]], rules: JsonRules = JsonRules()
+                ) -> pa.Schema:
     """The schema of the sampled objects (numbers with a fraction parsed as Decimal):
-    one column per member name. `decimals`: Spark's prefersDecimal."""
-    struct = _struct_of(records, decimals)
+    one column per member name."""
+    struct = _struct_of(records, rules)
     return pa.schema([pa.field(f.name, _column(f.type)) for f in struct])
 
 
-def _struct_of(objects: Sequence[dict[str, Any]], decimals: bool) -> pa.StructType:
+def _struct_of(objects: Sequence[dict[str, Any]], rules: JsonRules) -> pa.StructType:
     names: dict[str, None] = {}
     for value in objects:
         names.update(dict.fromkeys(value))
-    return pa.struct([pa.field(name, _merge_all(_type_of(o[name], decimals)
+    return pa.struct([pa.field(name, _merge_all(_type_of(o[name], rules)
                                                 for o in objects if name in o))
                       for name in names])
 
 
-def _type_of(value: Any, decimals: bool) -> pa.DataType:
+def _type_of(value: Any, rules: JsonRules) -> pa.DataType:
     if value is None:
         return pa.null()
+    if rules.texts and isinstance(value, (bool, int, float, Decimal)):
+        return _TEXT
     if isinstance(value, bool):
         return pa.bool_()
     if isinstance(value, int):
@@ -61,7 +75,7 @@ def _type_of(value: Any, decimals: bool) -> pa.DataType:
             return pa.int64()
         digits = len(str(abs(value)))
         return pa.decimal128(digits, 0) if digits <= MAX_DECIMAL_DIGITS else pa.float64()
-    if isinstance(value, Decimal) and decimals and value.is_finite():
+    if isinstance(value, Decimal) and rules.decimals and value.is_finite():
         _, places, exponent = value.as_tuple()
         precision, scale = len(places), -int(exponent)
         if scale >= 0 and max(precision, scale) <= MAX_DECIMAL_DIGITS:
@@ -72,9 +86,9 @@ def _type_of(value: Any, decimals: bool) -> pa.DataType:
     if isinstance(value, str):
         return pa.string()
     if isinstance(value, list):
-        return pa.list_(_merge_all(_type_of(v, decimals) for v in value))
+        return pa.list_(_merge_all(_type_of(v, rules) for v in value))
     if isinstance(value, dict):
-        return _struct_of([value], decimals) if value else _TEXT
+        return _struct_of([value], rules) if value else _TEXT
     return _TEXT
 
 
