@@ -36,8 +36,8 @@ from errortable.csvtext import CsvError, field_values, split_record, strip_line_
 from errortable.datetimes import ValueFormats
 from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions
+from markerstore.ingest.schema import MAX_DECIMAL_PRECISION
 
-MAX_DECIMAL_DIGITS = 38  # Spark's DecimalType.MAX_PRECISION
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 TIMESTAMP_NTZ = pa.timestamp("us")
 
@@ -139,4 +139,4 @@ def _decimal(present: list[str]) -> pa.DataType | None:
         digits = match.group(1)
         value = int(digits)
         whole = max(whole, 10 if value < 2**31 else 20 if value < 2**63 else len(digits))
-    return pa.decimal128(whole, 0) if whole <= MAX_DECIMAL_DIGITS else None
+    return pa.decimal128(whole, 0) if whole <= MAX_DECIMAL_PRECISION else None

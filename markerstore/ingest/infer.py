@@ -17,6 +17,7 @@ from markerstore.ingest.csvtypes import Rules, csv_schema
 from markerstore.ingest.header import Header, read_header_at
 from markerstore.ingest.jsontypes import JsonRules, json_schema
 from markerstore.ingest.sources import SourceTask
+from markerstore.ingest.task import read_options, value_formats
 
 SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
 
@@ -40,8 +41,6 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
     records): see :mod:`~markerstore.ingest.csvtypes` and
     :mod:`~markerstore.ingest.jsontypes`. Without a header record the columns are named
     as Spark names them, _c0, _c1, ..."""
-    from markerstore.ingest.task import read_options, value_formats
-
     resolved = config.resolve(settings)
     options = read_options(resolved)
     header = resolved[config.INGEST_CSV_HEADER]

@@ -30,7 +30,8 @@ from typing import Any
 
 import pyarrow as pa
 
-MAX_DECIMAL_DIGITS = 38  # Spark's DecimalType.MAX_PRECISION
+from markerstore.ingest.schema import MAX_DECIMAL_PRECISION
+
 LONG_DIGITS = 20  # the precision Spark merges a BIGINT with a DECIMAL at
 _LONG = range(-(2**63), 2**63)
 # What two values that do not merge become before the column is settled: JSON text.
@@ -74,11 +75,11 @@ def _type_of(value: Any, rules: JsonRules) -> pa.DataType:
         if value in _LONG:
             return pa.int64()
         digits = len(str(abs(value)))
-        return pa.decimal128(digits, 0) if digits <= MAX_DECIMAL_DIGITS else pa.float64()
+        return pa.decimal128(digits, 0) if digits <= MAX_DECIMAL_PRECISION else pa.float64()
     if isinstance(value, Decimal) and rules.decimals and value.is_finite():
         _, places, exponent = value.as_tuple()
         precision, scale = len(places), -int(exponent)
-        if scale >= 0 and max(precision, scale) <= MAX_DECIMAL_DIGITS:
+        if scale >= 0 and max(precision, scale) <= MAX_DECIMAL_PRECISION:
             return pa.decimal128(max(precision, scale), scale)  # 0.05: (2, 2), as Spark
         return pa.float64()
     if isinstance(value, (float, Decimal)):
@@ -111,7 +112,7 @@ def _merge(a: pa.DataType, b: pa.DataType) -> pa.DataType:
         (whole_a, scale_a), (whole_b, scale_b) = _digits(a), _digits(b)
         scale = max(scale_a, scale_b)
         whole = max(whole_a, whole_b)
-        if whole + scale > MAX_DECIMAL_DIGITS:
+        if whole + scale > MAX_DECIMAL_PRECISION:
             return pa.float64()
         return pa.decimal128(whole + scale, scale)
     if pa.types.is_struct(a) and pa.types.is_struct(b):

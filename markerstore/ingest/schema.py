@@ -16,6 +16,8 @@ import pyarrow as pa
 from markerstore.arrow_avro import arrow_schema
 from markerstore.errors import SchemaError
 
+MAX_DECIMAL_PRECISION = 38  # Spark's DecimalType.MAX_PRECISION
+
 _PRIMITIVES: dict[str, pa.DataType] = {
     "STRING": pa.string(), "VARCHAR": pa.string(), "TEXT": pa.string(),
     "BOOLEAN": pa.bool_(), "BOOL": pa.bool_(),
@@ -66,8 +68,9 @@ def _ddl_type(text: str) -> pa.DataType:
     decimal = re.fullmatch(r"DECIMAL\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)", upper)
     if decimal:
         precision, scale = int(decimal.group(1)), int(decimal.group(2) or 0)
-        if not 1 <= precision <= 38 or scale > precision:
-            raise SchemaError(f"bad decimal {spec!r}: precision 1..38, scale <= precision")
+        if not 1 <= precision <= MAX_DECIMAL_PRECISION or scale > precision:
+            raise SchemaError(f"bad decimal {spec!r}: precision 1..{MAX_DECIMAL_PRECISION}, "
+                              "scale <= precision")
         return pa.decimal128(precision, scale)
     if upper == "DECIMAL":
         return pa.decimal128(10, 0)
