@@ -369,6 +369,8 @@ class Validator:
             duck = None  # DuckDB knows no Spark pattern: the halving finds the failures
         if duck is None or not C.is_textual(source.type) or len(source) == 0:
             return None
+        if pa.types.is_decimal(target) and self.formats is not None:
+            source = C.decimal_hint_text(source, self.formats.locale)
         table = pa.table({"i": np.arange(len(source), dtype=np.int64), "v": source})
         with self._lock:
             con = self._connection()

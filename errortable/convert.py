@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable import datetimes
+from errortable import datetimes, decimals
 from errortable.datetimes import ValueFormats
 from errortable.jsontext import Base64Text, JsonFloat
 
@@ -104,6 +104,14 @@ def duck_type(target: pa.DataType) -> str | None:
     return None
 
 
+def decimal_hint_text(source: pa.Array, locale: str) -> pa.Array:
+    """The text DuckDB's TRY_CAST to a DECIMAL fails exactly where :func:`cast` fails with
+    `locale`: a number of the locale as plain text, anything else as a text no cast reads."""
+    plain = decimals.normalized(source, locale)
+    valid = pc.fill_null(decimals.numbers_of(source, locale), True)
+    return pc.if_else(valid, plain, pa.scalar("not a number", source.type))
+
+
 def cast(source: pa.Array, target: pa.DataType, formats: ValueFormats | None = None
          ) -> pa.Array:
     """Arrow's safe cast of text to integers as of text to other numbers: a sign ``+``
@@ -114,6 +122,11 @@ def cast(source: pa.Array, target: pa.DataType, formats: ValueFormats | None = N
     pattern = formats.pattern_for(target) if formats is not None else None
     if pattern is not None and is_textual(source.type):
         return datetimes.parse(source, pattern, target)
+    if formats is not None and is_textual(source.type):
+        if pa.types.is_decimal(target):  # as the locale writes numbers
+            return decimals.parse(source, target, formats.locale)
+        if pa.types.is_timestamp(target):  # ISO 8601 past microseconds: cut, as Spark
+            source = datetimes.iso_micros(source)
     if is_textual(source.type) and pa.types.is_integer(target):
         if pc.any(pc.starts_with(source, "+")).as_py():  # a literal scan, then the regex
             source = pc.replace_substring_regex(source, r"^\+([0-9]+)$", r"\1")
@@ -148,14 +161,12 @@ def _refuse_overflow(source: pa.Array, result: pa.Array, target: pa.DataType) ->
 
 def prepare(source: pa.Array, target: pa.DataType, formats: ValueFormats | None
             ) -> pa.Array:
-    """`source` as `formats` says to read it before its cast: a DECIMAL's text without its
-    grouping commas (Spark's default locale, en-US), a floating point column's NaN and
-    infinity tokens (Spark's ``nanValue``, ``positiveInf``, ``negativeInf``) as Arrow reads
-    them. Without `formats`, `source` itself."""
+    """`source` as `formats` says to read it before its cast: a floating point column's NaN
+    and infinity tokens (Spark's ``nanValue``, ``positiveInf``, ``negativeInf``) as Arrow
+    reads them (a DECIMAL's text is read by its locale in :func:`cast`). Without
+    `formats`, `source` itself."""
     if formats is None or not is_textual(source.type):
         return source
-    if pa.types.is_decimal(target) and formats.decimal_grouping:
-        return pc.replace_substring(source, ",", "")
     tokens = formats.float_tokens() if pa.types.is_floating(target) else None
     return datetimes.fold_float_tokens(source, tokens) if tokens else source
 

@@ -58,7 +58,10 @@ class Dialect:
     record (empty: none), what ends a record (`line_sep`; None: any of LF, CRLF and a lone
     CR), and whether white space before and after a value is part of it (no, when
     `ignore_leading` / `ignore_trailing`; white space is a character up to the space other
-    than a line break and the delimiter, as Spark's CSV parser has it)."""
+    than a line break and the delimiter, as Spark's CSV parser has it). `encoding` is the
+    Python codec of the bytes the byte scanners read (a file's single-byte encoding, else
+    UTF-8): a delimiter beyond ASCII is those bytes there (``þ`` is one byte in Latin-1,
+    two in UTF-8)."""
 
     delimiter: str = ","
     quote: str = QUOTE
@@ -67,6 +70,12 @@ class Dialect:
     line_sep: str | None = None
     ignore_leading: bool = False
     ignore_trailing: bool = False
+    encoding: str = "utf-8"
+
+    @property
+    def delimiter_bytes(self) -> bytes:
+        """The delimiter as the file's bytes hold it."""
+        return self.delimiter.encode(self.encoding)
 
     @property
     def doubled(self) -> bool:
@@ -198,10 +207,32 @@ class QuoteScanner(Generic[AnyStr]):
         self.state: int = RECORD
         self._before_cr: int = START  # the state a CR that ends a piece was read in
         self._p = _Patterns.of(kind is bytes, Dialect.of(dialect, delimiter, escape))
+        self._held: Any = None  # a piece's last bytes that may begin a delimiter
 
     def feed(self, data: AnyStr) -> list[int]:
         """Positions in `data` just after each line end that ends a record (a CR that ends
-        one piece and is no CRLF ends its record at position 0 of the next)."""
+        one piece and is no CRLF ends its record at position 0 of the next). A delimiter of
+        several bytes (one beyond ASCII, in UTF-8) may be cut between two pieces: the
+        bytes that may begin it wait for the next piece."""
+        held = self._held
+        if held:
+            self._held = None
+            return [end - len(held) for end in self.feed(held + data)]
+        cut = self._partial_delimiter(data)
+        if cut:
+            self._held = data[len(data) - cut:]
+            return self._scan(data[:len(data) - cut])
+        return self._scan(data)
+
+    def _partial_delimiter(self, data: Any) -> int:
+        """How many last bytes of `data` are the start of a delimiter of several bytes."""
+        delimiter = self._p.delimiter
+        for k in range(min(len(delimiter) - 1, len(data)), 0, -1):
+            if data.endswith(delimiter[:k]):
+                return k
+        return 0
+
+    def _scan(self, data: AnyStr) -> list[int]:
         p = self._p
         ends: list[int] = []
         pos, n, state = 0, len(data), self.state
@@ -229,8 +260,8 @@ class QuoteScanner(Generic[AnyStr]):
             if state == AFTER_QUOTE:
                 if char == p.quote and p.doubled:
                     pos, state = pos + 1, QUOTED
-                elif char == p.delimiter:
-                    pos, state = pos + 1, START
+                elif data.startswith(p.delimiter, pos):
+                    pos, state = pos + len(p.delimiter), START
                 else:  # a line end, or (an error) anything else: read as in a plain field
                     state = PLAIN
                 continue
@@ -267,7 +298,7 @@ class QuoteScanner(Generic[AnyStr]):
             k -= 1
         if k == pos:
             return state if state in (START, PLAIN) else PLAIN
-        return START if data[k - 1:k] == self._p.delimiter else PLAIN
+        return START if data[pos:k].endswith(self._p.delimiter) else PLAIN
 
     @property
     def pending(self) -> bool:
@@ -286,7 +317,7 @@ class _Patterns:
         if dialect.line_sep == "\r\n":
             ends += r"|\r\Z"
         run, jump = quoted_run(dialect.escape, dialect.quote), f"{ends}|{d}{white}{q}"
-        enc = (lambda t: t.encode()) if binary else (lambda t: t)
+        enc = (lambda t: t.encode(dialect.encoding)) if binary else (lambda t: t)
         self.run: re.Pattern[Any] = re.compile(enc(run))
         self.jump: re.Pattern[Any] = re.compile(enc(jump))
         self.line_end: re.Pattern[Any] = re.compile(enc(ends))

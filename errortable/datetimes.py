@@ -6,7 +6,11 @@ match, or is no date, fails the conversion with one message naming it, as an Arr
 does, so the Validator's halving finds exactly the failing values. The ingest's fast pass
 and the Validator convert through here alike (:func:`errortable.convert.cast`).
 
-A TIMESTAMP value without an offset is read as UTC (the ingest's session time zone)."""
+A TIMESTAMP value without an offset is read as UTC (the ingest's session time zone).
+Names of months, days and AM/PM are the pattern's locale's (:mod:`markerstore.locales`):
+each matched text is folded (:func:`markerstore.locales.folded`) and looked up among the
+folded names, so both passes read ``janv.``, ``JANV`` and ``janv`` as January in fr-FR; a
+day name must be the date's own day (Java's resolver refuses another, so does this)."""
 
 from __future__ import annotations
 
@@ -15,9 +19,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from markerstore.datetime_patterns import MONTHS, DatetimePattern, compile_pattern
-
-_MONTH_NUMBERS = pa.array([f"{i:02d}" for i in range(1, 13)])
+from markerstore import locales
+from markerstore.datetime_patterns import DatetimePattern, compile_pattern, names_of
 
 
 @dataclass(frozen=True)
@@ -32,22 +35,24 @@ class ValueFormats:
     nan_value: str = "NaN"
     positive_inf: str = "Inf"
     negative_inf: str = "-Inf"
-    decimal_grouping: bool = True  # Spark's locale en-US: "80,000.65" is 80000.65
+    # Spark's locale: how a DECIMAL's text is written (en-US: "80,000.65" is 80000.65;
+    # de-DE: "80.000,65"; errortable.decimals) and whose names a pattern reads
+    locale: str = locales.DEFAULT
 
     def pattern_for(self, target: pa.DataType) -> DatetimePattern | None:
         if pa.types.is_date32(target) and self.date:
-            return compile_pattern(self.date, "dateFormat")
+            return compile_pattern(self.date, "dateFormat", self.locale)
         if pa.types.is_timestamp(target):
             if target.tz is None and self.timestamp_ntz:
-                return compile_pattern(self.timestamp_ntz, "timestampNTZFormat")
+                return compile_pattern(self.timestamp_ntz, "timestampNTZFormat", self.locale)
             if target.tz is not None and self.timestamp:
-                return compile_pattern(self.timestamp, "timestampFormat")
+                return compile_pattern(self.timestamp, "timestampFormat", self.locale)
         return None
 
     def reads(self, target: pa.DataType) -> bool:
         """Whether text for `target` reads otherwise than by Arrow's cast."""
-        return (self.pattern_for(target) is not None
-                or (pa.types.is_decimal(target) and self.decimal_grouping)
+        return (self.pattern_for(target) is not None or pa.types.is_decimal(target)
+                or pa.types.is_timestamp(target)
                 or (pa.types.is_floating(target) and self.float_tokens() is not None))
 
     def float_tokens(self) -> dict[str, str] | None:
@@ -77,14 +82,41 @@ def _pad(values: pa.Array | pa.Scalar, width: int) -> pa.Array:
     return pc.utf8_lpad(pc.cast(values, pa.string()), width=width, padding="0")
 
 
+def _fold(text: pa.Array) -> pa.Array:
+    """Matched names folded as :func:`markerstore.locales.folded` folds a name."""
+    text = pc.utf8_lower(text)
+    for space in locales.SPACES[1:]:
+        text = pc.replace_substring(text, space, " ")
+    return pc.replace_substring_regex(text, r"(.)\.$", r"\1")
+
+
+def _named(parts: pa.StructArray, group: str, pattern: DatetimePattern) -> pa.Array | None:
+    """The 0-based index of each value's name of `group` among the pattern's locale's
+    names (null where it is none of them: that value fails), or None when the pattern
+    has no such field."""
+    text = _field(parts, group, pattern)
+    if text is None:
+        return None
+    names = pa.array([locales.folded(n) for n in names_of(group, pattern.names)])
+    return pc.cast(pc.index_in(_fold(text), names), pa.int64())
+
+
 def _month(parts: pa.StructArray, pattern: DatetimePattern) -> pa.Array | pa.Scalar:
-    for name, width in (("month_short", 3), ("month_long", 0)):
-        text = _field(parts, name, pattern)
-        if text is not None:
-            names = [m[:width] if width else m for m in MONTHS]
-            index = pc.index_in(pc.utf8_lower(text), pa.array(names))
-            return pc.add(pc.cast(index, pa.int64()), 1)
+    for group in ("month_short", "month_long", "month_standalone", "month_standalone_long"):
+        index = _named(parts, group, pattern)
+        if index is not None:
+            return pc.add(index, 1)
     return _number(_field(parts, "month", pattern), 1)
+
+
+def _weekday(parts: pa.StructArray, pattern: DatetimePattern, wall: pa.Array
+             ) -> pa.Array | None:
+    """Where a day name is the date's own day (None: the pattern has no day name)."""
+    for group in ("weekday", "weekday_long"):
+        index = _named(parts, group, pattern)
+        if index is not None:  # Monday is 0 in both
+            return pc.equal(pc.day_of_week(wall), index)
+    return None
 
 
 def _hour(parts: pa.StructArray, pattern: DatetimePattern) -> tuple[pa.Array, pa.Array]:
@@ -94,7 +126,8 @@ def _hour(parts: pa.StructArray, pattern: DatetimePattern) -> tuple[pa.Array, pa
         hour = _number(_field(parts, "hour", pattern), 0)
         return hour, pc.less(hour, 24)
     h = _number(hour12, 12)
-    pm = pc.equal(pc.utf8_lower(parts.field("ampm")), "pm")
+    half = _named(parts, "ampm", pattern)  # 0 AM, 1 PM
+    pm = pc.equal(half, 1)
     hour = pc.add(pc.if_else(pc.equal(h, 12), 0, h), pc.if_else(pm, 12, 0))
     return hour, pc.and_(pc.greater_equal(h, 1), pc.less_equal(h, 12))
 
@@ -150,6 +183,9 @@ def parse(source: pa.Array, pattern: DatetimePattern, target: pa.DataType) -> pa
                        (pc.second(wall), second)):
         valid = pc.and_(valid, pc.equal(got, given))
     valid = pc.and_(valid, hour_ok)
+    weekday = _weekday(parts, pattern, wall)
+    if weekday is not None:
+        valid = pc.and_(valid, weekday)
     invalid = pc.and_(pc.invert(pc.fill_null(valid, False)), pc.is_valid(source))
     if n and pc.any(pc.fill_null(invalid, False)).as_py():
         _fail(source, pc.fill_null(invalid, False), pattern)
@@ -177,3 +213,16 @@ def fold_float_tokens(source: pa.Array, tokens: dict[str, str]) -> pa.Array:
     for token, value in tokens.items():
         source = pc.if_else(pc.equal(source, token), value, source)
     return source
+
+
+# ISO 8601 date and time with more than six digits of a second: the digits past the sixth
+_PAST_MICROS = r"^(\s*[+-]?\d{4,}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}[.,]\d{6})\d+"
+
+
+def iso_micros(source: pa.Array) -> pa.Array:
+    """ISO 8601 timestamps (text) with the digits of a second past the sixth cut, as Spark
+    reads them without a pattern (``.123456789`` is ``.123456``; with a pattern,
+    :func:`parse` cuts them alike): a timestamp holds microseconds."""
+    if not len(source) or not pc.any(pc.match_substring_regex(source, _PAST_MICROS)).as_py():
+        return source
+    return pc.replace_substring_regex(source, _PAST_MICROS, r"\1")

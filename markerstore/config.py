@@ -135,6 +135,9 @@ INGEST_CSV_COMMENT = "markerstore.ingest.csv.comment"
 INGEST_CSV_LINE_SEP = "markerstore.ingest.csv.lineSep"
 INGEST_CSV_IGNORE_LEADING = "markerstore.ingest.csv.ignoreLeadingWhiteSpace"
 INGEST_CSV_IGNORE_TRAILING = "markerstore.ingest.csv.ignoreTrailingWhiteSpace"
+# options beyond Spark's, with the names and meaning of DuckDB's read_csv
+INGEST_CSV_SKIP = "markerstore.ingest.csv.skip"
+INGEST_CSV_NULL_PADDING = "markerstore.ingest.csv.null_padding"
 
 # Error table defaults (RFC-20): local table ``<table>_errors``; a global one is named so.
 ERROR_TABLE_SUFFIX_DEFAULT = "_errors"
@@ -295,8 +298,9 @@ _DEFINITIONS: tuple[Option, ...] = (
            "SQL sandbox: DuckDB's memory_limit for the query (a size such as 512MB or 4GiB).",
            ()),
     Option(INGEST_CSV_SEP, ",", csv_separator,
-           "Ingest, CSV (Spark's sep): the field separator, one ASCII character other than "
-           "the quote and a line break (\\t for a tab).", ("sep", "delimiter")),
+           "Ingest, CSV (Spark's sep): the field separator, one character other than the "
+           "quote and a line break (\\t for a tab; any character, as Spark takes it: þ, §).",
+           ("sep", "delimiter")),
     Option(INGEST_CSV_ESCAPE, '"', csv_escape,
            "Ingest, CSV (Spark's escape, whose default there is a backslash): what escapes "
            "a quote inside a quoted field. \" (RFC 4180): \"\" is a quote; another "
@@ -387,9 +391,11 @@ _DEFINITIONS: tuple[Option, ...] = (
            "encoding error record, its bytes kept. A UTF-16 file is read whole by one task.",
            ("encoding", "charset")),
     Option(INGEST_LOCALE, "en-US", locale,
-           "Ingest, CSV and JSON (Spark's locale): en-US only, as Spark's default: a DECIMAL "
-           "value's grouping commas are dropped (80,000.65 is 80000.65); month names are "
-           "English.", ("locale",)),
+           "Ingest, CSV and JSON (Spark's locale): a BCP 47 language tag CLDR knows (fr-FR, "
+           "de-DE, pt-BR, ...): a DECIMAL's text is read with the locale's decimal and "
+           "grouping separators (de-DE: 14.000,00), a grouping separator only between groups "
+           "of digits; the names of months, days and AM/PM in a dateFormat or "
+           "timestampFormat are the locale's (CLDR's data, through Babel).", ("locale",)),
     Option(INGEST_RECORD_MAX_BYTES, 64 * 1024 * 1024, int_min(1),
            "Ingest: a record (a line, or a CSV record spanning lines) larger than this is "
            "one error record of reason size holding its first 64 KiB; it is never held "
@@ -424,6 +430,16 @@ _DEFINITIONS: tuple[Option, ...] = (
            "Ingest, CSV (Spark's ignoreTrailingWhiteSpace, false for reading): spaces and tabs "
            "after a value are not part of it (after a closing quote too).",
            ("ignoreTrailingWhiteSpace",)),
+    Option(INGEST_CSV_SKIP, 0, int_min(0),
+           "Ingest, CSV (DuckDB's read_csv skip; Spark has none): the lines at the top of each "
+           "file that are not CSV (a title, notes), skipped before the header: each ends at "
+           "the first line end, its quotes unread. They count in source_lines.",
+           ("skip",)),
+    Option(INGEST_CSV_NULL_PADDING, False, parse_bool,
+           "Ingest, CSV (DuckDB's read_csv null_padding; Spark has none): a record with fewer "
+           "fields than the header reads its missing last columns as null (spreadsheet exports "
+           "drop trailing empty fields); false: such a record is a parse error. A record with "
+           "more fields stays one.", ("null_padding",)),
     Option(PARTITION_SORT, "python", choice("python", "jvm"),
            "How a DataFrame write with partition columns groups rows: python (each Arrow "
            "batch grouped by the task; no sort in the JVM) or jvm (sortWithinPartitions "

@@ -106,21 +106,23 @@ def text(value: Any) -> str:
 _SEPARATOR_ESCAPES = {"\\t": "\t", "\\b": "\b", "\\f": "\f", "\\'": "'", "\\\\": "\\"}
 
 
-def _csv_char(value: Any, refused: str, expected: str) -> str:
-    """One ASCII character, not in `refused`, given as itself or as one of Spark's escapes
-    for it; else a ValueError saying what was `expected`."""
+def _csv_char(value: Any, refused: str, expected: str, ascii_only: bool = True) -> str:
+    """One character (ASCII unless not `ascii_only`), not in `refused`, given as itself or
+    as one of Spark's escapes for it; else a ValueError saying what was `expected`."""
     given = "" if value is None else str(value)
     char = _SEPARATOR_ESCAPES.get(given, given)
-    if len(char) != 1 or not char.isascii() or char in refused:
+    if len(char) != 1 or (ascii_only and not char.isascii()) or char in refused or \
+            "\ud800" <= char <= "\udfff":
         raise ValueError(f"expected {expected}, got {given!r}")
     return char
 
 
 def csv_separator(value: Any) -> str:
-    """The field separator of a CSV record: one ASCII character other than the quote and a
-    line break, or one of Spark's escapes for it (``\\t`` for a tab)."""
-    return _csv_char(value, '"\r\n', "one ASCII character other than a quote or a line "
-                                      "break (\\t for a tab)")
+    """The field separator of a CSV record: one character other than the quote and a line
+    break (any character, as Spark takes it: ``þ``, ``§``), or one of Spark's escapes for
+    it (``\\t`` for a tab)."""
+    return _csv_char(value, '"\r\n', "one character other than a quote or a line break "
+                                      "(\\t for a tab)", ascii_only=False)
 
 
 def csv_escape(value: Any) -> str:
@@ -149,13 +151,10 @@ def charset(value: Any) -> str:
 
 
 def locale(value: Any) -> str:
-    """Spark's `locale` as a language tag: en-US (Spark's default) only."""
-    given = "" if value is None else str(value).strip()
-    if given.replace("_", "-").lower() != "en-us":
-        raise ValueError(f"only en-US (Spark's default) is supported, got {given!r}: "
-                         "decimals with another grouping and month names in another "
-                         "language are not read")
-    return "en-US"
+    """Spark's `locale` as a BCP 47 language tag CLDR knows (markerstore.locales)."""
+    from markerstore.locales import canonical
+
+    return canonical("" if value is None else str(value))
 
 
 def optional_str(value: Any) -> str | None:

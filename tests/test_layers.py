@@ -22,7 +22,7 @@ PACKAGES = ("markerstore", "errortable")
 # The core of DESIGN.md's layer rule checked here: these import nothing above them.
 CORE = ("markerstore.storage", "markerstore.timeline", "markerstore.markers",
         "markerstore.paths", "markerstore.datafiles", "markerstore.config",
-        "markerstore.option_values", "markerstore.datetime_patterns",
+        "markerstore.option_values", "markerstore.datetime_patterns", "markerstore.locales",
         "markerstore.errors", "markerstore.tablefile", "markerstore.arrow_avro",
         "markerstore.render",
         "markerstore.metrics", "markerstore.duck")

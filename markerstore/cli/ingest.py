@@ -68,6 +68,8 @@ def _summary_text(summary: dict[str, Any]) -> None:
     shown["storage_requests"] = ", ".join(f"{k} {v}" for k, v in requests.items()
                                           if v and k != "total") + \
         f" (total {requests.get('total', 0)})"
+    if "hint" in shown:  # what to change, last
+        shown["hint"] = shown.pop("hint")
     emit(shown, False)
 
 

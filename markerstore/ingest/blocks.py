@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable.csvtext import Dialect, QuoteScanner
-from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, transcode_spans
+from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, codec, transcode_spans
 from markerstore.ingest.csvranges import first_line_start, inside_at, range_start
 from markerstore.ingest.csvsplit import (
     comment_records,
@@ -82,7 +82,8 @@ class ReadOptions:
     def dialect(self) -> Dialect:
         """How CSV text is written, for the scanners and parsers."""
         return Dialect(self.delimiter, self.quote, self.escape, self.comment, self.line_sep,
-                       self.ignore_leading, self.ignore_trailing)
+                       self.ignore_leading, self.ignore_trailing,
+                       codec(self.encoding) if self.encoding in SINGLE_BYTE else "utf-8")
 
     @property
     def prefix_bytes(self) -> int:

@@ -29,7 +29,7 @@ _NEWLINE, _CR = ord("\n"), ord("\r")
 
 def re2_char(char: str) -> str:
     """`char` as a literal in an RE2 expression, in a character class too."""
-    return char if char.isalnum() else f"\\x{{{ord(char):02x}}}"
+    return char if char.isascii() and char.isalnum() else f"\\x{{{ord(char):02x}}}"
 
 
 def re2_class(chars: str) -> str:
@@ -132,8 +132,14 @@ def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, dialect: Dialec
                                   [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     texts = spans.take(pa.array(np.arange(0, len(offsets) - 1, 2)))
     white = dialect.white if dialect.ignore_leading else ""
-    outside_open, inside_open = _patterns(dialect.delimiter, dialect.escape, dialect.quote,
-                                          white)
+    delimiter = dialect.delimiter_bytes
+    if len(delimiter) > 1:  # one character of several bytes (UTF-8): the lines with it as
+        if b"\xff" in data:  # the one byte UTF-8 never holds (bytes that are no UTF-8:
+            return _scanned(data, dialect)  # the scanner reads them)
+        texts = pc.replace_substring(texts, delimiter, b"\xff")
+        delimiter = b"\xff"
+    outside_open, inside_open = _patterns(delimiter.decode("latin-1"), dialect.escape,
+                                          dialect.quote, white)
     from_out = np.zeros(len(newlines), dtype=bool)  # no quote: stays outside
     from_in = np.ones(len(newlines), dtype=bool)  # no quote: stays inside
     from_out[lines] = pc.match_substring_regex(texts, outside_open).to_numpy(
@@ -143,6 +149,13 @@ def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, dialect: Dialec
     if dialect.comment:  # a comment line that starts outside a quoted field stays outside
         from_out[lines[raw[starts[lines]] == ord(dialect.comment)]] = False
     return line_ends[~_compose(from_out, from_in)]
+
+
+def _scanned(data: bytes, dialect: Dialect) -> np.ndarray:
+    """The ends of the lines of `data` that end a record, by errortable's quote scanner."""
+    from errortable.csvtext import QuoteScanner
+
+    return np.array(QuoteScanner(bytes, dialect=dialect).feed(data), dtype=np.int64)
 
 
 def _compose(from_out: np.ndarray, from_in: np.ndarray) -> np.ndarray:

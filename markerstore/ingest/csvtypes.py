@@ -28,12 +28,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from errortable import decimals
 from errortable.convert import CAST_ERRORS, cast
 from errortable.csvtext import CsvError, field_values, split_record, strip_line_end
 from errortable.datetimes import ValueFormats
+from markerstore import locales
 from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions
 from markerstore.ingest.schema import MAX_DECIMAL_PRECISION
@@ -45,44 +49,56 @@ TIMESTAMP_NTZ = pa.timestamp("us")
 @dataclass(frozen=True)
 class Rules:
     """Spark's options of CSV inference: `types` (inferSchema; false: every column
-    STRING), `dates` (preferDate)."""
+    STRING), `dates` (preferDate); and DuckDB's `null_padding` (a short record's missing
+    last fields are null)."""
 
     types: bool = True
     dates: bool = True
+    null_padding: bool = False
 
 
-def csv_schema(header: str | None, records: Sequence[str], options: ReadOptions,
+Sample = tuple["list[str] | None", Sequence[str]]  # (a file's column names, its records)
+
+
+def csv_schema(samples: Sequence[Sample], options: ReadOptions,
                formats: ValueFormats | None = None, null_value: str = "",
                empty_value: str = "", rules: Rules = Rules()) -> pa.Schema:
-    """The schema of `records` (their text, each with or without its line end): named by
-    the `header` record, else as Spark names columns (_c0, _c1, ...)."""
-    rows = [fields for fields in (_split(r, options) for r in records) if fields is not None]
-    if header is not None:
-        named = _split(header, options)
-        if named is None:
-            raise SchemaError("cannot infer a schema: the CSV header record does not split "
-                              "into fields (a stray quote?); pass --schema")
-        names = [value for value, _ in named]
-    elif rows:
-        names = [f"_c{i}" for i in range(len(rows[0]))]
-    else:
+    """The schema of the sampled records (their text, each with or without its line end),
+    each file's records with its header's column names (as the ingest reads them, by
+    name: the columns in the order they first appear); without names, as Spark names
+    columns (_c0, _c1, ...) by the first record's fields."""
+    columns: dict[str, list[str | None]] = {}
+    sampled = kept = 0
+    width = 0
+    for names, records in samples:
+        rows = [f for f in (_split(r, options) for r in records) if f is not None]
+        if names is None:
+            if not rows:
+                continue
+            names = [f"_c{i}" for i in range(len(rows[0]))] if not columns else list(columns)
+        width = len(names)
+        for name in names:
+            columns.setdefault(name, [])
+        sampled += len(rows)
+        for fields in rows:
+            if rules.null_padding and len(fields) < width:
+                fields = fields + [("", False)] * (width - len(fields))
+            if len(fields) != width:
+                continue
+            kept += 1
+            for name, value in zip(names, field_values(fields, null_value, empty_value),
+                                   strict=True):
+                columns[name].append(value)
+    if not columns:
         raise SchemaError("cannot infer a schema: the CSV source holds no record; "
                           "pass --schema")
-    width = len(names)
-    sampled = len(rows)
-    rows = [r for r in rows if len(r) == width]
-    if sampled and not rows:
+    if sampled and not kept:
         raise SchemaError(f"cannot infer a schema: none of the first {sampled} CSV records "
-                          f"has the {width} field(s) of the "
-                          f"{'header' if header is not None else 'first'}; pass --schema")
-    columns: list[list[str | None]] = [[] for _ in range(width)]
-    for fields in rows:
-        for column, value in zip(columns, field_values(fields, null_value, empty_value),
-                                 strict=True):
-            column.append(value)
+                          f"has the {width} field(s) of its header or of the first record; "
+                          "pass --schema")
     return pa.schema([pa.field(name, column_type(values, formats, rules)
                                if rules.types else pa.string())
-                      for name, values in zip(names, columns, strict=True)])
+                      for name, values in columns.items()])
 
 
 def _split(text: str, options: ReadOptions) -> list[tuple[str, bool]] | None:
@@ -111,11 +127,16 @@ def column_type(values: Sequence[str | None], formats: ValueFormats | None = Non
 
 def _candidates(present: list[str], formats: ValueFormats | None, rules: Rules
                 ) -> Iterator[pa.DataType]:
-    yield pa.int64()
-    decimal = _decimal(present)
-    if decimal is not None:
-        yield decimal
-    yield pa.float64()
+    locale = formats.locale if formats is not None else locales.DEFAULT
+    if not any(_LEADING_ZEROS.match(v) for v in present):  # else codes, not numbers
+        yield pa.int64()
+        decimal = _decimal(present, locale)
+        if decimal is not None:
+            yield decimal
+        yield pa.float64()
+        fraction = _fraction(present, locale)
+        if fraction is not None:
+            yield fraction
     if rules.dates:
         yield pa.date32()
     yield TIMESTAMP  # by timestampFormat, else ISO 8601 with an offset
@@ -125,14 +146,26 @@ def _candidates(present: list[str], formats: ValueFormats | None, rules: Rules
 
 
 _INTEGER = re.compile(r"[+-]?0*([0-9]+)")
+# A number written with zeros before its first digit (a code: 08111000, a zip code, a
+# station id): its column is text, where Spark makes it a number and the zeros are lost.
+_LEADING_ZEROS = re.compile(r"[+-]?0[0-9]")
 
 
-def _decimal(present: list[str]) -> pa.DataType | None:
-    """The DECIMAL(p,0) Spark infers for integers past BIGINT's range, as it merges each
-    value's type: DECIMAL(10,0) in INT's range, (20,0) in BIGINT's, else (its digits, 0).
-    None when a value is no integer, or the type needs more than 38 digits."""
+def _localized(present: list[str], locale: str) -> list[str]:
+    """The values as plain text where they are numbers as `locale` writes them, but in
+    en-US (Spark's inference reads no grouping there)."""
+    if locales.is_default(locale):
+        return present
+    return decimals.normalized(pa.array(present, pa.string()), locale).to_pylist()
+
+
+def _decimal(present: list[str], locale: str = locales.DEFAULT) -> pa.DataType | None:
+    """The DECIMAL(p,0) Spark infers for integers past BIGINT's range, and for integers
+    written with the grouping of a locale other than en-US, as it merges each value's
+    type: DECIMAL(10,0) in INT's range, (20,0) in BIGINT's, else (its digits, 0). None
+    when a value is no integer, or the type needs more than 38 digits."""
     whole = 0
-    for text in present:
+    for text in _localized(present, locale):
         match = _INTEGER.fullmatch(text)
         if match is None:
             return None
@@ -140,3 +173,23 @@ def _decimal(present: list[str]) -> pa.DataType | None:
         value = int(digits)
         whole = max(whole, 10 if value < 2**31 else 20 if value < 2**63 else len(digits))
     return pa.decimal128(whole, 0) if whole <= MAX_DECIMAL_PRECISION else None
+
+
+def _fraction(present: list[str], locale: str) -> pa.DataType | None:
+    """The DECIMAL(p,s) of numbers with a fraction as a locale other than en-US writes
+    them (``346,50`` in fr-FR), wide enough for each (Spark infers STRING: its inference
+    reads them as doubles, which take no decimal comma); None when a value is none."""
+    if locales.is_default(locale):
+        return None
+    valid = decimals.numbers_of(pa.array(present, pa.string()), locale)
+    if not pc.all(valid).as_py():
+        return None
+    whole = scale = 0
+    for text in _localized(present, locale):
+        number = Decimal(text).as_tuple()
+        exponent = int(number.exponent)
+        scale = max(scale, -exponent)
+        whole = max(whole, len(number.digits) + exponent)
+    if not scale or whole + scale > MAX_DECIMAL_PRECISION:
+        return None
+    return pa.decimal128(max(whole, 0) + scale, scale)

@@ -14,7 +14,8 @@ not told looks it up (:func:`header_start`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -22,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from markerstore.config import INGEST_ENCODING_ERRORS as ENCODING_ERRORS
 from markerstore.ingest.blocks import BOM, Block, ReadOptions, _open
 from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, codec
 from markerstore.ingest.sources import SourceTask
@@ -31,10 +33,27 @@ HEADER_BYTES = 64 * 1024  # read a block at a time: a header may be longer
 
 class Header(NamedTuple):
     """A CSV file's header: its text (empty when the file has none that names anything)
-    and the byte offset where its record starts (None: the file holds no record)."""
+    and the byte offset where its record starts (None: the file holds no record); `data`,
+    the record's bytes when they are no text in the files' encoding (else None)."""
 
     text: str
     start: int | None
+    data: bytes | None = None
+
+
+def safe_names(names: Sequence[str | None], case_sensitive: bool = False,
+               null_value: str = "") -> list[str]:
+    """A header's column names as Spark names them (``CSVUtils.makeSafeHeader``): an empty
+    name, or one equal to `null_value`, is ``_c<index>``; a name given more than once
+    (without case, unless `case_sensitive`: Spark's ``spark.sql.caseSensitive``) is
+    ``<name><index>`` each time; any other name is itself."""
+    def key(name: str) -> str:
+        return name if case_sensitive else name.lower()
+
+    counts = Counter(key(n) for n in names if n)
+    return [f"_c{i}" if not name or name == null_value
+            else f"{name}{i}" if counts[key(name)] > 1 else name
+            for i, name in enumerate(names)]
 
 
 def empty_records(records: pa.Array) -> np.ndarray:
@@ -76,7 +95,9 @@ def read_header_at(task: SourceTask, storage_options: Mapping[str, Any] | None,
     found = _header_record(task, storage_options, options)
     if found is None:
         return Header("", None)
-    return Header("" if found[0] is None else _text(found[0], options), found[1])
+    record, at = found
+    text = "" if record is None else _text(record, options)
+    return Header(text, at, record if record and not text else None)
 
 
 def header_start(task: SourceTask, storage_options: Mapping[str, Any] | None,
@@ -141,3 +162,20 @@ def _text(record: bytes, options: ReadOptions) -> str:
     except UnicodeDecodeError:
         return record.decode("utf-8", "replace") if options.encoding_errors == "replace" \
             else ""
+
+
+def encoding_hint(url: str, data: bytes, options: ReadOptions) -> str:
+    """Why a header record of bytes `data` is no text in the files' encoding, in one line
+    naming the option that reads it: ``encoding`` (Windows-1252 where its bytes say so,
+    else ISO-8859-1), or ``markerstore.ingest.encoding.errors=replace``."""
+    try:
+        data.decode(codec(options.encoding))
+        at = None
+    except UnicodeDecodeError as exc:
+        at = exc.start
+    where = "" if at is None else f" (byte 0x{data[at]:02X} at offset {at} of the record)"
+    windows = options.encoding == "utf-8" and any(0x80 <= b <= 0x9F for b in data)
+    guess = "windows-1252" if windows else "iso-8859-1"
+    return (f"{url}: its header record is not {options.encoding} text{where}: give the files' "
+            f"encoding (--option encoding={guess}), or read them with U+FFFD for such bytes "
+            f"(--option {ENCODING_ERRORS}=replace)")

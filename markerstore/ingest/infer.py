@@ -4,6 +4,7 @@ from the first records (when none is given) and the header record of each CSV fi
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -14,19 +15,30 @@ from markerstore import config
 from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions, read_blocks
 from markerstore.ingest.csvtypes import Rules, csv_schema
-from markerstore.ingest.header import Header, read_header_at
+from markerstore.ingest.header import (
+    Header,
+    drop_header,
+    encoding_hint,
+    read_header_at,
+    safe_names,
+)
 from markerstore.ingest.jsontypes import JsonRules, json_schema
-from markerstore.ingest.sources import SourceTask
+from markerstore.ingest.sources import SourceError, SourceTask
 from markerstore.ingest.task import read_options, value_formats
 
 SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
 
 
 def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit: int,
-             options: ReadOptions) -> list[str]:
-    """The first `limit` text records of a task (a CSV record may span lines)."""
+             options: ReadOptions, header: bool = False) -> list[str]:
+    """The first `limit` text records of a task (a CSV record may span lines); with
+    `header`, without the file's header record (its first record that is not empty, be
+    it text or not, as every task drops it)."""
     found: list[str] = []
     for block in read_blocks(task, dict(storage_options or {}), SAMPLE_BYTES, options):
+        if header:
+            block, dropped = drop_header(block)
+            header = not dropped
         found += block.records.slice(0, limit - len(found)).to_pylist()
         if len(found) >= limit:
             break
@@ -34,49 +46,100 @@ def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit:
 
 
 def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
-                 settings: Mapping[str, Any] | None = None) -> pa.Schema:
-    """A schema from the first records of the source (Parquet: the file's own schema),
-    read and typed as the ingest's options in `settings` say (markerstore.config: the
-    dialect, header, value patterns, nulls, Spark's inference options, how many
-    records): see :mod:`~markerstore.ingest.csvtypes` and
-    :mod:`~markerstore.ingest.jsontypes`. Without a header record the columns are named
-    as Spark names them, _c0, _c1, ..."""
+                 settings: Mapping[str, Any] | None = None, *,
+                 case_sensitive: bool = False) -> pa.Schema:
+    """A schema from the first records of the source (Parquet: the file's own schema,
+    each type as Spark reads it, :mod:`~markerstore.ingest.parquet`), read and typed as
+    the ingest's options in `settings` say (markerstore.config: the dialect, header,
+    value patterns, nulls, Spark's inference options, how many records): see
+    :mod:`~markerstore.ingest.csvtypes` and :mod:`~markerstore.ingest.jsontypes`. CSV
+    columns are named by each file's header as Spark names them (:func:`safe_names`;
+    `case_sensitive`: Spark's ``spark.sql.caseSensitive``) and typed by name, as the
+    ingest reads them: files whose headers list the columns in other orders type each
+    column by its own values. Without a header record the columns are named as Spark
+    names them, _c0, _c1, ..."""
     resolved = config.resolve(settings)
     options = read_options(resolved)
-    header = resolved[config.INGEST_CSV_HEADER]
-    sample_lines = resolved[config.INGEST_INFER_RECORDS]
     first = tasks[0]
     if first.format == "parquet":
-        import fsspec
-        import pyarrow.parquet as pq
+        from markerstore.ingest.parquet import spark_schema
 
-        with fsspec.open(first.url, "rb", **dict(storage_options or {})) as handle:
-            return pq.read_schema(handle)
-    csv = first.format == "csv"
-    lines: list[str] = []
-    header_text: str | None = None
+        return spark_schema(first.url, storage_options)
+    if first.format != "csv":
+        return _json_schema(_sample(tasks, storage_options, resolved, options),
+                            JsonRules(resolved[config.INGEST_PREFERS_DECIMAL],
+                                      resolved[config.INGEST_PRIMITIVES_AS_STRING]))
+    header = resolved[config.INGEST_CSV_HEADER]
+    null_value = resolved[config.INGEST_NULL_VALUE]
+    samples: list[tuple[list[str] | None, list[str]]] = []
+    limit = resolved[config.INGEST_INFER_RECORDS]
     for task in tasks:
-        # an empty CSV record is none (one of spaces is one, as in every task), a blank
-        # JSON line neither
-        found = [t for t in _records(task, storage_options, sample_lines, options)
-                 if (t if csv else t.strip())]
-        if csv and header and task.start == 0 and found:  # each file's header record
-            header_text = found[0] if header_text is None else header_text
-            found = found[1:]
-        lines += found
-        if len(lines) >= sample_lines:
+        named = header and task.start == 0  # a file's first range holds its header
+        names = _header_names(task, storage_options, options, case_sensitive,
+                              null_value) if named else None
+        found = [t for t in _records(task, storage_options, limit, options, named) if t]
+        if header and named:
+            samples.append((names, found))
+        elif samples and header:
+            samples[-1][1].extend(found)  # a later range of the file before
+        else:
+            samples.append((None, found))
+        limit -= len(found)
+        if limit <= 0:
             break
-    lines = lines[:sample_lines]
-    if csv:
-        if header and header_text is None:
-            raise SchemaError("cannot infer a schema: the CSV source holds no record; "
-                              "pass --schema")
-        rules = Rules(resolved[config.INGEST_INFER_SCHEMA], resolved[config.INGEST_PREFER_DATE])
-        return csv_schema(header_text, lines, options, value_formats(resolved),
-                          resolved[config.INGEST_NULL_VALUE],
-                          resolved[config.INGEST_EMPTY_VALUE], rules)
-    return _json_schema(lines, JsonRules(resolved[config.INGEST_PREFERS_DECIMAL],
-                                         resolved[config.INGEST_PRIMITIVES_AS_STRING]))
+    if header and not any(names is not None for names, _ in samples):
+        raise SchemaError("cannot infer a schema: the CSV source holds no record; "
+                          "pass --schema")
+    rules = Rules(resolved[config.INGEST_INFER_SCHEMA], resolved[config.INGEST_PREFER_DATE],
+                  resolved[config.INGEST_CSV_NULL_PADDING])
+    return csv_schema(samples, options, value_formats(resolved), null_value,
+                      resolved[config.INGEST_EMPTY_VALUE], rules)
+
+
+def _sample(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
+            resolved: config.Settings, options: ReadOptions) -> list[str]:
+    """The first JSON records of the source that are not blank."""
+    lines: list[str] = []
+    limit = resolved[config.INGEST_INFER_RECORDS]
+    for task in tasks:
+        lines += [t for t in _records(task, storage_options, limit - len(lines), options)
+                  if t.strip()]
+        if len(lines) >= limit:
+            break
+    return lines[:limit]
+
+
+def _header_names(task: SourceTask, storage_options: Mapping[str, Any] | None,
+                  options: ReadOptions, case_sensitive: bool, null_value: str
+                  ) -> list[str] | None:
+    """The column names of a CSV file's header, as Spark names them (None: the file holds
+    no record); a header that is no text in the files' encoding is a SourceError naming
+    the `encoding` option."""
+    header = read_header_at(SourceTask(task.url, task.format), storage_options, options)
+    if header.data is not None:
+        raise SourceError(encoding_hint(task.url, header.data, options))
+    if header.start is None:
+        return None
+    fields = _split_header(header.text, options)
+    if fields is None:
+        raise SchemaError("cannot infer a schema: the CSV header record does not split "
+                          "into fields (a stray quote?); pass --schema")
+    names = safe_names(fields, case_sensitive, null_value)
+    twice = sorted({n for n, k in Counter(names).items() if k > 1})
+    if twice:
+        raise SchemaError(f"cannot infer a schema: the CSV header of {task.url} names column(s) "
+                          f"{', '.join(map(repr, twice))} twice, even as Spark renames a "
+                          "repeated name; pass --schema")
+    return names
+
+
+def _split_header(text: str, options: ReadOptions) -> list[str] | None:
+    from errortable.csvtext import CsvError, split_record
+
+    try:
+        return [value for value, _ in split_record(text, dialect=options.dialect)]
+    except CsvError:
+        return None
 
 
 def _json_schema(lines: list[str], rules: JsonRules) -> pa.Schema:

@@ -21,7 +21,7 @@ import pyarrow as pa
 from markerstore import config
 from markerstore.commit.result import CommitResult
 from markerstore.ingest.charsets import UTF16
-from markerstore.ingest.header import Header, starts_in
+from markerstore.ingest.header import Header, encoding_hint, starts_in
 from markerstore.ingest.infer import csv_headers, infer_schema, separator_hint
 from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
@@ -77,8 +77,21 @@ class IngestResult:
         """Physical lines of the JSON and CSV files read (headers and blank lines too)."""
         return int(self.commit.source.get("lines", 0))
 
+    @property
+    def hint(self) -> str | None:
+        """What to change when most records are `encoding` errors (the files are in
+        another encoding than the one read), in one line; else None."""
+        bad = self.commit.error_records.get("encoding", 0)
+        if not bad or 2 * bad <= self.source_records:
+            return None
+        return (f"{bad} of {self.source_records} records are not text in the encoding read: "
+                "give the files' encoding (--option encoding=iso-8859-1, or windows-1252), "
+                f"or read such bytes as U+FFFD (--option {config.INGEST_ENCODING_ERRORS}"
+                "=replace)")
+
     def summary(self) -> dict[str, Any]:
         c = self.commit
+        hint = self.hint
         return {"table": c.path, "instant": c.instant, "source": self.source,
                 "source_records": self.source_records, "source_lines": self.source_lines,
                 "rows_read": self.rows_read, "rows_written": c.rows_written,
@@ -87,7 +100,7 @@ class IngestResult:
                 "source_splits": self.source_tasks, "spark_tasks": self.spark_tasks,
                 "files_committed": c.num_files, "files_cleaned": c.files_cleaned,
                 "duration_s": round(self.seconds, 2),
-                "storage_requests": dict(c.requests)}
+                "storage_requests": dict(c.requests), **({"hint": hint} if hint else {})}
 
     def _repr_html_(self) -> str:
         return fields_html(self.summary())
@@ -127,7 +140,8 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
     resolved = _implied_separator(settings, resolved, tasks)
     _csv_only(resolved, tasks)
     headers = _headers(tasks, src_options, resolved)
-    target = _target_schema(schema, tasks, src_options, resolved)
+    case_sensitive = _case_sensitive(spark, conf)
+    target = _target_schema(schema, tasks, src_options, resolved, case_sensitive)
     columns = [] if partition_by is None else (
         [partition_by] if isinstance(partition_by, str) else list(partition_by))
     # Validate key, partition columns and checks on the driver, before anything is written.
@@ -136,7 +150,8 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
 
     session = spark or spark_session(master, conf=conf, remote=remote, options=settings)
     plan = IngestPlan(target, key, columns, dict(checks or {}), src_options,
-                      _task_splits(session, tasks, headers, resolved), settings)
+                      _task_splits(session, tasks, headers, resolved), settings,
+                      case_sensitive)
     splits = plan.splits
 
     def frame(job: Any) -> Any:
@@ -189,12 +204,26 @@ def _implied_separator(settings: dict[str, Any], resolved: config.Settings,
 
 
 def _target_schema(schema: str | pa.Schema | None, tasks: Sequence[SourceTask],
-                   src_options: Mapping[str, Any], settings: config.Settings) -> pa.Schema:
+                   src_options: Mapping[str, Any], settings: config.Settings,
+                   case_sensitive: bool = False) -> pa.Schema:
     if isinstance(schema, pa.Schema):
         return schema
     if schema:
         return load_schema(schema, dict(src_options))
-    return infer_schema(tasks, src_options, settings)
+    return infer_schema(tasks, src_options, settings, case_sensitive=case_sensitive)
+
+
+CASE_SENSITIVE = "spark.sql.caseSensitive"
+
+
+def _case_sensitive(spark: Any, conf: Mapping[str, str] | None) -> bool:
+    """Spark's ``spark.sql.caseSensitive`` (whether a CSV header's names repeat without
+    case): the given session's, else ``--conf``'s, else Spark's default (false)."""
+    value = (conf or {}).get(CASE_SENSITIVE)
+    settings = getattr(spark, "conf", None)
+    if settings is not None:
+        value = settings.get(CASE_SENSITIVE, value or "false")
+    return str(value or "false").strip().lower() == "true"
 
 
 def _headers(tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
@@ -207,6 +236,9 @@ def _headers(tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
         return {}
     reading = read_options(settings)
     headers = csv_headers(tasks, src_options, reading)
+    for url, header in headers.items():  # a header that is no text: every record would be
+        if header.data is not None:  # an error record, or a row of no column
+            raise SourceError(encoding_hint(url, header.data, reading))
     if config.INGEST_CSV_SEP not in settings.given:
         for url, header in headers.items():
             hint = separator_hint(url, header.text, reading)

@@ -31,6 +31,7 @@ class IngestPlan:
     storage_options: dict[str, Any] = field(default_factory=dict)  # the source's
     splits: Splits = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)  # the write's (reading options)
+    case_sensitive: bool = False  # Spark's spark.sql.caseSensitive: how headers name columns
 
     def task(self, job: WriteJob) -> IngestTask:
         """The tasks' function, once the write's instant exists: it carries the job's task
@@ -47,7 +48,8 @@ class IngestPlan:
                      errortable.Validator(self.target, self.key, columns, dict(self.checks),
                                           formats=formats))
         return IngestTask(job.spec, validator, spec or _NoSpec(), self.storage_options,
-                          self.splits, options=self.options)
+                          self.splits, options=self.options,
+                          case_sensitive=self.case_sensitive)
 
 
 class _NoSpec:

@@ -307,7 +307,7 @@ def cast_rows(source: pa.Array, target: pa.DataType, formats: ValueFormats | Non
     the result): the whole column at once; if that fails, DuckDB's hint, then halving of
     failing slices for what it missed. Text is read as `formats` says, as the Validator
     reads it (:func:`errortable.convert.prepare`, :func:`errortable.convert.cast`)."""
-    from errortable.convert import prepare, too_long
+    from errortable.convert import decimal_hint_text, prepare, too_long
 
     source = prepare(source, target, formats)
     try:  # the common case: every row casts, and DuckDB's hint is not needed
@@ -320,7 +320,9 @@ def cast_rows(source: pa.Array, target: pa.DataType, formats: ValueFormats | Non
         mask[long] = True
         source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
     patterned = formats is not None and formats.pattern_for(target) is not None
-    hint = np.zeros(0, np.int64) if patterned else _hint(source, target)
+    hint = np.zeros(0, np.int64) if patterned else _hint(
+        decimal_hint_text(source, formats.locale)
+        if formats is not None and pa.types.is_decimal(target) else source, target)
     hinted = np.union1d(hint, long).astype(np.int64)
     if len(hinted):
         mask = np.zeros(len(source), dtype=bool)
@@ -434,13 +436,18 @@ def csv_text(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
     texts = lines.take(pa.array(rows))
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(rows)], pa.int32()),
                                                      texts.cast(pa.string())), "\n")
+    # Arrow's reader takes an ASCII delimiter: another one is read as a control character
+    # that no clean record holds (csv_pattern), and turned back into itself in the values.
+    delimiter = dialect.delimiter if dialect.delimiter.isascii() else _STAND_IN
+    if delimiter != dialect.delimiter:
+        joined = pc.replace_substring(joined, dialect.delimiter, _STAND_IN)
     data = joined.cast(pa.large_binary())[0].as_buffer()
     table = pcsv.read_csv(
         pa.BufferReader(data),
         # One Arrow block for the whole text: a record never straddles two.
         read_options=pcsv.ReadOptions(column_names=names, use_threads=False,
                                       block_size=max(1 << 20, data.size + 1)),
-        parse_options=arrow_dialect(dialect.delimiter, dialect.escape,
+        parse_options=arrow_dialect(delimiter, dialect.escape,
                                     newlines_in_values=True, quote=dialect.quote),
         convert_options=pcsv.ConvertOptions(
             column_types={c: pa.string() for c in names},
@@ -448,4 +455,10 @@ def csv_text(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
             strings_can_be_null=True, quoted_strings_can_be_null=True))
     if table.num_rows != len(rows):
         return everything_suspect(schema, n)
+    if delimiter != dialect.delimiter:
+        table = pa.table([pc.replace_substring(c, _STAND_IN, dialect.delimiter)
+                          for c in table.columns], names=table.column_names)
     return Parsed(table, rows, complement(n, rows))
+
+
+_STAND_IN = "\x1f"  # for a delimiter beyond ASCII: no clean record holds a control character

@@ -31,7 +31,7 @@ from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
 from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
-from markerstore.ingest.charsets import codec
+from markerstore.ingest.charsets import SINGLE_BYTE, codec
 from markerstore.ingest.header import drop_header
 from markerstore.ingest.payload import json_payloads
 from markerstore.ingest.reader import Parsed, blank_lines, csv_text, json_query, parse_json
@@ -52,16 +52,21 @@ def _attempt() -> TaskAttempt:
 
 
 def split_header(header: str | None, delimiter: str = ",", escape: str = '"', *,
-                 dialect: Any = None) -> list[str]:
-    """The column names of a CSV header record (empty if it is not one)."""
+                 dialect: Any = None, case_sensitive: bool = False, null_value: str = ""
+                 ) -> list[str]:
+    """The column names of a CSV header record (empty if it is not one), as Spark names
+    them (:func:`~markerstore.ingest.header.safe_names`: an empty one ``_c<index>``, a
+    repeated one ``<name><index>``)."""
     from errortable.csvtext import CsvError, split_record
+    from markerstore.ingest.header import safe_names
 
     if not header:
         return []
     try:
-        return [name for name, _ in split_record(header, delimiter, escape, dialect=dialect)]
+        fields = split_record(header, delimiter, escape, dialect=dialect)
     except CsvError:
         return []
+    return safe_names([name for name, _ in fields], case_sensitive, null_value)
 
 
 def reading_options(settings: Mapping[str, Any] | None, schema: pa.Schema
@@ -89,6 +94,13 @@ def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
     escape = resolved[config.INGEST_CSV_ESCAPE] if config.INGEST_CSV_ESCAPE in \
         resolved.given else quote
     comment, line_sep = resolved[config.INGEST_CSV_COMMENT], resolved[config.INGEST_CSV_LINE_SEP]
+    encoding = resolved[config.INGEST_ENCODING]
+    if encoding in SINGLE_BYTE:
+        try:
+            sep.encode(codec(encoding))
+        except UnicodeEncodeError:
+            raise ConfigError(f"option {config.INGEST_CSV_SEP}: the separator {sep!r} is no "
+                              f"character of the files' encoding {encoding}") from None
     _distinct((config.INGEST_CSV_SEP, sep), (config.INGEST_CSV_QUOTE, quote),
               (config.INGEST_CSV_ESCAPE, escape if escape != quote else ""),
               (config.INGEST_CSV_COMMENT, comment),
@@ -116,7 +128,8 @@ def _distinct(*chars: tuple[str, str]) -> None:
 
 def value_formats(settings: Mapping[str, Any] | None) -> Any:
     """How the ingest reads text values (errortable's ValueFormats), from its options:
-    Spark's datetime patterns, NaN and infinity tokens, and decimal grouping (en-US)."""
+    Spark's datetime patterns, NaN and infinity tokens, and the locale of decimals and
+    names."""
     from errortable.datetimes import ValueFormats
 
     resolved = config.resolve(settings)
@@ -124,7 +137,7 @@ def value_formats(settings: Mapping[str, Any] | None) -> Any:
                         resolved[config.INGEST_TIMESTAMP_FORMAT],
                         resolved[config.INGEST_TIMESTAMP_NTZ_FORMAT],
                         resolved[config.INGEST_NAN_VALUE], resolved[config.INGEST_POSITIVE_INF],
-                        resolved[config.INGEST_NEGATIVE_INF])
+                        resolved[config.INGEST_NEGATIVE_INF], resolved[config.INGEST_LOCALE])
 
 
 def with_reason(errors: pa.Table) -> pa.Table:
@@ -145,7 +158,8 @@ class IngestTask:
                  storage_options: Mapping[str, Any] | None = None,
                  splits: Sequence[Sequence[tuple[SourceTask, str | None, bool]]] = (),
                  block_bytes: int = BLOCK_BYTES,
-                 options: Mapping[str, Any] | None = None) -> None:
+                 options: Mapping[str, Any] | None = None,
+                 case_sensitive: bool = False) -> None:
         self.spec = replace(spec, validator=None)
         self.validator = validator
         self.capture = capture
@@ -157,6 +171,7 @@ class IngestTask:
         self.query = json_query(self.schema, self.extra_ok)
         self.read_options, self.parse_options = reading_options(options, self.schema)
         self.csv_header = config.resolve(options)[config.INGEST_CSV_HEADER]
+        self.case_sensitive = case_sensitive  # Spark's spark.sql.caseSensitive
         # how text values read: the Validator's, so the fast pass reads them alike
         self.formats = getattr(validator, "formats", None)
 
@@ -250,7 +265,9 @@ class IngestTask:
             return None
         if not self.csv_header:
             return list(self.schema.names)
-        return split_header(header, dialect=self.read_options.dialect)
+        return split_header(header, dialect=self.read_options.dialect,
+                            case_sensitive=self.case_sensitive,
+                            null_value=self.parse_options.null_value)
 
     def _parquet(self, task: SourceTask, ctx: Any, timer: _Timer, source: dict[str, int]
                  ) -> Iterator[tuple[pa.Table, pa.Table | None]]:

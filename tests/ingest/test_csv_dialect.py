@@ -81,12 +81,12 @@ def test_an_inferred_schema_without_a_header_names_columns_as_spark_does(
     assert schema.names == ["1", "x", "2.5"]
 
 
-@pytest.mark.parametrize("value", ["", ";;", '"', "\n", "\r", "é", "\\x"])
+@pytest.mark.parametrize("value", ["", ";;", '"', "\n", "\r", "\\x", "\ud800"])
 def test_a_separator_that_cannot_be_one_is_refused_in_one_line(value: str) -> None:
     with pytest.raises(ConfigError) as caught:
         config.resolve({"sep": value})
     message = str(caught.value)
-    assert message.startswith("option sep: expected one ASCII character") and "\n" not in message
+    assert message.startswith("option sep: expected one character") and "\n" not in message
 
 
 def test_the_cli_refuses_a_bad_separator_before_anything_runs(tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def test_the_cli_refuses_a_bad_separator_before_anything_runs(tmp_path: Path) ->
                                       "--option", "sep=;;"])
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
-    assert "option sep: expected one ASCII character" in line
+    assert "option sep: expected one character" in line
     assert not (tmp_path / "t").exists()
 
 
