@@ -431,8 +431,8 @@ class Validator:
         cannot convert one of the types: the caller then uses Python's json)."""
         with self._lock:
             con = self._connection()
-            con.register("__payload", rows)
-            try:
+            try:  # a type DuckDB does not take (a half float) fails here already
+                con.register("__payload", rows)
                 column = con.sql("SELECT to_json(p) FROM __payload p").to_arrow_table()
             except duckdb.Error:
                 return None

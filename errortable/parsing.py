@@ -40,13 +40,15 @@ class ParseOptions:
     """How records read (Spark's option names, see markerstore.config): CSV `null_value`
     and `empty_value`; JSON `allow_non_numeric_numbers`, `text_columns`, the STRING
     columns that take any JSON value as its JSON text, and `binary_columns`, the BINARY
-    columns whose JSON strings are base64."""
+    columns whose JSON strings are base64; CSV `null_padding` (DuckDB's): a record with
+    fewer fields than the header has nulls for the missing last ones."""
 
     null_value: str = ""
     empty_value: str = ""
     allow_non_numeric_numbers: bool = True
     text_columns: frozenset[str] = frozenset()
     binary_columns: frozenset[str] = frozenset()
+    null_padding: bool = False
 
 
 @dataclass
@@ -196,6 +198,8 @@ def _csv_records(records: Numbered, header: Sequence[str] | None, dialect: Diale
         if twice is not None:  # which of the fields is the column's is unknown
             yield Failure(line_no, record, twice, schema, offset)
             continue
+        if options.null_padding and len(fields) < len(columns):
+            fields = fields + [("", False)] * (len(columns) - len(fields))
         if len(fields) != len(columns):
             mismatch = ShapeError(f"expected {len(columns)} fields, got {len(fields)}")
             yield Failure(line_no, record, mismatch, schema, offset)

@@ -43,6 +43,7 @@ from markerstore.ingest.csvsplit import (
     without_line_ends,
 )
 from markerstore.ingest.jsondoc import record_spans
+from markerstore.ingest.skip import Skipped
 from markerstore.ingest.sources import SourceTask
 
 BLOCK_BYTES = 16 * 1024 * 1024
@@ -302,18 +303,21 @@ def _skip_partial_line(handle: Any, start: int, block_bytes: int) -> int:
 def read_blocks(task: SourceTask, storage_options: dict[str, Any] | None = None,
                 block_bytes: int = BLOCK_BYTES, options: ReadOptions = ReadOptions()
                 ) -> Iterator[Block]:
-    """The task's records, block by block (each block about `block_bytes` of input)."""
-    with _open(task, storage_options) as handle:
+    """The task's records, block by block (each block about `block_bytes` of input); a
+    file read with ``skip`` from its `base` on, as if it began there."""
+    with _open(task, storage_options) as raw:
+        handle = Utf16Stream(raw, options.encoding) if options.encoding in UTF16 else raw
+        if task.base:
+            handle = Skipped(handle, task.base)
         if options.encoding in UTF16:  # records are found in its UTF-8 transcoding
-            yield from _utf16_blocks(Utf16Stream(handle, options.encoding), task,
-                                     block_bytes, options)
+            yield from _utf16_blocks(handle, task, block_bytes, options)
         elif options.json_document and task.format == "json":
             yield from _document(handle, block_bytes, options)
         else:
             yield from _Reader(handle, task, block_bytes, options).blocks()
 
 
-def _utf16_blocks(stream: Utf16Stream, task: SourceTask, block_bytes: int,
+def _utf16_blocks(stream: Any, task: SourceTask, block_bytes: int,
                   options: ReadOptions) -> Iterator[Block]:
     """The blocks of a UTF-16 file (read whole), its records found in its UTF-8; a record
     that is no UTF-16 (a lone surrogate) keeps its bytes in the file's encoding."""

@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 from markerstore.config import INGEST_ENCODING_ERRORS as ENCODING_ERRORS
 from markerstore.ingest.blocks import BOM, Block, ReadOptions, _open
 from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, codec
-from markerstore.ingest.sources import SourceTask
+from markerstore.ingest.skip import Skipped, SkippedTooLong, skipped
+from markerstore.ingest.sources import SourceError, SourceTask, recut
 
 HEADER_BYTES = 64 * 1024  # read a block at a time: a header may be longer
 
@@ -127,9 +128,12 @@ def _header_record(task: SourceTask, storage_options: Mapping[str, Any] | None,
     scanner = QuoteScanner(bytes, dialect=options.dialect)
     comment = options.comment.encode()
     record = bytearray()
-    with _open(SourceTask(task.url, task.format), dict(storage_options or {})) as raw:
+    whole = SourceTask(task.url, task.format, base=task.base, base_line=task.base_line)
+    with _open(whole, dict(storage_options or {})) as raw:
         # UTF-16 is read as its UTF-8 transcoding, as the tasks read it
         handle = Utf16Stream(raw, options.encoding) if options.encoding in UTF16 else raw
+        if task.base:  # after the lines `skip` names
+            handle = Skipped(handle, task.base)
         base = at = 0  # the offset of the chunk read, and of the record being read
         while True:
             chunk = handle.read(HEADER_BYTES)
@@ -179,3 +183,41 @@ def encoding_hint(url: str, data: bytes, options: ReadOptions) -> str:
     return (f"{url}: its header record is not {options.encoding} text{where}: give the files' "
             f"encoding (--option encoding={guess}), or read them with U+FFFD for such bytes "
             f"(--option {ENCODING_ERRORS}=replace)")
+
+
+def with_skip(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
+              options: ReadOptions, lines: int, split_bytes: int) -> list[SourceTask]:
+    """`tasks` with each CSV file read from after its first `lines` lines (DuckDB's
+    ``skip``): its `base` and `base_line` set, its size and byte ranges (of
+    `split_bytes`) counted from there; other files and tasks already so as they are."""
+    if lines <= 0:
+        return list(tasks)
+    bases: dict[str, tuple[int, int]] = {}
+    for task in tasks:
+        if task.format == "csv" and task.url not in bases and not (task.base or
+                                                                   task.base_line):
+            bases[task.url] = _skip_of(task, storage_options, options, lines)
+    out: list[SourceTask] = []
+    for task in tasks:
+        if task.url not in bases:
+            out.append(task)
+        elif task.start == 0:  # the file once, from its base, in ranges as before
+            base, skipped_lines = bases[task.url]
+            size = max(0, sum(t.size for t in tasks if t.url == task.url) - base)
+            whole = replace(task, end=None, size=size, base=base, base_line=skipped_lines)
+            ranged = task.splittable and size > split_bytes
+            out += recut([whole], split_bytes) if ranged else [whole]
+    return out
+
+
+def _skip_of(task: SourceTask, storage_options: Mapping[str, Any] | None,
+             options: ReadOptions, lines: int) -> tuple[int, int]:
+    """(the byte where a file's CSV text starts after its first `lines` lines, as the
+    tasks read its bytes; the lines before it)."""
+    with _open(SourceTask(task.url, task.format), dict(storage_options or {})) as raw:
+        handle = Utf16Stream(raw, options.encoding) if options.encoding in UTF16 else raw
+        try:
+            return skipped(handle, lines, options.line_sep, options.max_record_bytes)
+        except SkippedTooLong as exc:
+            raise SourceError(f"{task.url}: option skip={lines}: {exc} "
+                              "(markerstore.ingest.record.max_bytes)") from None

@@ -21,6 +21,7 @@ from markerstore.ingest.header import (
     encoding_hint,
     read_header_at,
     safe_names,
+    with_skip,
 )
 from markerstore.ingest.jsontypes import JsonRules, json_schema
 from markerstore.ingest.sources import SourceError, SourceTask
@@ -69,6 +70,8 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
         return _json_schema(_sample(tasks, storage_options, resolved, options),
                             JsonRules(resolved[config.INGEST_PREFERS_DECIMAL],
                                       resolved[config.INGEST_PRIMITIVES_AS_STRING]))
+    tasks = with_skip(tasks, storage_options, options, resolved[config.INGEST_CSV_SKIP],
+                      resolved[config.INGEST_SPLIT_BYTES])
     header = resolved[config.INGEST_CSV_HEADER]
     null_value = resolved[config.INGEST_NULL_VALUE]
     samples: list[tuple[list[str] | None, list[str]]] = []
@@ -115,7 +118,7 @@ def _header_names(task: SourceTask, storage_options: Mapping[str, Any] | None,
     """The column names of a CSV file's header, as Spark names them (None: the file holds
     no record); a header that is no text in the files' encoding is a SourceError naming
     the `encoding` option."""
-    header = read_header_at(SourceTask(task.url, task.format), storage_options, options)
+    header = read_header_at(task, storage_options, options)
     if header.data is not None:
         raise SourceError(encoding_hint(task.url, header.data, options))
     if header.start is None:
@@ -190,8 +193,10 @@ def csv_headers(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] 
     URL, read side by side (a source of many small files on S3 costs a round trip each)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    first = {t.url: t for t in reversed(tasks)}  # each file's first task (its base)
+
     def header(url: str) -> Header:
-        return read_header_at(SourceTask(url, "csv"), storage_options, options)
+        return read_header_at(first[url], storage_options, options)
 
     files = list(dict.fromkeys(t.url for t in tasks if t.format == "csv"))
     if len(files) <= 1:

@@ -21,7 +21,7 @@ import pyarrow as pa
 from markerstore import config
 from markerstore.commit.result import CommitResult
 from markerstore.ingest.charsets import UTF16
-from markerstore.ingest.header import Header, encoding_hint, starts_in
+from markerstore.ingest.header import Header, encoding_hint, starts_in, with_skip
 from markerstore.ingest.infer import csv_headers, infer_schema, separator_hint
 from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
@@ -139,6 +139,8 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
                        whole_files=resolved[config.INGEST_ENCODING] in UTF16)
     resolved = _implied_separator(settings, resolved, tasks)
     _csv_only(resolved, tasks)
+    tasks = with_skip(tasks, src_options, read_options(resolved),
+                      resolved[config.INGEST_CSV_SKIP], resolved[config.INGEST_SPLIT_BYTES])
     headers = _headers(tasks, src_options, resolved)
     case_sensitive = _case_sensitive(spark, conf)
     target = _target_schema(schema, tasks, src_options, resolved, case_sensitive)
@@ -184,12 +186,13 @@ def _checked(settings: Mapping[str, Any]) -> config.Settings:
 
 
 def _csv_only(settings: config.Settings, tasks: Sequence[SourceTask]) -> None:
-    """Refuse, in one line, Spark's lineSep for JSON files: their lines end with LF (or
-    CRLF) here, so another separator would be silently ignored."""
-    if config.INGEST_CSV_LINE_SEP in settings.given and any(t.format == "json"
-                                                            for t in tasks):
-        raise SourceError(f"option {config.INGEST_CSV_LINE_SEP}: read for CSV files only; "
-                          "JSON lines end with LF (or CRLF) here")
+    """Refuse, in one line, Spark's lineSep and DuckDB's skip for JSON files: their lines
+    end with LF (or CRLF) here and every line is a record, so either would be silently
+    ignored."""
+    for key in (config.INGEST_CSV_LINE_SEP, config.INGEST_CSV_SKIP):
+        if key in settings.given and any(t.format == "json" for t in tasks):
+            raise SourceError(f"option {key}: read for CSV files only; JSON lines end with "
+                              "LF (or CRLF) here")
 
 
 def _implied_separator(settings: dict[str, Any], resolved: config.Settings,
@@ -268,13 +271,15 @@ def _task_splits(session: Any, tasks: Sequence[SourceTask], headers: Mapping[str
 
 def balanced(tasks: Sequence[SourceTask], cores: int, settings: config.Settings
              ) -> list[SourceTask]:
-    """`tasks`, where no split size is given and the source is a few large files, with
-    their byte ranges cut smaller (not below MIN_SPLIT_BYTES): at least two ranges per
-    core, so that one large file keeps every core busy to the end (three ranges of 64 MiB
-    on two cores would leave one core idle a third of the time)."""
+    """`tasks`, where no split size is given, with each JSON-lines or CSV file that may be
+    read in byte ranges (not compressed, not UTF-16, not a JSON document) cut into ranges
+    of equal size, none below MIN_SPLIT_BYTES: two ranges per core for the source as a
+    whole, so that one large file keeps every core busy to the end (three ranges of 64
+    MiB on two cores would leave one core idle a third of the time), and a file of two
+    minimal ranges or more is never read by one task alone (a 36 MB file: two ranges,
+    one a core on local[2])."""
     split = settings[config.INGEST_SPLIT_BYTES]
     if config.INGEST_SPLIT_BYTES in settings.given:
         return list(tasks)
     even = -(-sum(t.size for t in tasks) // (2 * max(1, cores)))
-    smaller = max(MIN_SPLIT_BYTES, min(split, even))
-    return recut(tasks, smaller) if smaller < split else list(tasks)
+    return recut(tasks, max(MIN_SPLIT_BYTES, min(split, even)), least=MIN_SPLIT_BYTES)

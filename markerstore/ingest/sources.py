@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import fsspec
@@ -33,13 +33,18 @@ class SourceError(ConfigError):
 
 @dataclass(frozen=True)
 class SourceTask:
-    """One unit of reading: a file, or a byte range of a line-oriented file."""
+    """One unit of reading: a file, or a byte range of a line-oriented file. A CSV file read
+    with ``skip`` is read from byte `base` on (after its first `base_line` lines): `start`,
+    `end` and `size` count from there, and so do the offsets the readers see."""
 
     url: str
     format: str
     start: int = 0
     end: int | None = None  # None: to the end of the file
     size: int = 0  # bytes to read (stored size for a compressed file): the packing weight
+    splittable: bool = False  # whether the file may be read in byte ranges
+    base: int = 0  # where the file's text starts (after the lines `skip` names)
+    base_line: int = 0  # the lines before `base`
 
     @property
     def whole_file(self) -> bool:
@@ -100,39 +105,52 @@ def list_tasks(source: str, storage_options: dict[str, Any] | None = None,
         # A CSV range finds its first record by looking back (ingest.csvranges).
         whole = (file_format == "parquet" or (json_documents and file_format == "json")
                  or whole_files)
-        if whole or compressed or size <= split_bytes:
+        if whole or compressed:
             tasks.append(SourceTask(url, file_format, size=size))
+        elif size <= split_bytes:
+            tasks.append(SourceTask(url, file_format, size=size, splittable=True))
         else:
-            tasks += _ranges(url, file_format, size, split_bytes)
+            tasks += _ranges(SourceTask(url, file_format, splittable=True), size, split_bytes)
     if not tasks:
         raise SourceError(f"source {source} holds no JSON, CSV or Parquet file"
                           + ("" if fmt else " (pass the format if the names have no extension)"))
     return tasks
 
 
-def _ranges(url: str, file_format: str, size: int, split_bytes: int) -> list[SourceTask]:
-    """A file's byte ranges of `split_bytes` (the last one to the file's end)."""
+def _ranges(file: SourceTask, size: int, split_bytes: int, least: int = 0
+            ) -> list[SourceTask]:
+    """The byte ranges of `file` (`size` bytes): of `split_bytes` each, the last one to the
+    file's end; with `least`, as many ranges of equal size as make them at most
+    `split_bytes` and at least `least` (one, for a file under `least`)."""
+    count = -(-size // split_bytes)
+    if least:
+        count = max(1, min(count, size // least))
+        split_bytes = -(-size // count)
     ranges = []
-    for start in range(0, size, split_bytes):
+    for start in range(0, size, max(1, split_bytes)):
         end = min(start + split_bytes, size)
-        ranges.append(SourceTask(url, file_format, start, None if end == size else end,
-                                 size=end - start))
-    return ranges
+        ranges.append(replace(file, start=start, end=None if end == size else end,
+                              size=end - start))
+    return ranges or [replace(file, size=0)]
 
 
-def recut(tasks: Sequence[SourceTask], split_bytes: int) -> list[SourceTask]:
-    """`tasks` with each file that is read in byte ranges cut into ranges of `split_bytes`
-    instead (whole files kept), in the same order."""
+def recut(tasks: Sequence[SourceTask], split_bytes: int, least: int = 0
+          ) -> list[SourceTask]:
+    """`tasks` with each file that may be read in byte ranges (a JSON-lines or CSV file,
+    not compressed) cut into ranges of `split_bytes` instead (with `least`, ranges of
+    equal size no smaller than it, :func:`_ranges`); other files kept whole, in the same
+    order."""
     sizes: dict[str, int] = {}
     for task in tasks:
-        if not task.whole_file:
+        if task.splittable:
             sizes[task.url] = sizes.get(task.url, 0) + task.size
     out: list[SourceTask] = []
     for task in tasks:
-        if task.whole_file:
+        if not task.splittable:
             out.append(task)
         elif task.start == 0:
-            out += _ranges(task.url, task.format, sizes[task.url], split_bytes)
+            out += _ranges(replace(task, start=0, end=None), sizes[task.url], split_bytes,
+                           least)
     return out
 
 

@@ -83,7 +83,8 @@ def reading_options(settings: Mapping[str, Any] | None, schema: pa.Schema
             ParseOptions(resolved[config.INGEST_NULL_VALUE], resolved[config.INGEST_EMPTY_VALUE],
                          resolved[config.INGEST_NON_NUMERIC], text_columns,
                          frozenset(f.name for f in schema if pa.types.is_binary(f.type)
-                                   or pa.types.is_large_binary(f.type))))
+                                   or pa.types.is_large_binary(f.type)),
+                         resolved[config.INGEST_CSV_NULL_PADDING]))
 
 
 def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
@@ -206,7 +207,7 @@ class IngestTask:
     def read(self, writer: TaskWriter, task: SourceTask, header: str | None,
              attempt: TaskAttempt, drops_header: bool | None = None) -> None:
         timer = _Timer(writer.summary.seconds)
-        ctx = self._context(task.url, attempt, task.start)
+        ctx = self._context(task.url, attempt, task.start and task.base + task.start)
         source = writer.summary.source  # what the parser counts: the commit checks it
         for good, errors in self.results(task, header, ctx, timer, source, drops_header):
             with timer("write_rows"):
@@ -232,6 +233,8 @@ class IngestTask:
             return
         columns = self._columns(task, header)
         source.setdefault("lines", 0)
+        if task.start == 0:  # the lines `skip` names, before the file's CSV text
+            _count(source, "lines", task.base_line)
         # A header that is no CSV record (a quote inside an unquoted name) stays a record,
         # so it fails as one; dropped, it would take the file's every record with it.
         header_left = (columns is not None and self.csv_header
@@ -243,6 +246,8 @@ class IngestTask:
             if header_left:  # the CSV header: the file's first non-empty record
                 block, found = drop_header(block)
                 header_left = not found
+            if task.base:  # read from after the lines `skip` names: the file's own places
+                block = from_base(block, task.base, task.base_line if task.start == 0 else 0)
             # a record the parser reads: every one but a blank one, those set apart too
             _count(source, "records", len(block) - blank_lines(block.records, task.format)
                    + len(block.raw))
@@ -272,14 +277,15 @@ class IngestTask:
     def _parquet(self, task: SourceTask, ctx: Any, timer: _Timer, source: dict[str, int]
                  ) -> Iterator[tuple[pa.Table, pa.Table | None]]:
         import fsspec
-        import pyarrow.parquet as pq
+
+        from markerstore.ingest.parquet import open_parquet, spark_batch
 
         with fsspec.open(task.url, "rb", **self.storage_options) as handle:
-            batches = pq.ParquetFile(handle).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+            batches = open_parquet(handle).iter_batches(batch_size=PARQUET_BATCH_ROWS)
             for batch in timer.each("read", batches):
                 _count(source, "records", batch.num_rows)
-                with timer("validate"):
-                    good, errors = self.validator.split_arrow(batch, ctx)
+                with timer("validate"):  # as Spark reads it (nanoseconds cut), then cast
+                    good, errors = self.validator.split_arrow(spark_batch(batch), ctx)
                     errors = with_reason(errors)
                 yield pa.Table.from_batches([good]), errors
 
@@ -371,6 +377,13 @@ class IngestTask:
         failures = [encoding_failure(r.line, r.data, r.offset, name) if r.reason == "encoding"
                     else size_failure(r.line, r.data, r.size, limit, r.offset) for r in raw]
         return with_reason(raw_errors(failures, ctx))
+
+
+def from_base(block: Block, base: int, lines: int) -> Block:
+    """`block`, read from byte `base` of its file on (after `lines` lines), with the byte
+    offsets and line numbers of its records in the file."""
+    raw = tuple(replace(r, offset=r.offset + base, line=r.line + lines) for r in block.raw)
+    return replace(block, lines=block.lines + lines, offsets=block.offsets + base, raw=raw)
 
 
 def _count(source: dict[str, int], kind: str, n: int) -> None:

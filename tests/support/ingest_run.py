@@ -12,7 +12,7 @@ import errortable
 from markerstore import config
 from markerstore.commit import TaskSpec
 from markerstore.ingest.charsets import UTF16
-from markerstore.ingest.header import read_header_at, starts_in
+from markerstore.ingest.header import read_header_at, starts_in, with_skip
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.sources import list_tasks
 from markerstore.ingest.task import IngestTask, read_options, value_formats
@@ -36,6 +36,8 @@ def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None 
     tasks = list_tasks(str(path), split_bytes=split_bytes, json_documents=documents,
                        whole_files=whole) \
         if split_bytes else list_tasks(str(path), json_documents=documents, whole_files=whole)
+    tasks = with_skip(tasks, None, read_options(options), resolved[config.INGEST_CSV_SKIP],
+                      split_bytes or resolved[config.INGEST_SPLIT_BYTES])
     validator = errortable.Validator(ddl_to_arrow(ddl), key, extra_columns=extra_columns,
                                      formats=value_formats(options))
     kwargs: dict[str, Any] = {} if options is None else {"options": options}
