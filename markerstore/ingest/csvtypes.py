@@ -176,9 +176,11 @@ def _decimal(present: list[str], locale: str = locales.DEFAULT) -> pa.DataType |
 
 
 def _fraction(present: list[str], locale: str) -> pa.DataType | None:
-    """The DECIMAL(p,s) of numbers with a fraction as a locale other than en-US writes
-    them (``346,50`` in fr-FR), wide enough for each (Spark infers STRING: its inference
-    reads them as doubles, which take no decimal comma); None when a value is none."""
+    """The DECIMAL(38,s) of numbers with a fraction as a locale other than en-US writes
+    them (``346,50`` in fr-FR), `s` the most fraction digits sampled (Spark infers STRING:
+    its inference reads them as doubles, which take no decimal comma); the widest
+    precision, as a sample does not tell how large the values past it are. None when a
+    value is none, or its digits take more than 38."""
     if locales.is_default(locale):
         return None
     valid = decimals.numbers_of(pa.array(present, pa.string()), locale)
@@ -192,4 +194,4 @@ def _fraction(present: list[str], locale: str) -> pa.DataType | None:
         whole = max(whole, len(number.digits) + exponent)
     if not scale or whole + scale > MAX_DECIMAL_PRECISION:
         return None
-    return pa.decimal128(max(whole, 0) + scale, scale)
+    return pa.decimal128(MAX_DECIMAL_PRECISION, scale)
