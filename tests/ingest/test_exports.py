@@ -24,9 +24,8 @@ from click.testing import CliRunner
 
 from markerstore import config
 from markerstore.cli import cli
-from markerstore.ingest.header import safe_names
 from markerstore.ingest.infer import infer_schema
-from markerstore.ingest.pipeline import _case_sensitive, ingest
+from markerstore.ingest.pipeline import ingest
 from markerstore.ingest.sources import SourceError, list_tasks
 from tests.support.ingest_run import reasons, run
 from tests.support.readback import assert_records, data_rows, error_rows
@@ -123,6 +122,9 @@ def test_header_names_are_spark_safe_header_names() -> None:
     """CSVUtils.makeSafeHeader: an empty name (or nullValue) is `_c<index>`; a name given
     more than once, compared without case unless spark.sql.caseSensitive, is
     `<name><index>` each time."""
+    from markerstore.ingest.header import safe_names
+    from markerstore.ingest.pipeline import _case_sensitive
+
     assert safe_names(["id", "", ""]) == ["id", "_c1", "_c2"]
     assert safe_names(["Response", "Response", "response", "x", "", "x0"]) == [
         "Response0", "Response1", "response2", "x", "_c4", "x0"]
@@ -138,6 +140,8 @@ def test_inferred_header_names_are_those_spark_infers(spark: Any, tmp_path: Path
                                                       case_sensitive: bool) -> None:
     """Against Spark's own reader (header, inferSchema): the same names for every header,
     with spark.sql.caseSensitive either way."""
+    from markerstore.ingest.pipeline import _case_sensitive
+
     previous = spark.conf.get("spark.sql.caseSensitive")
     spark.conf.set("spark.sql.caseSensitive", str(case_sensitive).lower())
     try:
