@@ -209,8 +209,8 @@ def _expire_text(data: dict[str, Any]) -> None:
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="How the ingest read text values, to read them alike (repeatable): "
                    "dateFormat, timestampFormat, timestampNTZFormat, nanValue, positiveInf, "
-                   "negativeInf (Spark's names, as `markerstore ingest --option` takes "
-                   "them).")
+                   "negativeInf, locale (Spark's names, as `markerstore ingest --option` "
+                   "takes them).")
 @unsafe_sql_flag
 @sandbox_limit_flags
 @storage_option_flag
@@ -245,12 +245,12 @@ def _value_formats(pairs: tuple[str, ...]) -> Any:
     options = parse_options(pairs)
     allowed = {config.INGEST_DATE_FORMAT, config.INGEST_TIMESTAMP_FORMAT,
                config.INGEST_TIMESTAMP_NTZ_FORMAT, config.INGEST_NAN_VALUE,
-               config.INGEST_POSITIVE_INF, config.INGEST_NEGATIVE_INF}
+               config.INGEST_POSITIVE_INF, config.INGEST_NEGATIVE_INF, config.INGEST_LOCALE}
     other = sorted(k for k in options if config.canonical_key(k) not in allowed)
     if other:
         raise ConfigError(f"replay --option takes how values read (dateFormat, "
                           f"timestampFormat, timestampNTZFormat, nanValue, positiveInf, "
-                          f"negativeInf), not {', '.join(other)}")
+                          f"negativeInf, locale), not {', '.join(other)}")
     return value_formats(options)
 
 

@@ -121,13 +121,15 @@ def _summary_text(summary: dict[str, Any]) -> None:
                    "options keep Spark's names, matched without case: sep, header, escape, "
                    "quote, comment, lineSep, ignoreLeadingWhiteSpace, "
                    "ignoreTrailingWhiteSpace, nullValue, emptyValue (CSV; "
-                   "sep='\\t' for a tab, escape='\\' for what Spark writes), "
+                   "sep='\\t' for a tab, escape='\\' for what Spark writes), DuckDB's skip "
+                   "and null_padding (CSV), "
                    "allowNonNumericNumbers, multiLine (JSON), mode=PERMISSIVE|FAILFAST; and "
                    "markerstore.ingest.encoding.errors="
                    "strict|replace, markerstore.ingest.record.max_bytes, "
                    "markerstore.ingest.json.value_as_text."
                    " Values read with Spark's dateFormat, timestampFormat, timestampNTZFormat "
-                   "(Spark's pattern letters, such as dateFormat=dd/MM/yyyy), locale (en-US), "
+                   "(Spark's pattern letters, such as dateFormat=dd/MM/yyyy), locale (a BCP 47 "
+                   "tag CLDR knows: fr-FR, de-DE, ...; en-US by default), "
                    "nanValue, positiveInf, negativeInf (CSV); encoding (alias charset: "
                    "utf-8, iso-8859-1, windows-1252, utf-16, utf-16le, utf-16be).")
 @click.option("--progress/--no-progress", default=None,

@@ -2,11 +2,19 @@
 inference (``inferSchema``, with ``preferDate``), read as the ingest reads values.
 
 Each sampled record is split as every task splits it (the dialect's quote, escape and
-white space rules), and its values follow Spark's null rules (``nullValue``,
-``emptyValue``): a null value types nothing. A column then takes the first type of
-Spark's order that reads each of its values::
+white space rules) and named by its own file's header (files may list the columns in
+other orders: the ingest reads them by name), and its values follow Spark's null rules
+(``nullValue``, ``emptyValue``): a null value types nothing. A column then takes the
+first type of Spark's order that reads each of its values::
 
-    BIGINT, DECIMAL(p, 0), DOUBLE, DATE, TIMESTAMP, BOOLEAN, STRING
+    BIGINT, DECIMAL(p, 0), DOUBLE, DECIMAL(38, s), DATE, TIMESTAMP, TIMESTAMP_NTZ,
+    BOOLEAN, STRING
+
+DECIMAL(p, 0) takes integers past BIGINT's range, and integers grouped as a `locale`
+other than en-US groups them (``1.180`` in pt-BR, as Spark's inference reads them);
+DECIMAL(38, s) numbers with a fraction as such a locale writes them (``346,50`` in
+fr-FR, which Spark infers as STRING). A column of codes with zeros before their first
+digit (``08111000``) takes no number type: as a number its zeros would be lost.
 
 reading each value as the ingest's own cast will (:func:`errortable.convert.cast`, with
 the patterns of ``dateFormat`` and ``timestampFormat``). So the inferred schema reads

@@ -186,13 +186,18 @@ def _checked(settings: Mapping[str, Any]) -> config.Settings:
 
 
 def _csv_only(settings: config.Settings, tasks: Sequence[SourceTask]) -> None:
-    """Refuse, in one line, Spark's lineSep and DuckDB's skip for JSON files: their lines
-    end with LF (or CRLF) here and every line is a record, so either would be silently
-    ignored."""
-    for key in (config.INGEST_CSV_LINE_SEP, config.INGEST_CSV_SKIP):
-        if key in settings.given and any(t.format == "json" for t in tasks):
-            raise SourceError(f"option {key}: read for CSV files only; JSON lines end with "
-                              "LF (or CRLF) here")
+    """Refuse, in one line, Spark's lineSep for JSON files (their lines end with LF or CRLF
+    here) and DuckDB's skip and null_padding for any file but CSV: either would be
+    silently ignored."""
+    if config.INGEST_CSV_LINE_SEP in settings.given and any(t.format == "json"
+                                                            for t in tasks):
+        raise SourceError(f"option {config.INGEST_CSV_LINE_SEP}: read for CSV files only; "
+                          "JSON lines end with LF (or CRLF) here")
+    for key in (config.INGEST_CSV_SKIP, config.INGEST_CSV_NULL_PADDING):
+        other = sorted({t.format for t in tasks if t.format != "csv"})
+        if key in settings.given and other:
+            raise SourceError(f"option {key}: read for CSV files only, and the source holds "
+                              f"{' and '.join(other)}")
 
 
 def _implied_separator(settings: dict[str, Any], resolved: config.Settings,

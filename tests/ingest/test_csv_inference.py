@@ -86,6 +86,7 @@ INFER_DECIMALS = (
     b"99999999999999999999\n")
 NO_TIME_OF_DAY = {"tod": ("timestamp", "string")}  # README: a time of day is text
 SPACES = {"spaces": ("double", "string")}  # docs/ERROR_TABLE.md: ` 1.5` is no number
+LEADING_ZEROS = {"zeros": ("decimal(19,0)", "string")}  # README: codes with leading zeros
 
 
 def _kind(name: str) -> str:
@@ -113,7 +114,7 @@ def _arrow_kind(arrow: pa.DataType) -> str:
     (INFER_NUMBERS, {"nullValue": "NA"}, SPACES),
     (INFER_NUMBERS, {"ignoreLeadingWhiteSpace": "true", "ignoreTrailingWhiteSpace": "true"},
      {}),
-    (INFER_DECIMALS, {}, {}),
+    (INFER_DECIMALS, {}, LEADING_ZEROS),
     (INFER_NUMBERS, {"inferSchema": "false"}, {}),
     (INFER_DATES, {"preferDate": "false"}, NO_TIME_OF_DAY),
     (INFER_DATES, {"preferDate": "false", "dateFormat": "dd/MM/yyyy"}, NO_TIME_OF_DAY)])

@@ -281,10 +281,11 @@ def test_skip_and_null_padding_through_spark(spark: Any, tmp_path: Path) -> None
     assert summary["source_lines"] == 8 and summary["rows_written"] == 3
     for table in ("api", "cli"):
         assert_records(str(tmp_path / table), 3, rows=3, errors={})
-    with pytest.raises(SourceError, match="skip: read for CSV files only"):
-        (tmp_path / "x.json").write_text('{"a": 1}\n')
-        ingest(str(tmp_path / "x.json"), str(tmp_path / "j"), spark=object(),
-               options={"skip": "1"})
+    (tmp_path / "x.json").write_text('{"a": 1}\n')
+    for option in ("skip", "null_padding"):
+        with pytest.raises(SourceError, match=f"{option}: read for CSV files only"):
+            ingest(str(tmp_path / "x.json"), str(tmp_path / "j"), spark=object(),
+                   options={option: "1"})
 
 
 # --- a file of mostly encoding errors says so --------------------------------------------

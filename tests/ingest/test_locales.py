@@ -38,14 +38,8 @@ from errortable.datetimes import ValueFormats
 from markerstore import locales
 from markerstore.cli import cli
 from markerstore.ingest.reader import cast_rows
-from tests.ingest.test_spark_differential import (
-    Outcomes,
-    _same,
-    documented_in,
-    render,
-    run_corpora,
-    undocumented,
-)
+from tests.ingest import test_spark_differential as differential
+from tests.ingest.test_spark_differential import Outcomes
 from tests.support.readback import data_rows
 from tests.support.spec_corpus import Corpus, _Builder
 
@@ -192,7 +186,7 @@ def locale_corpora() -> list[Corpus]:
 
 @pytest.fixture(scope="module")
 def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> list[Outcomes]:
-    found = run_corpora(spark, locale_corpora(), tmp_path_factory.mktemp("locales"))
+    found = differential.run_corpora(spark, locale_corpora(), tmp_path_factory.mktemp("locales"))
     for result in found:
         for side in (result.spark, result.ours):
             for name, items in side.items():
@@ -203,16 +197,16 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> list[Outco
 
 def _differences(found: list[Outcomes]) -> dict[str, tuple[str, str]]:
     names = [n.split(" ")[0] for n in re.split(r",\s*(?![^()]*\))", DDL)]
-    return {f"{out.corpus.name}/{case.name}": (render(out.spark[case.name], names),
-                                              render(out.ours[case.name], names))
+    return {f"{out.corpus.name}/{case.name}": (differential.render(out.spark[case.name], names),
+                                              differential.render(out.ours[case.name], names))
             for out in found for case in out.corpus.cases
-            if not _same(out.spark[case.name], out.ours[case.name])}
+            if not differential._same(out.spark[case.name], out.ours[case.name])}
 
 
 @pytest.mark.spark
 def test_every_difference_from_sparks_locale_is_documented(outcomes: list[Outcomes]) -> None:
-    missing, stale = undocumented(_differences(outcomes), documented_in(SECTION, "\n#"),
-                                  outcomes)
+    documented = differential.documented_in(SECTION, "\n#")
+    missing, stale = differential.undocumented(_differences(outcomes), documented, outcomes)
     assert not missing and not stale, (
         f"docs/ERROR_TABLE.md's {SECTION!r} is out of date.\nNot documented so:\n"
         + "\n".join(missing) + "\nDocumented cases that no longer differ: " + ", ".join(stale))
@@ -227,7 +221,7 @@ def test_what_cldr_writes_reads_as_spark_reads_it(outcomes: list[Outcomes]) -> N
         for case in out.corpus.cases:
             if case.name.startswith(("decimal_cldr", "date_month")):
                 assert out.ours[case.name][0][0] == "row", (out.corpus.name, case.name)
-                assert _same(out.spark[case.name], out.ours[case.name]), case.name
+                assert differential._same(out.spark[case.name], out.ours[case.name]), case.name
 
 
 @pytest.mark.spark
@@ -244,3 +238,14 @@ def test_the_cli_reads_a_french_export_with_its_locale(spark: Any, tmp_path: Pat
     rows = sorted(data_rows(str(tmp_path / "t")).to_pylist(), key=lambda r: r["montant"])
     assert rows == [{"montant": Decimal("-0.50"), "date": dt.date(2020, 2, 3)},
                     {"montant": Decimal("1346.50"), "date": dt.date(2021, 2, 3)}]
+
+
+def test_a_replay_reads_values_with_the_ingests_locale() -> None:
+    """`errortable replay --option locale=...` reads a record's values as the ingest with
+    that locale read them (the replay of a French export's amounts)."""
+    from markerstore.cli.errortable import _value_formats
+
+    formats = _value_formats(("locale=fr-FR", "dateFormat=d MMMM yyyy"))
+    assert formats.locale == "fr-FR"
+    _, json_values, _ = _passes(["1\u202f346,50"], pa.decimal128(10, 2), formats)
+    assert json_values == [Decimal("1346.50")]

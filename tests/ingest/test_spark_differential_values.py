@@ -30,6 +30,8 @@ from tests.support.spec_corpus import Corpus, _Builder
 pytestmark = pytest.mark.spark
 
 SECTION = "### Value options: the cases that differ"
+NOT_AS_WRITTEN = {"csv_decimal_en_us/decimal_odd_grouping",
+                  "csv_decimal_en_us/decimal_comma_fraction"}
 DDL = ("id BIGINT, d DATE, t TIMESTAMP, n TIMESTAMP_NTZ, x DOUBLE, f FLOAT, "
        "m DECIMAL(12,2), s STRING")
 HEADER = b"id,d,t,n,x,f,m,s\n"
@@ -200,9 +202,13 @@ def test_each_record_is_one_row_or_one_error_and_most_agree(outcomes: list[Outco
 
 def test_a_file_whose_only_oddity_is_a_value_option_loses_nothing(
         outcomes: list[Outcomes]) -> None:
-    """The cases written as the option says (no `bad` in Spark) are rows in the ingest."""
+    """The cases written as the option says (no `bad` in Spark) are rows in the ingest;
+    but a grouping comma that groups no three digits is not what en-US writes, though
+    Spark drops it (docs/ERROR_TABLE.md: stricter than Spark)."""
     for out in (o for o in outcomes if o.corpus.options):
         for case in out.corpus.cases:
+            if f"{out.corpus.name}/{case.name}" in NOT_AS_WRITTEN:
+                continue
             spark = out.spark[case.name]
             if spark and all(o[0] == "row" for o in spark):
                 assert all(o[0] == "row" for o in out.ours[case.name]), (
