@@ -179,10 +179,14 @@ def encoding_hint(url: str, data: bytes, options: ReadOptions) -> str:
         at = exc.start
     where = "" if at is None else f" (byte 0x{data[at]:02X} at offset {at} of the record)"
     windows = options.encoding == "utf-8" and any(0x80 <= b <= 0x9F for b in data)
-    guess = "windows-1252" if windows else "iso-8859-1"
-    return (f"{url}: its header record is not {options.encoding} text{where}: give the files' "
-            f"encoding (--option encoding={guess}), or read them with U+FFFD for such bytes "
-            f"(--option {ENCODING_ERRORS}=replace)")
+    return (f"{url}: its header record is not {options.encoding} text{where}: "
+            + encoding_advice("windows-1252" if windows else "iso-8859-1"))
+
+
+def encoding_advice(guess: str = "iso-8859-1, or windows-1252") -> str:
+    """What reads records that are not text in the encoding read, in words."""
+    return (f"give the files' encoding (--option encoding={guess}), or read such bytes as "
+            f"U+FFFD (--option {ENCODING_ERRORS}=replace)")
 
 
 def with_skip(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,

@@ -13,11 +13,12 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.errors import SchemaError
-from markerstore.ingest.blocks import ReadOptions, read_blocks
+from markerstore.ingest.blocks import ENCODING, ReadOptions, read_blocks
 from markerstore.ingest.csvtypes import Rules, csv_schema
 from markerstore.ingest.header import (
     Header,
     drop_header,
+    encoding_advice,
     encoding_hint,
     read_header_at,
     safe_names,
@@ -34,15 +35,22 @@ def _records(task: SourceTask, storage_options: Mapping[str, Any] | None, limit:
              options: ReadOptions, header: bool = False) -> list[str]:
     """The first `limit` text records of a task (a CSV record may span lines); with
     `header`, without the file's header record (its first record that is not empty, be
-    it text or not, as every task drops it)."""
+    it text or not, as every task drops it). Records that are no text in the files'
+    encoding are left out, unless they are most of those read: then the source is read
+    in the wrong encoding, a SourceError naming the option that reads it."""
     found: list[str] = []
+    undecodable = 0
     for block in read_blocks(task, dict(storage_options or {}), SAMPLE_BYTES, options):
         if header:
             block, dropped = drop_header(block)
             header = not dropped
+        undecodable += sum(r.reason == ENCODING for r in block.raw)
         found += block.records.slice(0, limit - len(found)).to_pylist()
-        if len(found) >= limit:
+        if len(found) + undecodable >= limit:
             break
+    if undecodable > len(found):
+        raise SourceError(f"{task.url}: {undecodable} of the first {undecodable + len(found)} "
+                          f"records are not {options.encoding} text: " + encoding_advice())
     return found
 
 

@@ -21,7 +21,13 @@ import pyarrow as pa
 from markerstore import config
 from markerstore.commit.result import CommitResult
 from markerstore.ingest.charsets import UTF16
-from markerstore.ingest.header import Header, encoding_hint, starts_in, with_skip
+from markerstore.ingest.header import (
+    Header,
+    encoding_advice,
+    encoding_hint,
+    starts_in,
+    with_skip,
+)
 from markerstore.ingest.infer import csv_headers, infer_schema, separator_hint
 from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
@@ -85,9 +91,7 @@ class IngestResult:
         if not bad or 2 * bad <= self.source_records:
             return None
         return (f"{bad} of {self.source_records} records are not text in the encoding read: "
-                "give the files' encoding (--option encoding=iso-8859-1, or windows-1252), "
-                f"or read such bytes as U+FFFD (--option {config.INGEST_ENCODING_ERRORS}"
-                "=replace)")
+                + encoding_advice())
 
     def summary(self) -> dict[str, Any]:
         c = self.commit

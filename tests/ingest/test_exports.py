@@ -292,20 +292,28 @@ def test_skip_and_null_padding_through_spark(spark: Any, tmp_path: Path) -> None
 @pytest.mark.spark
 def test_a_file_of_mostly_encoding_errors_says_which_options_read_it(spark: Any,
                                                                      tmp_path: Path) -> None:
-    """An ASCII header over Latin-1 records: every record is an `encoding` error record
-    (its bytes kept); the summary and the CLI say in one line to give `encoding` or
-    `encoding.errors=replace`."""
+    """An ASCII header over Latin-1 records. Without a schema the sample to infer it from
+    is mostly records that are no UTF-8: the ingest stops before Spark starts (`spark` is
+    no session there), in one line naming `encoding`. With a schema every record is an
+    `encoding` error record (its bytes kept), and the summary and the CLI say in one line
+    to give `encoding` or `encoding.errors=replace`."""
     source = tmp_path / "covid.csv"
     source.write_bytes(b"nome_munic;casos\n" + "\n".join(
         f"Agua\u00ed {i};{i}" for i in range(5)).encode("latin-1") + b"\n")
-    result, summary = _both(spark, tmp_path, source, options={"sep": ";"})
+    with pytest.raises(SourceError) as caught:
+        ingest(str(source), str(tmp_path / "x"), spark=object(), options={"sep": ";"})
+    assert "5 of the first 5 records are not utf-8 text" in str(caught.value)
+    assert "encoding=iso-8859-1" in str(caught.value)
+    ddl = "nome_munic STRING, casos BIGINT"
+    result, summary = _both(spark, tmp_path, source, "--schema", ddl, schema=ddl,
+                            options={"sep": ";"})
     assert summary["error_records_by_reason"] == {"encoding": 5}
     for hint in (result.summary()["hint"], summary["hint"]):
         assert "encoding=iso-8859-1" in hint and f"{config.INGEST_ENCODING_ERRORS}=replace" \
             in hint and "\n" not in hint
     out = CliRunner().invoke(cli, ["ingest", str(source), str(tmp_path / "text"),
                                    "--markers", "direct", "--no-progress", "--option",
-                                   "sep=;"])
+                                   "sep=;", "--schema", ddl])
     assert out.output.splitlines()[-1].startswith("hint") and "encoding" in out.output
 
 
