@@ -23,6 +23,8 @@ holds:
 | TIME | STRING (``HH:MM:SS[.fraction]``) | Spark 4 reads no TIME |
 | duration (an INT64 pyarrow marks) | BIGINT (its count of units) | as Spark reads the column |
 | null (UNKNOWN) | INT, all null | as Spark reads it |
+| list view, large list view | ARRAY | |
+| an extension type (UUID, JSON, bool8) | its storage's: BINARY, STRING, TINYINT | |
 
 Nanoseconds are cut to the microsecond at or before the value (the digits past the sixth
 dropped from its ISO text), as Spark cuts INT96's. The tasks read INT96 as microseconds
@@ -37,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -114,7 +117,7 @@ def spark_type(arrow: pa.DataType, int96: Iterator[bool] | None = None) -> pa.Da
         return pa.struct([pa.field(f.name, spark_type(f.type, leaves), f.nullable)
                           for f in arrow])
     from_int96 = next(leaves, False)
-    if isinstance(arrow, pa.ExtensionType):
+    if isinstance(arrow, pa.BaseExtensionType):
         return spark_type(arrow.storage_type)
     return _leaf(arrow, from_int96)
 
@@ -145,53 +148,65 @@ def _leaf(arrow: pa.DataType, int96: bool) -> pa.DataType:
     return arrow
 
 
-def _has_nanos(arrow: pa.DataType) -> bool:
+def _unread(arrow: pa.DataType) -> bool:
+    """Whether a column of `arrow` holds what the Validator's casts cannot take as it is:
+    nanoseconds (a cast would refuse the digits past microseconds), an extension type (its
+    storage is what Spark reads), a list view (Arrow's cast of one loses its values)."""
     if pa.types.is_timestamp(arrow):
         return arrow.unit == "ns"
+    if isinstance(arrow, pa.BaseExtensionType) or pa.types.is_list_view(arrow) or \
+            pa.types.is_large_list_view(arrow):
+        return True
     if pa.types.is_dictionary(arrow):
-        return _has_nanos(arrow.value_type)
+        return _unread(arrow.value_type)
     if pa.types.is_map(arrow):
-        return _has_nanos(arrow.key_type) or _has_nanos(arrow.item_type)
+        return _unread(arrow.key_type) or _unread(arrow.item_type)
     if _is_list(arrow):
-        return _has_nanos(arrow.value_type)
-    return pa.types.is_struct(arrow) and any(_has_nanos(f.type) for f in arrow)
+        return _unread(arrow.value_type)
+    return pa.types.is_struct(arrow) and any(_unread(f.type) for f in arrow)
 
 
 def spark_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """`batch` with every nanosecond timestamp (at any depth) cut to microseconds, to the
-    microsecond at or before it (as ISO text cut after six digits reads): what the
-    Validator's casts cannot do without refusing the value."""
-    if not any(_has_nanos(f.type) for f in batch.schema):
+    """`batch` as the Validator's casts take it: every nanosecond timestamp (at any depth)
+    cut to the microsecond at or before it (as ISO text cut after six digits reads), an
+    extension type's values its storage's, a list view a list."""
+    if not any(_unread(f.type) for f in batch.schema):
         return batch
-    columns = [_micros(c) if _has_nanos(c.type) else c for c in batch.columns]
+    columns = [_readable(c) if _unread(c.type) else c for c in batch.columns]
     return pa.RecordBatch.from_arrays(columns, [f.name for f in batch.schema])
 
 
-def _micros(array: pa.Array) -> pa.Array:
-    """`array` (whose type holds nanosecond timestamps) with them in microseconds."""
+def _readable(array: pa.Array) -> pa.Array:
+    """`array` (whose type :func:`_unread` names) as the Validator's casts take it."""
     arrow = array.type
     if pa.types.is_timestamp(arrow):
         floored = pc.floor_temporal(array, unit="microsecond")
         return floored.cast(pa.timestamp("us", arrow.tz))
+    if isinstance(array, pa.ExtensionArray):
+        return _readable_or(array.storage)
     if pa.types.is_dictionary(arrow):
-        return _micros(array.dictionary_decode())
+        return _readable(array.dictionary_decode())
     array = pa.concat_arrays([array])  # unsliced: its children and offsets as they are
     mask = array.is_null() if array.null_count else None
     if pa.types.is_map(arrow):
-        return pa.MapArray.from_arrays(array.offsets, _micros_or(array.keys),
-                                       _micros_or(array.items), mask=mask)
+        return pa.MapArray.from_arrays(array.offsets, _readable_or(array.keys),
+                                       _readable_or(array.items), mask=mask)
     if pa.types.is_struct(arrow):
-        children = [_micros_or(array.field(i)) for i in range(arrow.num_fields)]
+        children = [_readable_or(array.field(i)) for i in range(arrow.num_fields)]
         return pa.StructArray.from_arrays(children, fields=[
             pa.field(f.name, c.type, f.nullable) for f, c in zip(arrow, children, strict=True)],
             mask=mask)
-    if pa.types.is_fixed_size_list(arrow) or pa.types.is_list_view(arrow) or \
-            pa.types.is_large_list_view(arrow):
+    if pa.types.is_list_view(arrow) or pa.types.is_large_list_view(arrow):
+        lengths = pc.fill_null(pc.list_value_length(array), 0).cast(pa.int64()).to_numpy()
+        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())
+        return pa.ListArray.from_arrays(offsets, _readable_or(pc.list_flatten(array)),
+                                        mask=mask)
+    if pa.types.is_fixed_size_list(arrow):
         array = array.cast(pa.list_(arrow.value_type))
-    values = _micros_or(array.values)
+    values = _readable_or(array.values)
     kind = pa.LargeListArray if pa.types.is_large_list(array.type) else pa.ListArray
     return kind.from_arrays(array.offsets, values, mask=mask)
 
 
-def _micros_or(array: pa.Array) -> pa.Array:
-    return _micros(array) if _has_nanos(array.type) else array
+def _readable_or(array: pa.Array) -> pa.Array:
+    return _readable(array) if _unread(array.type) else array

@@ -6,7 +6,8 @@ A property over every Arrow type pyarrow writes to Parquet (every integer width,
 and not; half, single and double floats; decimals of 32 to 256 bits, wider than Spark's
 38 digits too; every string and binary layout; dates of days and milliseconds; times and
 durations of every unit; timestamps of every unit, naive and in zones; null; dictionary,
-list, large list, fixed-size list, struct and map), written with and without
+list, large list, fixed-size list, list views, struct and map; UUID, JSON and bool8),
+written with and without
 `use_deprecated_int96_timestamps`: the ingest infers the schema, commits, and Spark's own
 Parquet reader reads the committed files: the same rows, each value as the source's as
 the mapping reads it, and every other record one `cast` error record naming its
@@ -98,6 +99,12 @@ def columns() -> dict[str, tuple[pa.DataType, st.SearchStrategy[Any]]]:
         "fsl": (pa.list_(pa.int16(), 2), st.lists(_ints(16, True), min_size=2, max_size=2)),
         "struct": (pa.struct([("u", pa.uint8()), ("t", pa.timestamp("ns", "Asia/Tokyo"))]),
                    st.fixed_dictionaries({"u": _ints(8, False), "t": _stamps("ns")})),
+        "lview": (pa.list_view(pa.int64()), st.lists(_ints(64, True), max_size=3)),
+        "llview": (pa.large_list_view(pa.string()), st.lists(st.text(max_size=3), max_size=3)),
+        "bview": (pa.binary_view(), st.binary(max_size=8)),
+        "uuid": (pa.uuid(), st.uuids().map(lambda u: u.bytes)),
+        "json": (pa.json_(), st.dictionaries(st.text(max_size=3), st.integers()).map(json.dumps)),
+        "bool8": (pa.bool8(), st.booleans()),
         "map": (pa.map_(pa.string(), pa.uint32()), st.dictionaries(
             st.text(max_size=3), _ints(32, False), max_size=2).map(lambda d: list(d.items()))),
     })
@@ -123,6 +130,10 @@ def tables(draw: st.DrawFn) -> pa.Table:
             arrays[name] = pa.array(drawn, pa.string()).dictionary_encode().cast(kind)
         elif pa.types.is_decimal(kind):  # through text: pa.array infers a precision first
             arrays[name] = pa.array([None if v is None else f"{v:f}" for v in drawn]).cast(kind)
+        elif isinstance(kind, pa.BaseExtensionType):
+            storage = [int(v) if kind == pa.bool8() and v is not None else v for v in drawn]
+            arrays[name] = pa.ExtensionArray.from_storage(kind, pa.array(storage,
+                                                                         kind.storage_type))
         else:
             arrays[name] = pa.array(drawn, kind)
     return pa.table(arrays)
@@ -134,6 +145,8 @@ def expected(column: pa.ChunkedArray, name: str) -> tuple[list[Any], set[int]]:
     keep one (a `cast` error record each)."""
     kind = column.type
     raw = column.cast(kind.value_type) if pa.types.is_dictionary(kind) else column
+    if isinstance(kind, pa.BaseExtensionType):  # Spark reads its storage
+        raw = pa.chunked_array([c.storage for c in raw.chunks], kind.storage_type)
     kind = raw.type
     bad: set[int] = set()
     if pa.types.is_timestamp(kind):
