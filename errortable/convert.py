@@ -125,8 +125,11 @@ def cast(source: pa.Array, target: pa.DataType, formats: ValueFormats | None = N
     if formats is not None and is_textual(source.type):
         if pa.types.is_decimal(target):  # as the locale writes numbers
             return decimals.parse(source, target, formats.locale)
-        if pa.types.is_timestamp(target):  # ISO 8601 past microseconds: cut, as Spark
-            source = datetimes.iso_micros(source)
+        if pa.types.is_timestamp(target):
+            try:  # the common case: Arrow's ISO 8601 reads every value
+                return pc.cast(source, target, safe=True)
+            except CAST_ERRORS:  # past microseconds: cut, as Spark; the cast below decides
+                source = datetimes.iso_micros(source)
     if is_textual(source.type) and pa.types.is_integer(target):
         if pc.any(pc.starts_with(source, "+")).as_py():  # a literal scan, then the regex
             source = pc.replace_substring_regex(source, r"^\+([0-9]+)$", r"\1")

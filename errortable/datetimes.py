@@ -217,12 +217,15 @@ def fold_float_tokens(source: pa.Array, tokens: dict[str, str]) -> pa.Array:
 
 # ISO 8601 date and time with more than six digits of a second: the digits past the sixth
 _PAST_MICROS = r"^(\s*[+-]?\d{4,}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}[.,]\d{6})\d+"
+_SHORTEST = len("2021-01-01T00:00:00.1234567")  # the shortest text it changes
 
 
 def iso_micros(source: pa.Array) -> pa.Array:
     """ISO 8601 timestamps (text) with the digits of a second past the sixth cut, as Spark
     reads them without a pattern (``.123456789`` is ``.123456``; with a pattern,
     :func:`parse` cuts them alike): a timestamp holds microseconds."""
-    if not len(source) or not pc.any(pc.match_substring_regex(source, _PAST_MICROS)).as_py():
+    if not len(source) or (pc.max(pc.binary_length(source)).as_py() or 0) < _SHORTEST:
+        return source  # no text long enough (the common case: one pass over the offsets)
+    if not pc.any(pc.match_substring_regex(source, _PAST_MICROS)).as_py():
         return source
     return pc.replace_substring_regex(source, _PAST_MICROS, r"\1")
