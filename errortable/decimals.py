@@ -24,7 +24,7 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from markerstore.locales import NumberSymbols, number_symbols
+from markerstore.locales import NumberSymbols, is_default, number_symbols
 
 
 def _char(char: str) -> str:
@@ -73,7 +73,13 @@ def normalized(source: pa.Array, locale: str) -> pa.Array:
 def parse(source: pa.Array, target: pa.DataType, locale: str) -> pa.Array:
     """`source` (text) as the DECIMAL `target`, each value read as `locale` writes numbers;
     an ArrowInvalid naming the first value that is no such number (Arrow's own for one
-    with more digits than `target` keeps)."""
+    with more digits than `target` keeps). In en-US, text without grouping is what
+    Arrow's cast reads: it is tried first (the common case costs no expression)."""
+    if is_default(locale):
+        try:
+            return pc.cast(source, target, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
     valid = numbers_of(source, locale)
     bad = pc.invert(pc.fill_null(valid, True))
     if len(source) and pc.any(bad).as_py():
