@@ -151,11 +151,13 @@ def _leaf(arrow: pa.DataType, int96: bool) -> pa.DataType:
 def _unread(arrow: pa.DataType) -> bool:
     """Whether a column of `arrow` holds what the Validator's casts cannot take as it is:
     nanoseconds (a cast would refuse the digits past microseconds), an extension type (its
-    storage is what Spark reads), a list view (Arrow's cast of one loses its values)."""
+    storage is what Spark reads), a view (Arrow's cast of a list view loses its values,
+    and an error record's payload cannot take rows of a string view)."""
     if pa.types.is_timestamp(arrow):
         return arrow.unit == "ns"
     if isinstance(arrow, pa.BaseExtensionType) or pa.types.is_list_view(arrow) or \
-            pa.types.is_large_list_view(arrow):
+            pa.types.is_large_list_view(arrow) or pa.types.is_string_view(arrow) or \
+            pa.types.is_binary_view(arrow):
         return True
     if pa.types.is_dictionary(arrow):
         return _unread(arrow.value_type)
@@ -184,6 +186,8 @@ def _readable(array: pa.Array) -> pa.Array:
         return floored.cast(pa.timestamp("us", arrow.tz))
     if isinstance(array, pa.ExtensionArray):
         return _readable_or(array.storage)
+    if pa.types.is_string_view(arrow) or pa.types.is_binary_view(arrow):
+        return array.cast(pa.string() if pa.types.is_string_view(arrow) else pa.binary())
     if pa.types.is_dictionary(arrow):
         return _readable(array.dictionary_decode())
     array = pa.concat_arrays([array])  # unsliced: its children and offsets as they are

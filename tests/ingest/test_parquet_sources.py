@@ -257,12 +257,13 @@ def test_int96_and_nanosecond_sources_through_the_cli(spark: Any, tmp_path: Path
     """Spark's and Hive's old INT96 timestamps and pandas' nanoseconds: the committed table
     was unreadable by Spark (PARQUET_TYPE_ILLEGAL); through the CLI it reads, cut to the
     microsecond at or before each value; a decimal wider than Spark's 38 digits is a `cast`
-    error record naming its column."""
+    error record naming its column (its payload holding a string view too)."""
     table = pa.table({ROW: pa.array([0, 1], pa.int64()),
                       "ts_ns_naive": pa.array([-1500, 1_600_000_000_123_456_789],
                                               pa.timestamp("ns")),
                       "u64": pa.array([0, 2**64 - 1], pa.uint64()),
                       "d256": pa.array(["1.500", "1" + "0" * 36 + ".000"]).cast(
-                          pa.decimal256(40, 3))})
+                          pa.decimal256(40, 3)),
+                      "sv": pa.array(["a", "b"], pa.string_view())})
     check(spark, tmp_path / "int96", table, True, cli_too=True)
     check(spark, tmp_path / "int64", table, False, cli_too=True)
