@@ -144,6 +144,17 @@ def _passes(values: list[str], target: pa.DataType, formats: ValueFormats
 @given(st.data(), st.sampled_from(TAGS))
 def test_both_passes_read_every_number_and_date_alike_in_every_locale(
         data: st.DataObject, tag: str) -> None:
+    both_passes_alike(data, tag)
+
+
+@pytest.mark.campaign
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from(TAGS))
+def test_both_passes_read_alike_campaign(data: st.DataObject, tag: str) -> None:
+    both_passes_alike(data, tag)
+
+
+def both_passes_alike(data: st.DataObject, tag: str) -> None:
     numbers = data.draw(st.lists(number_texts(tag), min_size=1, max_size=12))
     dates = data.draw(st.lists(date_texts(tag), min_size=1, max_size=12))
     formats = ValueFormats(date=DATES["dateFormat"], locale=tag)
