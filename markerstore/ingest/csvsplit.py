@@ -102,16 +102,100 @@ def record_ends(data: bytes, final: bool, delimiter: str = ",",
     if dialect.quote.encode() not in data:  # no quote: every line end ends a record
         ends = newlines + 1
     else:
-        ends = _outside(data, np.frombuffer(data, dtype=np.uint8), newlines, dialect)
+        raw = np.frombuffer(data, dtype=np.uint8)
+        quotes = np.flatnonzero(raw == ord(dialect.quote))
+        by_parity = _by_parity(raw, quotes, newlines, dialect)
+        # else a quote that is text, an escape, a comment line's quotes: line by line
+        ends = (by_parity if by_parity is not None else
+                _outside(data, raw, newlines, dialect, quotes))
     if final and len(data) and (len(ends) == 0 or ends[-1] != len(data)):
         ends = np.append(ends, len(data))
     return ends.astype(np.int64)
 
 
-def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, dialect: Dialect
-             ) -> np.ndarray:
+def _by_parity(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray, dialect: Dialect
+               ) -> np.ndarray | None:
+    """The ends of the line ends outside quoted fields, by the parity of the quotes before
+    them (:func:`parity_holds`); None where that parity is not the state."""
+    if not parity_holds(raw, quotes, newlines, dialect):
+        return None
+    flipped = np.searchsorted(quotes, newlines) & 1  # odd: inside a quoted field
+    return newlines[flipped == 0] + 1
+
+
+def parity_holds(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray | None,
+                 dialect: Dialect, inside: bool = False) -> bool:
+    """Whether, read from a line start (outside a quoted field, or inside one when
+    `inside`), the state after each byte of `raw` is the parity of the quotes before it
+    (`quotes`: their positions; `newlines`: the line ends').
+
+    A quote read outside a quoted field opens one (at a field's start), and every quote
+    read inside one closes it or (doubled) is the first of a pair; either way the state
+    flips at each quote, as long as every quote that the parity places outside a quoted
+    field opens one (or is the second of a doubled pair): it stands at a line start, right
+    after the delimiter or (doubled) right after a quote. The first quote that breaks this
+    rule is the first where the parity and the state part (a quote inside a plain field,
+    after white space or after a closed field is text); so are an escape (other than the
+    quote) before a quote inside a quoted field, and a comment line's quotes (unread).
+    Any of those: False, and the lines are read one by one. (`newlines`: None when not
+    known; only a dialect with a comment character needs them.)"""
+    outside = quotes[int(inside)::2]  # the quotes the parity places outside
+    before = raw[np.maximum(outside - 1, 0)]
+    opens = (outside == 0) | (before == ord(dialect.delimiter))
+    if dialect.doubled:
+        opens |= before == ord(dialect.quote)
+    if not opens.all() and not _line_starts(raw, outside[~opens], dialect.line_sep).all():
+        return False
+    if not dialect.doubled and _escapes_a_quote(raw, quotes, dialect, inside):
+        return False
+    if not dialect.comment:
+        return True
+    if newlines is None:
+        newlines = line_ends_of(raw.tobytes(), dialect.line_sep)
+    return not _comment_quotes(raw, quotes, newlines, dialect.comment)
+
+
+def _line_starts(raw: np.ndarray, at: np.ndarray, line_sep: str | None) -> np.ndarray:
+    """Whether each position `at` (> 0) of `raw` follows a line end: a LF or a CR (then a
+    lone one) by default, else `line_sep`."""
+    before = raw[at - 1]
+    if line_sep is None:
+        return (before == _NEWLINE) | (before == _CR)
+    if len(line_sep) == 1:
+        return before == ord(line_sep)
+    return (at >= 2) & (before == _NEWLINE) & (raw[np.maximum(at - 2, 0)] == _CR)
+
+
+def _escapes_a_quote(raw: np.ndarray, quotes: np.ndarray, dialect: Dialect,
+                     inside: bool) -> bool:
+    """Whether an escape inside a quoted field (by the quotes' parity) stands before a
+    quote or an escape (then the parity may miscount)."""
+    escapes = np.flatnonzero(raw == ord(dialect.escape))
+    if len(escapes) == 0:
+        return False
+    quoted = ((np.searchsorted(quotes, escapes) + inside) & 1) == 1
+    following = raw[np.minimum(escapes[quoted] + 1, len(raw) - 1)]
+    return bool(((following == ord(dialect.quote)) | (following == ord(dialect.escape))
+                 ).any())
+
+
+def _comment_quotes(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray,
+                    comment: str) -> bool:
+    """Whether a line that starts with the comment character holds a quote."""
+    starts = np.concatenate([[0], newlines + 1])
+    starts = starts[starts < len(raw)]
+    starts = starts[raw[starts] == ord(comment)]
+    if len(starts) == 0:
+        return False
+    stops = np.append(newlines, len(raw))[np.searchsorted(newlines, starts)]
+    return bool((np.searchsorted(quotes, stops) > np.searchsorted(quotes, starts)).any())
+
+
+def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, dialect: Dialect,
+             quotes: np.ndarray | None = None) -> np.ndarray:
     """The ends of the line ends that lie outside quoted fields."""
-    quotes = np.flatnonzero(raw == ord(dialect.quote))
+    if quotes is None:
+        quotes = np.flatnonzero(raw == ord(dialect.quote))
     line_ends = newlines + 1
     if len(quotes) == 0 or len(newlines) == 0:
         return line_ends
