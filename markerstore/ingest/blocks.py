@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from errortable.csvtext import Dialect, QuoteScanner
 from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, transcode_spans
-from markerstore.ingest.csvranges import first_line_start, inside_at, range_start
+from markerstore.ingest.csvranges import FIRST_READ, first_line_start, range_start, reads
 from markerstore.ingest.csvsplit import (
     comment_records,
     line_ends_of,
@@ -283,19 +283,20 @@ def _open(task: SourceTask, storage_options: dict[str, Any] | None) -> Any:
 
 def _skip_partial_line(handle: Any, start: int, block_bytes: int) -> int:
     """Seek to the first line that starts at or after `start`; its offset. The line that
-    began in the previous range is read through a block at a time, never held whole."""
+    began in the previous range is read through (64 KiB first, a block at a time at most),
+    never held whole."""
     handle.seek(start - 1)
     if handle.read(1) == b"\n":
         return start
     offset = start
-    while True:
-        chunk = handle.read(block_bytes)
+    for chunk in reads(handle, block_bytes):
         at = chunk.find(b"\n")
-        if not chunk or at >= 0:
-            offset += (at + 1) if at >= 0 else len(chunk)
-            handle.seek(offset)
-            return offset
+        if at >= 0:
+            offset += at + 1
+            break
         offset += len(chunk)
+    handle.seek(offset)
+    return offset
 
 
 def read_blocks(task: SourceTask, storage_options: dict[str, Any] | None = None,
@@ -357,6 +358,15 @@ def _document(handle: Any, block_bytes: int, options: ReadOptions) -> Iterator[B
         line, counted = line + len(newlines), int(stops[part][-1])
 
 
+def _line_ends_after(before: bytes, piece: bytes, line_sep: str | None, final: bool) -> int:
+    """The line ends that end in `piece`, read after the byte `before` (the last of the
+    previous piece, whose CR may end a line only now: a CRLF cut in two, or a CR alone)."""
+    ends = line_ends_of(before + piece, line_sep, final)
+    pending = before == b"\r" and line_sep in (None, "\r\n")  # its CR was not counted
+    return int(np.count_nonzero(ends >= len(before))) + int(
+        pending and len(ends) > 0 and int(ends[0]) == 0)
+
+
 class _Reader:
     """The state of one task's read: the next record's byte offset and line, and the bytes
     read past the last record end."""
@@ -370,7 +380,7 @@ class _Reader:
             o = options
             self.offset = first_line_start(handle, task.start, block_bytes, options.dialect)
             self.offset, skipped = range_start(handle, self.offset, task.end, block_bytes,
-                                               o.max_record_bytes, o.dialect)
+                                               o.max_record_bytes, o.dialect, task.quoted)
             self.line += skipped
             handle.seek(self.offset)
         elif task.start:
@@ -379,8 +389,15 @@ class _Reader:
 
     def blocks(self) -> Iterator[Block]:
         end = self.task.end
+        tail = FIRST_READ  # past the range's end: what the next read takes
         while end is None or self.offset < end:
-            chunk = self.handle.read(self.block_bytes)
+            size = self.block_bytes
+            left = None if end is None else end - self.offset - len(self.carry)
+            if left is not None and left > 0:  # to the range's end (and a little past it)
+                size = min(size, left + FIRST_READ)
+            elif left is not None:  # the rest of the record that crosses the end
+                tail = size = min(2 * tail, self.block_bytes)
+            chunk = self.handle.read(size)
             data = self.carry + chunk if self.carry else chunk
             newlines = _line_ends(data, self.task.format, not chunk, self.options)
             ends = _ends(data, self.task.format, not chunk, newlines, self.options)
@@ -393,7 +410,8 @@ class _Reader:
             if len(ends) == 0 and not ended:
                 if not chunk:
                     return
-                if len(data) > self.options.max_record_bytes:
+                # (a CR last may be the start of its line end: not the record's)
+                if len(data) - data.endswith(b"\r") > self.options.max_record_bytes:
                     yield self._too_large(data)
                     continue
                 self.carry = data
@@ -412,8 +430,8 @@ class _Reader:
     def _too_large(self, data: bytes) -> Block:
         """The record that starts `data` and passed the limit, read through to its end a
         block at a time (the bytes after it carried on): one raw record of its true size.
-        A CSV record is cut at a later range's first line start where that range reads
-        from outside a quoted field (:func:`~markerstore.ingest.csvranges.inside_at`)."""
+        A CSV range whose first line start lies inside it (a later range) starts after it
+        (:mod:`~markerstore.ingest.csvranges`), so no byte of it is read twice."""
         prefix = data[:self.options.prefix_bytes]
         csv = self.task.format == "csv"
         scanner = QuoteScanner(bytes, dialect=self.options.dialect) if csv else None
@@ -421,12 +439,7 @@ class _Reader:
         size = lines = 0
         tail = b""  # the last two bytes read of the record: its line end
         self.carry = b""
-        cuts = _Cuts(self) if scanner is not None and self.task.end is not None else None
-        stop = cuts.next(self.offset) if cuts else None
         while data:
-            held = b""
-            if stop is not None and self.offset + size + len(data) > stop:
-                data, held = data[:stop - self.offset - size], data[stop - self.offset - size:]
             if scanner is not None:
                 found = scanner.feed(data)
                 at = found[0] if found else -1
@@ -434,17 +447,14 @@ class _Reader:
                 at = data.find(b"\n") + 1 or -1
             piece = data if at < 0 else data[:at]
             size += len(piece)
-            lines += len(line_ends_of(piece, line_sep, at >= 0))
+            lines += _line_ends_after(tail[-1:], piece, line_sep, at >= 0)
             tail = (tail + piece[-2:])[-2:]
             if at >= 0:
-                self.carry = data[at:] + held
+                self.carry = data[at:]
                 break
-            if cuts and self.offset + size == stop:  # open at a later range's start
-                if cuts.outside(stop):
-                    self.carry = held
-                    break
-                stop = cuts.next(stop)
-            data = held or self.handle.read(self.block_bytes)
+            data = self.handle.read(self.block_bytes)
+            if not data:  # the file's end: a CR last is a line end now
+                lines += _line_ends_after(tail[-1:], b"", line_sep, True)
         line_end = len(tail) - int(without_line_ends(  # the bytes of its line end
             np.frombuffer(tail, dtype=np.uint8), np.zeros(1, np.int64),
             np.array([len(tail)], np.int64), line_sep)[0])
@@ -452,44 +462,3 @@ class _Reader:
         self.offset += size
         self.line += lines
         return Block.without_records((record,), lines + (0 if line_end else 1))
-
-
-class _Cuts:
-    """The first line starts of the ranges after a CSV task's (each `end - start` bytes),
-    and whether a range reads from outside a quoted field there; the handle's position
-    is kept."""
-
-    def __init__(self, reader: _Reader) -> None:
-        task = reader.task
-        assert task.end is not None
-        self.reader, self.split = reader, task.end - task.start
-        self.start = task.end  # the next range's start
-        handle = reader.handle
-        size = getattr(handle, "size", None)
-        if size is None:  # a file object that does not know its size
-            where = handle.tell()
-            size = handle.seek(0, 2)
-            handle.seek(where)
-        self.size: int = int(size)
-
-    def next(self, after: int) -> int | None:
-        """The first line start of the next range that begins after `after`, or None."""
-        handle, where = self.reader.handle, self.reader.handle.tell()
-        try:
-            while self.start < self.size:
-                line_start = first_line_start(handle, self.start, self.reader.block_bytes,
-                                              self.reader.options.dialect)
-                self.start += self.split
-                if line_start > after:
-                    return line_start if line_start < self.size else None
-            return None
-        finally:
-            handle.seek(where)
-
-    def outside(self, line_start: int) -> bool:
-        o, handle = self.reader.options, self.reader.handle
-        where = handle.tell()
-        try:
-            return not inside_at(handle, line_start, o.max_record_bytes, o.dialect)
-        finally:
-            handle.seek(where)

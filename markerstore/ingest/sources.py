@@ -40,6 +40,9 @@ class SourceTask:
     start: int = 0
     end: int | None = None  # None: to the end of the file
     size: int = 0  # bytes to read (stored size for a compressed file): the packing weight
+    # A CSV range: whether its first line start lies inside a quoted field, as the driver
+    # found it (markerstore.ingest.quotestates); None: the range finds it itself.
+    quoted: bool | None = None
 
     @property
     def whole_file(self) -> bool:

@@ -30,6 +30,7 @@ from markerstore import config
 from markerstore.errors import ConfigError
 from markerstore.ingest import csvsplit
 from markerstore.ingest.blocks import ReadOptions, read_blocks, split_records
+from markerstore.ingest.csvranges import lines_map
 from markerstore.ingest.csvsplit import line_ends_of, parity_holds, record_ends
 from markerstore.ingest.reader import csv_text
 from markerstore.ingest.sources import SourceTask
@@ -117,6 +118,7 @@ def test_the_quotes_parity_where_it_answers_is_the_scanners_state(
             scanner.state = QUOTED
         scanner.feed(data)
         assert (scanner.state in (QUOTED, ESCAPED)) == bool((len(quotes) + inside) & 1)
+        assert lines_map(data, dialect)[inside] == bool((len(quotes) + inside) & 1)
     ends = csvsplit._by_parity(raw, quotes, newlines, dialect)
     if ends is not None:
         assert ends.tolist() == QuoteScanner(bytes, dialect=dialect).feed(data), data

@@ -1,0 +1,82 @@
+"""The first pass over a CSV file read in byte ranges: the quote state at each range's
+first line start, found on the driver before the tasks run and given to each range
+(``SourceTask.quoted``), so that no range looks back further than a window.
+
+For each range after a file's first (:mod:`~markerstore.ingest.csvranges`): its first line
+start, and the look-back of at most ``LOOK_BACK_MAX`` before it (ordinary CSV: one 64 KiB
+read). Where that does not decide, the map of the lines since the previous range's first
+line start (identity, flip or constant; read once, a block at a time) is applied to the
+state there: a prefix over the ranges, from the file's start (outside a quoted field).
+Every range's lines are read at most once, so the pass is linear in the file, and it
+holds a block and a line per thread. The reads run on a few threads (fsspec's reads and
+numpy's scans release the GIL), one file handle each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from markerstore.ingest.blocks import ReadOptions, _open
+from markerstore.ingest.csvranges import Map, first_line_start, inside_at, segment_map
+from markerstore.ingest.sources import SourceTask
+
+PASS_BYTES = 4 * 1024 * 1024  # what one thread of the pass reads at a time
+THREADS = 8
+
+
+def quote_states(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
+                 options: ReadOptions, threads: int = THREADS) -> list[SourceTask]:
+    """`tasks`, each CSV byte range after its file's first with `quoted`: whether its
+    first line start lies inside a quoted field."""
+    ranges: dict[str, list[int]] = {}  # a file's ranges after its first, by start
+    for i, task in enumerate(tasks):
+        if task.format == "csv" and task.start > 0:
+            ranges.setdefault(task.url, []).append(i)
+    out = list(tasks)
+    if not ranges:
+        return out
+    storage = dict(storage_options or {})
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        looks = {url: [pool.submit(_look, url, tasks[i].start, storage, options)
+                       for i in sorted(found, key=lambda i: tasks[i].start)]
+                 for url, found in ranges.items()}
+        for url, found in ranges.items():
+            order = sorted(found, key=lambda i: tasks[i].start)
+            for i, state in zip(order, _prefix(pool, url, looks[url], storage, options),
+                                strict=True):
+                out[i] = replace(tasks[i], quoted=state)
+    return out
+
+
+def _prefix(pool: ThreadPoolExecutor, url: str, looks: list[Future[tuple[int, bool | None]]],
+            storage: dict[str, Any], options: ReadOptions) -> list[bool]:
+    """The states at a file's ranges' first line starts (in order), from their looks back
+    and, where those do not decide, the maps of the lines between them."""
+    starts = [0] + [look.result()[0] for look in looks]
+    maps: dict[int, Future[Map]] = {
+        k: pool.submit(_segment, url, starts[k], starts[k + 1], storage, options)
+        for k, look in enumerate(looks) if look.result()[1] is None}
+    states, state = [], False  # the file's start: outside a quoted field
+    for k, look in enumerate(looks):
+        decided = look.result()[1]
+        state = decided if decided is not None else maps[k].result()[state]
+        states.append(state)
+    return states
+
+
+def _look(url: str, start: int, storage: dict[str, Any], options: ReadOptions
+          ) -> tuple[int, bool | None]:
+    """(the first line start at or after `start`, the state there if a look back tells)."""
+    with _open(SourceTask(url, "csv"), storage) as handle:
+        at = first_line_start(handle, start, PASS_BYTES, options.dialect)
+        return at, inside_at(handle, at, options.dialect)
+
+
+def _segment(url: str, lo: int, hi: int, storage: dict[str, Any], options: ReadOptions
+             ) -> Map:
+    with _open(SourceTask(url, "csv"), storage) as handle:
+        return segment_map(handle, lo, hi, PASS_BYTES, options.max_record_bytes,
+                           options.dialect)
