@@ -174,13 +174,14 @@ def then(first: Map, second: Map) -> Map:
     return second[first[0]], second[first[1]]
 
 
-def inside_at(handle: Any, at: int, dialect: Dialect = _DEFAULT) -> bool | None:
+def inside_at(handle: Any, at: int, dialect: Dialect = _DEFAULT, floor: int = 0
+              ) -> bool | None:
     """Whether line start `at` of the file open as `handle` lies inside a quoted field, as
-    the lines of at most :data:`LOOK_BACK_MAX` bytes before it tell (see the module's
-    docstring); None when they do not."""
+    the lines of at most :data:`LOOK_BACK_MAX` bytes before it (and none before byte
+    `floor`) tell (see the module's docstring); None when they do not."""
     span, begin, data = LOOK_BACK_BYTES, at, b""
     while True:
-        wider = max(0, at - span)
+        wider = max(floor, at - span)
         handle.seek(wider)
         data, begin = handle.read(begin - wider) + data, wider
         if begin == 0:  # the file's start: outside a quoted field
@@ -191,7 +192,7 @@ def inside_at(handle: Any, at: int, dialect: Dialect = _DEFAULT) -> bool | None:
             read = lines_map(data[first:], dialect)
             if read[0] == read[1]:
                 return read[0]
-        if span >= LOOK_BACK_MAX:
+        if span >= LOOK_BACK_MAX or wider == floor:
             return None
         span = min(span * _GROWTH, LOOK_BACK_MAX)
 
@@ -210,22 +211,27 @@ def segment_map(handle: Any, lo: int, hi: int, block_bytes: int, limit: int,
             break
         at += len(chunk)
         data = carry + chunk if carry else chunk
-        ends = line_ends_of(data, sep, at >= hi)
-        if len(ends) == 0 and at < hi:
+        cut = _last_line_end(data, sep, at >= hi) + 1
+        if cut == 0 and at < hi:
             if len(data) > limit:  # one long line: by the scanner, to its end
                 line, data, at = _long_line(handle, data, at, hi, block_bytes, dialect)
                 found = then(found, line)
-                if not data:
-                    carry = b""
-                    continue
-                ends = line_ends_of(data, sep, at >= hi)
+                cut = _last_line_end(data, sep, at >= hi) + 1
             else:
                 carry = data
                 continue
-        cut = int(ends[-1]) + 1 if len(ends) else 0
         found = then(found, lines_map(data[:cut], dialect))
         carry = data[cut:]
     return found
+
+
+def _last_line_end(data: bytes, sep: str | None, final: bool) -> int:
+    """The position of the last byte of the last line end in `data` (-1: none); a CR last
+    ends a line only when `final` (else a LF may follow)."""
+    if sep is None:  # a CR after the last LF is alone (a CRLF's CR stands before its LF)
+        return max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - (not final)))
+    found = data.rfind(sep.encode())
+    return found + len(sep) - 1 if found >= 0 else -1
 
 
 def _long_line(handle: Any, data: bytes, at: int, hi: int, block_bytes: int,

@@ -40,11 +40,11 @@ def quote_states(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
         return out
     storage = dict(storage_options or {})
     with ThreadPoolExecutor(max(1, threads)) as pool:
-        looks = {url: [pool.submit(_look, url, tasks[i].start, storage, options)
-                       for i in sorted(found, key=lambda i: tasks[i].start)]
+        looks = {url: [pool.submit(_look, url, before, tasks[i].start, storage, options)
+                       for before, i in _after(tasks, found)]
                  for url, found in ranges.items()}
         for url, found in ranges.items():
-            order = sorted(found, key=lambda i: tasks[i].start)
+            order = [i for _, i in _after(tasks, found)]
             for i, state in zip(order, _prefix(pool, url, looks[url], storage, options),
                                 strict=True):
                 out[i] = replace(tasks[i], quoted=state)
@@ -67,12 +67,19 @@ def _prefix(pool: ThreadPoolExecutor, url: str, looks: list[Future[tuple[int, bo
     return states
 
 
-def _look(url: str, start: int, storage: dict[str, Any], options: ReadOptions
+def _after(tasks: Sequence[SourceTask], found: list[int]) -> list[tuple[int, int]]:
+    """(the previous range's start, the range) of a file's ranges, in order."""
+    order = sorted(found, key=lambda i: tasks[i].start)
+    return list(zip([0] + [tasks[i].start for i in order[:-1]], order, strict=True))
+
+
+def _look(url: str, before: int, start: int, storage: dict[str, Any], options: ReadOptions
           ) -> tuple[int, bool | None]:
-    """(the first line start at or after `start`, the state there if a look back tells)."""
+    """(the first line start at or after `start`, the state there if a look back that
+    reaches no further than the previous range's start, `before`, tells)."""
     with _open(SourceTask(url, "csv"), storage) as handle:
         at = first_line_start(handle, start, PASS_BYTES, options.dialect)
-        return at, inside_at(handle, at, options.dialect)
+        return at, inside_at(handle, at, options.dialect, before)
 
 
 def _segment(url: str, lo: int, hi: int, storage: dict[str, Any], options: ReadOptions

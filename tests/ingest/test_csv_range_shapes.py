@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from errortable.csvtext import split_record
+from errortable.csvtext import Dialect, split_record
 from markerstore.ingest import csvranges, quotestates
 from markerstore.ingest.blocks import ReadOptions, read_blocks
-from markerstore.ingest.csvranges import inside_at
+from markerstore.ingest.csvranges import ends_inside, inside_at
 from markerstore.ingest.quotestates import quote_states
 from markerstore.ingest.sources import SourceTask, list_tasks
 from tests.ingest.test_csv_ranges import Record, _read, _reads
@@ -135,6 +135,26 @@ def test_every_shape_in_ranges_reads_as_the_whole_file_and_pythons_csv(
     ranges = [SourceTask(url, "csv", a, b) for a, b in itertools.pairwise([0, *points, None])]
     for driver in (True, False):
         assert _read(path, ranges, options, block, driver) == whole, (points, driver)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=shaped_csv(), block=st.sampled_from([3, 7, 37, 1 << 16]),
+       limit=st.sampled_from([8, 64, 1 << 20]), crlf=st.booleans())
+def test_the_map_read_a_block_at_a_time_is_the_map_of_the_whole_text(
+        tmp_path: Path, data: bytes, block: int, limit: int, crlf: bool) -> None:
+    """The first pass's map of lines (csvranges.segment_map), read in blocks of a few
+    bytes and with lines longer than `limit` read by the quote scanner, is the map of the
+    whole text read at once; with ``lineSep`` CRLF too (a CR or a LF alone is text)."""
+    dialect = Dialect(line_sep="\r\n") if crlf else Dialect()
+    if crlf:
+        data = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+    whole = data[:csvranges._last_line_end(data, dialect.line_sep, True) + 1]
+    path = tmp_path / "m.csv"
+    path.write_bytes(data)
+    with open(path, "rb") as handle:
+        assert csvranges.segment_map(handle, 0, len(whole), block, limit, dialect) == (
+            ends_inside(whole, False, dialect), ends_inside(whole, True, dialect))
 
 
 def test_the_python_csv_reference_reads_a_flip_and_a_large_field() -> None:
