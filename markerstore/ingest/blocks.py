@@ -359,12 +359,34 @@ def _document(handle: Any, block_bytes: int, options: ReadOptions) -> Iterator[B
 
 
 def _line_ends_after(before: bytes, piece: bytes, line_sep: str | None, final: bool) -> int:
-    """The line ends that end in `piece`, read after the byte `before` (the last of the
-    previous piece, whose CR may end a line only now: a CRLF cut in two, or a CR alone)."""
-    ends = line_ends_of(before + piece, line_sep, final)
-    pending = before == b"\r" and line_sep in (None, "\r\n")  # its CR was not counted
-    return int(np.count_nonzero(ends >= len(before))) + int(
-        pending and len(ends) > 0 and int(ends[0]) == 0)
+    """How many line ends end in `piece`, read after the byte `before` (the last of the
+    previous piece, whose CR may end a line only now: a CRLF cut in two, or a CR alone);
+    counted, no positions held. A CR last ends a line only when `final`."""
+    cr_before = before == b"\r"
+    if line_sep is None:
+        lone = piece.count(b"\r") - piece.count(b"\r\n")  # a CR not before a LF
+        if piece.endswith(b"\r") and not final:
+            lone -= 1  # a LF may follow
+        alone = cr_before and piece[:1] != b"\n" and bool(piece or final)  # the CR before
+        return piece.count(b"\n") + lone + int(alone)
+    if line_sep == "\r\n":
+        return piece.count(b"\r\n") + int(cr_before and piece[:1] == b"\n")
+    return piece.count(line_sep.encode())
+
+
+def _one_record(data: bytes, line: int, offset: int, fmt: str, options: ReadOptions,
+                line_count: int) -> Block:
+    """The block of one record, `data` (with its line end, if it has one), which starts on
+    `line` at byte `offset` and spans `line_count` physical lines."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    starts = np.array([len(BOM) if offset == 0 and data.startswith(BOM) else 0], np.int64)
+    csv = fmt == "csv"
+    stops = without_line_ends(raw, starts, np.array([len(data)], np.int64),
+                              options.line_sep if csv else "\n")
+    if csv and options.comment and comment_records(raw, starts, stops, options.comment)[0]:
+        return Block.without_records(line_count=line_count)
+    return _spans_block(data, starts, stops, np.array([line], np.int64), offset + starts,
+                        options, line_count)
 
 
 class _Reader:
@@ -386,19 +408,14 @@ class _Reader:
         elif task.start:
             self.offset = _skip_partial_line(handle, task.start, block_bytes)
         self.carry = b""
+        self.tail = FIRST_READ  # past a range's end: what the last read took
 
     def blocks(self) -> Iterator[Block]:
         end = self.task.end
-        tail = FIRST_READ  # past the range's end: what the next read takes
         while end is None or self.offset < end:
-            size = self.block_bytes
-            left = None if end is None else end - self.offset - len(self.carry)
-            if left is not None and left > 0:  # to the range's end (and a little past it)
-                size = min(size, left + FIRST_READ)
-            elif left is not None:  # the rest of the record that crosses the end
-                tail = size = min(2 * tail, self.block_bytes)
-            chunk = self.handle.read(size)
+            chunk = self.handle.read(self._next_read())
             data = self.carry + chunk if self.carry else chunk
+            self.carry = b""  # (in `data` now)
             newlines = _line_ends(data, self.task.format, not chunk, self.options)
             ends = _ends(data, self.task.format, not chunk, newlines, self.options)
             ended = False
@@ -408,13 +425,16 @@ class _Reader:
                 ended = within < len(ends)
                 ends = ends[:within]
             if len(ends) == 0 and not ended:
+                del newlines, ends  # (positions: not held while the next are found)
                 if not chunk:
                     return
-                # (a CR last may be the start of its line end: not the record's)
-                if len(data) - data.endswith(b"\r") > self.options.max_record_bytes:
-                    yield self._too_large(data)
-                    continue
-                self.carry = data
+                # A record longer than a block or the limit (a CR last may be the start
+                # of its line end) is read on by itself, its bytes scanned once.
+                if len(data) - data.endswith(b"\r") > min(self.block_bytes,
+                                                          self.options.max_record_bytes):
+                    yield self._long(data)
+                else:
+                    self.carry = data
                 continue
             cut = int(ends[-1]) if len(ends) else 0
             for block in _cuts(data, ends, newlines, self.task.format, self.line,
@@ -424,18 +444,38 @@ class _Reader:
             self.line += int(np.searchsorted(newlines, cut))
             self.offset += cut
             self.carry = data[cut:]
+            del newlines, ends
             if ended or not chunk:
                 return
 
-    def _too_large(self, data: bytes) -> Block:
-        """The record that starts `data` and passed the limit, read through to its end a
-        block at a time (the bytes after it carried on): one raw record of its true size.
-        A CSV range whose first line start lies inside it (a later range) starts after it
-        (:mod:`~markerstore.ingest.csvranges`), so no byte of it is read twice."""
-        prefix = data[:self.options.prefix_bytes]
+    def _next_read(self) -> int:
+        """What the next read takes: what fills a block with the carried bytes; in a byte
+        range, up to its end and a little past it, then the rest of the record that
+        crosses it in reads that double."""
+        size = max(self.block_bytes - len(self.carry), min(FIRST_READ, self.block_bytes))
+        if self.task.end is None:
+            return size
+        left = self.task.end - self.offset - len(self.carry)
+        if left > 0:
+            return min(size, left + FIRST_READ)
+        self.tail = min(2 * self.tail, size)
+        return self.tail
+
+    def _long(self, data: bytes) -> Block:
+        """The record that starts `data`, which holds no end of it and is longer than a
+        block or the limit, read on a block at a time: its end found by the quote scanner
+        (a JSON line's by its newline), its lines counted as they pass, its bytes kept
+        while within the limit; the bytes after it carried on. One record, or past the
+        limit one raw record of its true size holding its first PREFIX_BYTES: read
+        through, never held whole. A CSV range whose first line start lies inside it (a
+        later range) starts after it (:mod:`~markerstore.ingest.csvranges`), so no byte of
+        it is read twice."""
+        options = self.options
+        prefix = b""  # what the error record keeps, once the record is too large
         csv = self.task.format == "csv"
-        scanner = QuoteScanner(bytes, dialect=self.options.dialect) if csv else None
-        line_sep = self.options.line_sep if csv else "\n"
+        scanner = QuoteScanner(bytes, dialect=options.dialect) if csv else None
+        line_sep = options.line_sep if csv else "\n"
+        kept: list[bytes] | None = []  # the record's bytes, while it may be within the limit
         size = lines = 0
         tail = b""  # the last two bytes read of the record: its line end
         self.carry = b""
@@ -449,6 +489,10 @@ class _Reader:
             size += len(piece)
             lines += _line_ends_after(tail[-1:], piece, line_sep, at >= 0)
             tail = (tail + piece[-2:])[-2:]
+            if kept is not None:
+                kept.append(piece)
+                if size > options.max_record_bytes + 2:  # too large, whatever its line end
+                    prefix, kept = b"".join(kept)[:options.prefix_bytes], None
             if at >= 0:
                 self.carry = data[at:]
                 break
@@ -458,7 +502,15 @@ class _Reader:
         line_end = len(tail) - int(without_line_ends(  # the bytes of its line end
             np.frombuffer(tail, dtype=np.uint8), np.zeros(1, np.int64),
             np.array([len(tail)], np.int64), line_sep)[0])
-        record = RawRecord(self.line, self.offset, size - line_end, prefix, SIZE)
+        line_count = lines + (0 if line_end else 1)
+        record = b"".join(kept) if kept is not None else b""
+        if kept is not None and size - line_end <= options.max_record_bytes:
+            block = _one_record(record, self.line, self.offset, self.task.format, options,
+                                line_count)
+        else:
+            prefix = prefix or record[:options.prefix_bytes]
+            block = Block.without_records(
+                (RawRecord(self.line, self.offset, size - line_end, prefix, SIZE),), line_count)
         self.offset += size
         self.line += lines
-        return Block.without_records((record,), lines + (0 if line_end else 1))
+        return block

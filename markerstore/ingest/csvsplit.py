@@ -119,8 +119,26 @@ def _by_parity(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray, dialec
     them (:func:`parity_holds`); None where that parity is not the state."""
     if not parity_holds(raw, quotes, newlines, dialect):
         return None
-    flipped = np.searchsorted(quotes, newlines) & 1  # odd: inside a quoted field
+    if 4 * len(quotes) < len(newlines):  # few quotes: the lines they span, a byte a line
+        return newlines[_spanned(quotes, newlines) == 0] + 1
+    flipped = np.searchsorted(quotes, newlines)  # the quotes before each line end
+    flipped &= 1  # odd: inside a quoted field
     return newlines[flipped == 0] + 1
+
+
+def _spanned(quotes: np.ndarray, newlines: np.ndarray) -> np.ndarray:
+    """1 for each line end that lies between an odd quote and the next (inside a quoted
+    field, by the parity), else 0: int8, where the quotes are few."""
+    n = len(newlines)
+    after = np.searchsorted(newlines, quotes)  # the line end that follows each quote
+    opens, closes = after[0::2], after[1::2]
+    if len(closes) < len(opens):
+        closes = np.append(closes, n)  # open to the end
+    spans = opens < closes  # (a field closed on its own line spans no line end)
+    mark = np.zeros(n + 1, np.int8)
+    mark[opens[spans]] += 1  # each index once: the spans are disjoint and in order
+    mark[closes[spans]] -= 1
+    return np.cumsum(mark[:n], dtype=np.int8)
 
 
 def parity_holds(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray | None,
