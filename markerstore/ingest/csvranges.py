@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from errortable.csvtext import ESCAPED, QUOTED, Dialect, QuoteScanner
-from markerstore.ingest.csvsplit import line_ends_of, parity_holds, record_ends
+from markerstore.ingest.csvsplit import line_ends_of, parity_break, parity_holds, record_ends
 
 LOOK_BACK_BYTES = 64 * 1024  # the first window read before a range's first line start
 LOOK_BACK_MAX = 1024 * 1024  # the widest: past it, the first pass decides
@@ -163,10 +163,20 @@ def lines_map(lines: bytes, dialect: Dialect = _DEFAULT) -> Map:
         return IDENTITY
     raw = np.frombuffer(lines, dtype=np.uint8)
     quotes = np.flatnonzero(raw == ord(dialect.quote))
-    out, inside = (bool((len(quotes) + start) & 1)
-                   if parity_holds(raw, quotes, None, dialect, start) else
-                   ends_inside(lines, start, dialect) for start in (False, True))
-    return out, inside
+    out = bool(len(quotes) & 1) if parity_holds(raw, quotes, None, dialect) else None
+    found = parity_break(raw, quotes, None, dialect, True)
+    if found is None:
+        inside = bool((len(quotes) + 1) & 1)
+    elif (out is not None and found >= 0 and not dialect.ignore_leading
+          and lines[found + 1:found + 2] != dialect.quote.encode()):
+        # Read from outside that quote closes a field, read from inside it is text (in a
+        # plain field): both readings are outside after it, in the same state unless a
+        # quote follows (doubled in the first): the lines are constant. (With white space
+        # ignored before a value, a quote after it may open a field: not so sure.)
+        inside = out
+    else:
+        inside = ends_inside(lines, True, dialect)
+    return ends_inside(lines, False, dialect) if out is None else out, inside
 
 
 def then(first: Map, second: Map) -> Map:

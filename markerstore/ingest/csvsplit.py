@@ -157,20 +157,33 @@ def parity_holds(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray | Non
     quote) before a quote inside a quoted field, and a comment line's quotes (unread).
     Any of those: False, and the lines are read one by one. (`newlines`: None when not
     known; only a dialect with a comment character needs them.)"""
+    return parity_break(raw, quotes, newlines, dialect, inside) is None
+
+
+def parity_break(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray | None,
+                 dialect: Dialect, inside: bool = False) -> int | None:
+    """Where the parity stops being the state (:func:`parity_holds`): None where it never
+    does; else the position of the first quote that the parity places outside a quoted
+    field and that opens none (read as text: the state there is outside), or -1 where an
+    escape or a comment line may be the first."""
     outside = quotes[int(inside)::2]  # the quotes the parity places outside
     before = raw[np.maximum(outside - 1, 0)]
     opens = (outside == 0) | (before == ord(dialect.delimiter))
     if dialect.doubled:
         opens |= before == ord(dialect.quote)
-    if not opens.all() and not _line_starts(raw, outside[~opens], dialect.line_sep).all():
-        return False
+    first = None
+    if not opens.all():
+        rest = outside[~opens]
+        text = rest[~_line_starts(raw, rest, dialect.line_sep)]
+        first = int(text[0]) if len(text) else None
     if not dialect.doubled and _escapes_a_quote(raw, quotes, dialect, inside):
-        return False
-    if not dialect.comment:
-        return True
-    if newlines is None:
-        newlines = line_ends_of(raw.tobytes(), dialect.line_sep)
-    return not _comment_quotes(raw, quotes, newlines, dialect.comment)
+        return -1
+    if dialect.comment:
+        if newlines is None:
+            newlines = line_ends_of(raw.tobytes(), dialect.line_sep)
+        if _comment_quotes(raw, quotes, newlines, dialect.comment):
+            return -1
+    return first
 
 
 def _line_starts(raw: np.ndarray, at: np.ndarray, line_sep: str | None) -> np.ndarray:
