@@ -11,14 +11,18 @@ start of the file is not part of the first record.
 Records that are not text the parsers can take are set apart as :class:`RawRecord`: bytes
 that are not UTF-8 (their exact bytes kept, unless ``encoding.errors=replace`` asks for
 U+FFFD instead), and a record larger than ``markerstore.ingest.record.max_bytes``, of
-which only the first :data:`PREFIX_BYTES` (at most the limit) are kept: once the bytes
-waiting for a record end pass the limit, the rest of that record is read through and
-dropped, so memory stays bounded by the limit plus a block.
+which only the first :data:`PREFIX_BYTES` (at most the limit) are kept. A record whose
+end is not in a block's worth of bytes is read on by itself (``_Reader._long``): the quote
+scanner finds its end a block at a time, its lines are counted as they pass (no position
+is held for them), and its bytes are kept while within the limit, dropped past it; so
+memory stays bounded by the limit plus a block, whatever the record holds.
 
 Byte ranges of a JSON-lines or CSV file: a range starts after the first newline at or
 after its start (unless it is 0) and ends with the record that crosses its end, so every
 record is read by exactly one range; in CSV, when that newline lies inside a quoted field
-(:mod:`~markerstore.ingest.csvranges` tells), at the end of the record that holds it.
+(:mod:`~markerstore.ingest.csvranges` tells, exactly), at the end of the record that holds
+it. A range reads up to its end and a little past it, then the rest of its last record in
+reads that double: a range smaller than a block reads what it needs.
 """
 
 from __future__ import annotations
@@ -34,7 +38,13 @@ import pyarrow.compute as pc
 
 from errortable.csvtext import Dialect, QuoteScanner
 from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, transcode_spans
-from markerstore.ingest.csvranges import FIRST_READ, first_line_start, range_start, reads
+from markerstore.ingest.csvranges import (
+    FIRST_READ,
+    first_end,
+    first_line_start,
+    range_start,
+    reads,
+)
 from markerstore.ingest.csvsplit import (
     comment_records,
     line_ends_of,
@@ -480,11 +490,8 @@ class _Reader:
         tail = b""  # the last two bytes read of the record: its line end
         self.carry = b""
         while data:
-            if scanner is not None:
-                found = scanner.feed(data)
-                at = found[0] if found else -1
-            else:
-                at = data.find(b"\n") + 1 or -1
+            at = first_end(scanner, data) if scanner is not None else (
+                data.find(b"\n") + 1 or -1)
             piece = data if at < 0 else data[:at]
             size += len(piece)
             lines += _line_ends_after(tail[-1:], piece, line_sep, at >= 0)

@@ -65,6 +65,7 @@ from markerstore.ingest.csvsplit import line_ends_of, parity_break, parity_holds
 LOOK_BACK_BYTES = 64 * 1024  # the first window read before a range's first line start
 LOOK_BACK_MAX = 1024 * 1024  # the widest: past it, the first pass decides
 FIRST_READ = 64 * 1024  # a scan forward reads this much first, then twice as much each time
+SCAN_PIECE = 8 * 1024  # the quote scanner looking for one record's end is fed this at a time
 _GROWTH = 4
 _DEFAULT = Dialect()
 # A line end of a CSV range's default dialect: LF, CRLF or a lone CR.
@@ -290,6 +291,16 @@ def state_at(handle: Any, at: int, block_bytes: int, limit: int,
     return found
 
 
+def first_end(scanner: QuoteScanner[bytes], data: bytes) -> int:
+    """Where the first record that `scanner` reads in `data` ends (just after its line
+    end; -1: none), fed a piece at a time: what follows that end is not scanned."""
+    for start in range(0, len(data), SCAN_PIECE):
+        found = scanner.feed(data[start:start + SCAN_PIECE])
+        if found:
+            return start + found[0]
+    return -1
+
+
 def first_record(handle: Any, at: int, end: int | None, block_bytes: int,
                  dialect: Dialect = _DEFAULT) -> tuple[int, int]:
     """(offset, line ends before it from `at`) of the first record that starts after line
@@ -303,13 +314,12 @@ def first_record(handle: Any, at: int, end: int | None, block_bytes: int,
         return offset, lines
     handle.seek(at)
     for chunk in reads(handle, block_bytes):
-        found = scanner.feed(chunk)
+        found = first_end(scanner, chunk)
         lf = cr and chunk[:1] == b"\n"  # the LF of a CRLF cut by the read:
         skip = int(lf) if dialect.line_sep is None else 0  # counted with its CR, or
         joined = int(lf) if dialect.line_sep == "\r\n" else 0  # counted here
-        if found:
-            return offset + found[0], lines + joined + _line_ends(chunk[skip:found[0]],
-                                                                  dialect)
+        if found >= 0:
+            return offset + found, lines + joined + _line_ends(chunk[skip:found], dialect)
         offset += len(chunk)
         lines += joined + _line_ends(chunk[skip:], dialect)
         cr = chunk.endswith(b"\r")
