@@ -127,7 +127,7 @@ def spark_rounds(base: str, flip: str, twin: str, rounds: int) -> dict[str, floa
     return best
 
 
-def markdown(mib: int, size: int, load: str, tasks: dict[str, tuple[float, float, int]],
+def markdown(size: int, load: str, tasks: dict[str, tuple[float, float, int]],
              rate: float, spark: dict[str, float], rounds: int) -> str:
     def total(name: str) -> float:
         return tasks[name][0] + tasks[name][1]
@@ -162,20 +162,18 @@ def markdown(mib: int, size: int, load: str, tasks: dict[str, tuple[float, float
 
 def run(quick: bool = False, mib: int | None = None, rounds: int | None = None,
         spark: bool = True) -> str:
-    mib = mib or (16 if quick else 112)
-    rounds = rounds or (1 if quick else 3)
-    base = tempfile.mkdtemp(prefix="bench-csv-ranges-")
+    """The section: files of `mib` MiB, best of `rounds` (and the whole ingest unless not
+    `spark`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     one, five, _ = os.getloadavg()
     load = f"{one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores"
-    try:
-        flip, twin = make_pair(base, mib)
+    rounds = rounds or (1 if quick else 3)
+    with tempfile.TemporaryDirectory(prefix="bench-csv-ranges-") as base:
+        flip, twin = make_pair(base, mib or (16 if quick else 112))
         tasks = task_rounds(flip, twin, rounds)
         rate = pass_rate(flip)
         found = spark_rounds(base, flip, twin, rounds) if spark else {}
-        return markdown(mib, os.path.getsize(flip), load, tasks, rate, found, rounds)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+        return markdown(os.path.getsize(flip), load, tasks, rate, found, rounds)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from markerstore.ingest.csvranges import (
 )
 from markerstore.ingest.csvsplit import (
     comment_records,
+    count_line_ends,
     line_ends_of,
     newlines_of,
     record_ends,
@@ -368,22 +369,6 @@ def _document(handle: Any, block_bytes: int, options: ReadOptions) -> Iterator[B
         line, counted = line + len(newlines), int(stops[part][-1])
 
 
-def _line_ends_after(before: bytes, piece: bytes, line_sep: str | None, final: bool) -> int:
-    """How many line ends end in `piece`, read after the byte `before` (the last of the
-    previous piece, whose CR may end a line only now: a CRLF cut in two, or a CR alone);
-    counted, no positions held. A CR last ends a line only when `final`."""
-    cr_before = before == b"\r"
-    if line_sep is None:
-        lone = piece.count(b"\r") - piece.count(b"\r\n")  # a CR not before a LF
-        if piece.endswith(b"\r") and not final:
-            lone -= 1  # a LF may follow
-        alone = cr_before and piece[:1] != b"\n" and bool(piece or final)  # the CR before
-        return piece.count(b"\n") + lone + int(alone)
-    if line_sep == "\r\n":
-        return piece.count(b"\r\n") + int(cr_before and piece[:1] == b"\n")
-    return piece.count(line_sep.encode())
-
-
 def _one_record(data: bytes, line: int, offset: int, fmt: str, options: ReadOptions,
                 line_count: int) -> Block:
     """The block of one record, `data` (with its line end, if it has one), which starts on
@@ -494,7 +479,7 @@ class _Reader:
                 data.find(b"\n") + 1 or -1)
             piece = data if at < 0 else data[:at]
             size += len(piece)
-            lines += _line_ends_after(tail[-1:], piece, line_sep, at >= 0)
+            lines += count_line_ends(tail[-1:], piece, line_sep, at >= 0)
             tail = (tail + piece[-2:])[-2:]
             if kept is not None:
                 kept.append(piece)
@@ -505,7 +490,7 @@ class _Reader:
                 break
             data = self.handle.read(self.block_bytes)
             if not data:  # the file's end: a CR last is a line end now
-                lines += _line_ends_after(tail[-1:], b"", line_sep, True)
+                lines += count_line_ends(tail[-1:], b"", line_sep, True)
         line_end = len(tail) - int(without_line_ends(  # the bytes of its line end
             np.frombuffer(tail, dtype=np.uint8), np.zeros(1, np.int64),
             np.array([len(tail)], np.int64), line_sep)[0])

@@ -190,21 +190,29 @@ def inside_at(handle: Any, at: int, dialect: Dialect = _DEFAULT, floor: int = 0
     """Whether line start `at` of the file open as `handle` lies inside a quoted field, as
     the lines of at most :data:`LOOK_BACK_MAX` bytes before it (and none before byte
     `floor`) tell (see the module's docstring); None when they do not."""
+    begin, read = look_back(handle, at, dialect, floor)
+    return read[0] if begin == 0 or read[0] == read[1] else None
+
+
+def look_back(handle: Any, at: int, dialect: Dialect = _DEFAULT, floor: int = 0
+              ) -> tuple[int, Map]:
+    """(the line start `w` where the widest window read before line start `at` begins,
+    the map of the lines from `w` to `at`): a window of 64 KiB, widened fourfold up to
+    :data:`LOOK_BACK_MAX` (none before byte `floor`) until its map is constant or it
+    reaches the file's start (`w` 0: the map's first value is the state at `at`)."""
     span, begin, data = LOOK_BACK_BYTES, at, b""
     while True:
         wider = max(floor, at - span)
         handle.seek(wider)
         data, begin = handle.read(begin - wider) + data, wider
         if begin == 0:  # the file's start: outside a quoted field
-            return ends_inside(data, False, dialect)
+            inside = ends_inside(data, False, dialect)
+            return 0, (inside, inside)
         found = _line_end(dialect).search(data)  # the window's first line start (0: none)
         first = found.end() if found and found.end() < len(data) else 0
-        if first:
-            read = lines_map(data[first:], dialect)
-            if read[0] == read[1]:
-                return read[0]
-        if span >= LOOK_BACK_MAX or wider == floor:
-            return None
+        read = lines_map(data[first:], dialect) if first else IDENTITY
+        if read[0] == read[1] or span >= LOOK_BACK_MAX or wider == floor:
+            return (wider + first if first else at), read
         span = min(span * _GROWTH, LOOK_BACK_MAX)
 
 

@@ -88,6 +88,22 @@ def line_ends_of(data: bytes, line_sep: str | None = None, final: bool = True) -
     return np.flatnonzero(raw == ord(line_sep))
 
 
+def count_line_ends(before: bytes, piece: bytes, line_sep: str | None, final: bool) -> int:
+    """How many line ends end in `piece`, read after the byte `before` (the last of the
+    previous piece, whose CR may end a line only now: a CRLF cut in two, or a CR alone);
+    counted, no positions held. A CR last ends a line only when `final`."""
+    cr_before = before == b"\r"
+    if line_sep is None:
+        lone = piece.count(b"\r") - piece.count(b"\r\n")  # a CR not before a LF
+        if piece.endswith(b"\r") and not final:
+            lone -= 1  # a LF may follow
+        alone = cr_before and piece[:1] != b"\n" and bool(piece or final)  # the CR before
+        return piece.count(b"\n") + lone + int(alone)
+    if line_sep == "\r\n":
+        return piece.count(b"\r\n") + int(cr_before and piece[:1] == b"\n")
+    return piece.count(line_sep.encode())
+
+
 def record_ends(data: bytes, final: bool, delimiter: str = ",",
                 newlines: np.ndarray | None = None, escape: str = '"', *,
                 dialect: Dialect | None = None) -> np.ndarray:

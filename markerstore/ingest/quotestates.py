@@ -20,11 +20,12 @@ from dataclasses import replace
 from typing import Any
 
 from markerstore.ingest.blocks import ReadOptions, _open
-from markerstore.ingest.csvranges import Map, first_line_start, inside_at, segment_map
+from markerstore.ingest.csvranges import Map, first_line_start, look_back, segment_map
 from markerstore.ingest.sources import SourceTask
 
 PASS_BYTES = 4 * 1024 * 1024  # what one thread of the pass reads at a time
 THREADS = 8
+Look = tuple[int, int, Map]  # a range's first line start, where its look back began, its map
 
 
 def quote_states(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,
@@ -51,20 +52,30 @@ def quote_states(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
     return out
 
 
-def _prefix(pool: ThreadPoolExecutor, url: str, looks: list[Future[tuple[int, bool | None]]],
+def _prefix(pool: ThreadPoolExecutor, url: str, looks: list[Future[Look]],
             storage: dict[str, Any], options: ReadOptions) -> list[bool]:
     """The states at a file's ranges' first line starts (in order), from their looks back
-    and, where those do not decide, the maps of the lines between them."""
+    and, where those do not decide, the maps of the lines between them: from the previous
+    range's first line start to where the look back began, then the look back's."""
     starts = [0] + [look.result()[0] for look in looks]
     maps: dict[int, Future[Map]] = {
-        k: pool.submit(_segment, url, starts[k], starts[k + 1], storage, options)
-        for k, look in enumerate(looks) if look.result()[1] is None}
+        k: pool.submit(_segment, url, starts[k], look.result()[1], storage, options)
+        for k, look in enumerate(looks) if not _decided(look.result())}
     states, state = [], False  # the file's start: outside a quoted field
     for k, look in enumerate(looks):
-        decided = look.result()[1]
-        state = decided if decided is not None else maps[k].result()[state]
+        read = look.result()[2]
+        if not _decided(look.result()):
+            state = maps[k].result()[state]
+        state = read[state]
         states.append(state)
     return states
+
+
+def _decided(look: Look) -> bool:
+    """Whether a look back tells the state by itself (its map is constant, or it reached
+    the file's start)."""
+    _, began, read = look
+    return began == 0 or read[0] == read[1]
 
 
 def _after(tasks: Sequence[SourceTask], found: list[int]) -> list[tuple[int, int]]:
@@ -74,12 +85,12 @@ def _after(tasks: Sequence[SourceTask], found: list[int]) -> list[tuple[int, int
 
 
 def _look(url: str, before: int, start: int, storage: dict[str, Any], options: ReadOptions
-          ) -> tuple[int, bool | None]:
-    """(the first line start at or after `start`, the state there if a look back that
-    reaches no further than the previous range's start, `before`, tells)."""
+          ) -> Look:
+    """(the first line start at or after `start`, where the look back from it began, its
+    map), the look reaching no further than the previous range's start, `before`."""
     with _open(SourceTask(url, "csv"), storage) as handle:
         at = first_line_start(handle, start, PASS_BYTES, options.dialect)
-        return at, inside_at(handle, at, options.dialect, before)
+        return (at, *look_back(handle, at, options.dialect, before))
 
 
 def _segment(url: str, lo: int, hi: int, storage: dict[str, Any], options: ReadOptions
