@@ -37,7 +37,8 @@ MIB = 1 << 20
 def make_pair(folder: str, mib: int) -> tuple[str, str]:
     """The quote-flip file and its twin, about `mib` MiB each (the same size and records)."""
     flip, twin = os.path.join(folder, "flip.csv"), os.path.join(folder, "twin.csv")
-    sample = "".join(f'{i},n{i},"text {i} ",{i % 97}\n' for i in range(100_000, 101_000))
+    middle = mib * 20_000  # a record id of the file's typical length
+    sample = "".join(f'{i},n{i},"text {i} ",{i % 97}\n' for i in range(middle, middle + 1000))
     records = mib * MIB * 1000 // len(sample)
     with open(flip, "w", newline="") as f, open(twin, "w", newline="") as t:
         f.write(HEADER + "\n")

@@ -467,6 +467,7 @@ class _Reader:
         it is read twice."""
         options = self.options
         prefix = b""  # what the error record keeps, once the record is too large
+        bom = len(BOM) if self.offset == 0 and data.startswith(BOM) else 0  # not the record's
         csv = self.task.format == "csv"
         scanner = QuoteScanner(bytes, dialect=options.dialect) if csv else None
         line_sep = options.line_sep if csv else "\n"
@@ -483,8 +484,8 @@ class _Reader:
             tail = (tail + piece[-2:])[-2:]
             if kept is not None:
                 kept.append(piece)
-                if size > options.max_record_bytes + 2:  # too large, whatever its line end
-                    prefix, kept = b"".join(kept)[:options.prefix_bytes], None
+                if size > options.max_record_bytes + 2 + bom:  # too large, whatever its end
+                    prefix, kept = b"".join(kept)[bom:bom + options.prefix_bytes], None
             if at >= 0:
                 self.carry = data[at:]
                 break
@@ -496,13 +497,13 @@ class _Reader:
             np.array([len(tail)], np.int64), line_sep)[0])
         line_count = lines + (0 if line_end else 1)
         record = b"".join(kept) if kept is not None else b""
-        if kept is not None and size - line_end <= options.max_record_bytes:
+        if kept is not None and size - line_end - bom <= options.max_record_bytes:
             block = _one_record(record, self.line, self.offset, self.task.format, options,
                                 line_count)
         else:
-            prefix = prefix or record[:options.prefix_bytes]
-            block = Block.without_records(
-                (RawRecord(self.line, self.offset, size - line_end, prefix, SIZE),), line_count)
+            prefix = prefix or record[bom:bom + options.prefix_bytes]
+            found = RawRecord(self.line, self.offset + bom, size - line_end - bom, prefix, SIZE)
+            block = Block.without_records((found,), line_count)
         self.offset += size
         self.line += lines
         return block
