@@ -1,15 +1,16 @@
 """The first pass over a CSV file read in byte ranges: the quote state at each range's
 first line start, found on the driver before the tasks run and given to each range
-(``SourceTask.quoted``), so that no range looks back further than a window.
+(``SourceTask.quoted``), so that no task looks back at all.
 
 For each range after a file's first (:mod:`~markerstore.ingest.csvranges`): its first line
-start, and the look-back of at most ``LOOK_BACK_MAX`` before it (ordinary CSV: one 64 KiB
-read). Where that does not decide, the map of the lines since the previous range's first
-line start (identity, flip or constant; read once, a block at a time) is applied to the
-state there: a prefix over the ranges, from the file's start (outside a quoted field).
-Every range's lines are read at most once, so the pass is linear in the file, and it
-holds a block and a line per thread. The reads run on a few threads (fsspec's reads and
-numpy's scans release the GIL), one file handle each.
+start, and a look-back of at most ``LOOK_BACK_MAX`` before it, not past the previous
+range's start (ordinary CSV: one 64 KiB read). Where that does not decide, the map of the
+lines from the previous range's first line start to where the look-back began
+(identity, flip or constant; read once, a block at a time), then the look-back's map, is
+applied to the state there: a prefix over the ranges, from the file's start (outside a
+quoted field). Every range's lines are read about once, so the pass is linear in the
+file, and it holds a block and a line per thread. The reads run on a few threads
+(fsspec's reads and numpy's scans release the GIL), one file handle each.
 """
 
 from __future__ import annotations
