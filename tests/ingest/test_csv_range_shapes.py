@@ -26,6 +26,7 @@ from markerstore.ingest.blocks import ReadOptions, read_blocks
 from markerstore.ingest.csvranges import ends_inside, inside_at
 from markerstore.ingest.quotestates import quote_states
 from markerstore.ingest.sources import SourceTask, list_tasks
+from markerstore.testing.s3 import MotoS3
 from tests.ingest.test_csv_ranges import Record, _read, _reads
 from tests.support.ingest_run import run
 
@@ -242,3 +243,27 @@ def test_a_range_reads_its_bytes_and_the_pass_each_byte_once(
         starts = [csvranges.first_line_start(handle, t.start, 1 << 16) for t in tasks[1:]]
         assert all(inside_at(handle, at) is None for at in starts)
     assert {t.quoted for t in told[1:]} == {True, False}
+
+
+@pytest.mark.s3
+def test_the_first_pass_over_s3_gives_the_states_of_the_local_file(
+        moto_s3: MotoS3, s3_bucket: str, tmp_path: Path) -> None:
+    """The driver's pass reads an S3 object on its threads (s3fs, one handle each) and
+    gives each range the state the same bytes on local disk give; the ranges then read
+    the records of the file read whole."""
+    data = (b"id,note,n\n" + "".join(f'{i},"text {i}\n",{i % 7}\n' for i in range(3000)
+                                     ).encode() + b'9,"' + b"y\n" * 300 + b'",9\n')
+    moto_s3.client().put_object(Bucket=s3_bucket, Key="flip.csv", Body=data)
+    (tmp_path / "flip.csv").write_bytes(data)
+    options = moto_s3.storage_options()
+    remote = quote_states(list_tasks(f"s3://{s3_bucket}/flip.csv", options, split_bytes=4001),
+                          options, ReadOptions(max_record_bytes=LIMIT))
+    local = quote_states(list_tasks(str(tmp_path / "flip.csv"), split_bytes=4001), None,
+                         ReadOptions(max_record_bytes=LIMIT))
+    assert len(remote) > 10 and [t.quoted for t in remote] == [t.quoted for t in local]
+    read = [(o, t) for task in remote
+            for block in read_blocks(task, options, 1 << 16, ReadOptions(max_record_bytes=LIMIT))
+            for t, o in zip(block.records.to_pylist(), block.offsets.tolist(), strict=True)]
+    whole = _read(tmp_path / "flip.csv", [SourceTask(f"file://{tmp_path}/flip.csv", "csv")],
+                  ReadOptions(max_record_bytes=LIMIT), 1 << 16)
+    assert sorted(read) == [(o, t) for o, _, t in whole[:-1] if isinstance(t, str)]
