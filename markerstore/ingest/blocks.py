@@ -397,7 +397,7 @@ class _Reader:
             o = options
             self.offset = first_line_start(handle, task.start, block_bytes, options.dialect)
             self.offset, skipped = range_start(handle, self.offset, task.end, block_bytes,
-                                               o.max_record_bytes, o.dialect, task.quoted)
+                                               o.dialect, task.quoted)
             self.line += skipped
             handle.seek(self.offset)
         elif task.start:

@@ -216,11 +216,11 @@ def look_back(handle: Any, at: int, dialect: Dialect = _DEFAULT, floor: int = 0
         span = min(span * _GROWTH, LOOK_BACK_MAX)
 
 
-def segment_map(handle: Any, lo: int, hi: int, block_bytes: int, limit: int,
+def segment_map(handle: Any, lo: int, hi: int, block_bytes: int,
                 dialect: Dialect = _DEFAULT) -> Map:
     """The map of the lines from line start `lo` to line start `hi`, read forward a block
-    at a time: the memory of a block and a line (a line longer than `limit` is read by
-    the quote scanner, a block at a time)."""
+    at a time: the memory of about two blocks (a line longer than a block is read by the
+    quote scanner, a block at a time)."""
     handle.seek(lo)
     found, at, carry = IDENTITY, lo, b""
     sep = dialect.line_sep
@@ -232,7 +232,7 @@ def segment_map(handle: Any, lo: int, hi: int, block_bytes: int, limit: int,
         data = carry + chunk if carry else chunk
         cut = _last_line_end(data, sep, at >= hi) + 1
         if cut == 0 and at < hi:
-            if len(data) > limit:  # one long line: by the scanner, to its end
+            if len(data) > block_bytes:  # one long line: by the scanner, to its end
                 line, data, at = _long_line(handle, data, at, hi, block_bytes, dialect)
                 found = then(found, line)
                 cut = _last_line_end(data, sep, at >= hi) + 1
@@ -289,13 +289,12 @@ def _states(scanners: list[QuoteScanner[bytes]]) -> Map:
     return out, inside
 
 
-def state_at(handle: Any, at: int, block_bytes: int, limit: int,
-             dialect: Dialect = _DEFAULT) -> bool:
+def state_at(handle: Any, at: int, block_bytes: int, dialect: Dialect = _DEFAULT) -> bool:
     """Whether line start `at` lies inside a quoted field, exactly: the look-back, else
     the lines from the file's start (read once, a block at a time)."""
     found = inside_at(handle, at, dialect)
     if found is None:
-        found = segment_map(handle, 0, at, block_bytes, limit, dialect)[0]
+        found = segment_map(handle, 0, at, block_bytes, dialect)[0]
     return found
 
 
@@ -336,13 +335,13 @@ def first_record(handle: Any, at: int, end: int | None, block_bytes: int,
     return offset, lines
 
 
-def range_start(handle: Any, at: int, end: int | None, block_bytes: int, limit: int,
+def range_start(handle: Any, at: int, end: int | None, block_bytes: int,
                 dialect: Dialect = _DEFAULT, inside: bool | None = None) -> tuple[int, int]:
     """(offset, line ends before it from `at`) of the first record of a CSV byte range
     whose first line start is `at` (> 0) and which ends at `end` (None: the file's end).
     `inside`: the quote state at `at`, when known (else found, :func:`state_at`)."""
     if inside is None:
-        inside = state_at(handle, at, block_bytes, limit, dialect)
+        inside = state_at(handle, at, block_bytes, dialect)
     if not inside:
         return at, 0
     return first_record(handle, at, end, block_bytes, dialect)

@@ -9,8 +9,8 @@ lines from the previous range's first line start to where the look-back began
 (identity, flip or constant; read once, a block at a time), then the look-back's map, is
 applied to the state there: a prefix over the ranges, from the file's start (outside a
 quoted field). Every range's lines are read about once, so the pass is linear in the
-file, and it holds a block and a line per thread. The reads run on a few threads
-(fsspec's reads and numpy's scans release the GIL), one file handle each.
+file, and it holds about two blocks of :data:`PASS_BYTES` per thread. The reads run on a
+few threads (fsspec's reads and numpy's scans release the GIL), one file handle each.
 """
 
 from __future__ import annotations
@@ -97,5 +97,4 @@ def _look(url: str, before: int, start: int, storage: dict[str, Any], options: R
 def _segment(url: str, lo: int, hi: int, storage: dict[str, Any], options: ReadOptions
              ) -> Map:
     with _open(SourceTask(url, "csv"), storage) as handle:
-        return segment_map(handle, lo, hi, PASS_BYTES, options.max_record_bytes,
-                           options.dialect)
+        return segment_map(handle, lo, hi, PASS_BYTES, options.dialect)

@@ -349,7 +349,7 @@ def test_the_look_back_decides_within_its_window_or_says_it_cannot(
         monkeypatch.setattr(csvranges, "LOOK_BACK_MAX", 64)
         assert inside_at(handle, inside) is None  # 64 bytes of "line ..." tell nothing
         assert not inside_at(handle, after)  # the closing quote's line decides
-        assert csvranges.state_at(handle, inside, 16, 1 << 20)
+        assert csvranges.state_at(handle, inside, 16)
 
 
 @pytest.mark.spark
