@@ -1,9 +1,9 @@
 """One large CSV file on every core (issue 29): markerstore's ingest, whose byte ranges
-find their first record by looking back (markerstore.ingest.csvranges), side by side with
+start at their first record exactly (markerstore.ingest.csvranges), side by side with
 DuckDB alone (``read_csv`` -> partitioned ``COPY``, as many threads) and Spark's
 ``read.csv`` with ``multiLine=true`` (one task per file, the only exact Spark reading);
-then the ingest on ``local[1]`` against ``local[2]`` (its scaling), and a profile of one
-range read in one process (where a core's time goes).
+then the ingest on ``local[1]`` against ``local[2]`` (its scaling), the driver's first
+pass alone, and a profile of one range read in one process (where a core's time goes).
 
 The file: `rows` records (3,000,000 by default, about 150 MB), 1% holding a quoted
 newline, 2% bad (a short record, a wrong type, a null key, a failed check). Run:
@@ -228,21 +228,17 @@ def profile(src: str, split: int | None, top: int = 12) -> dict[str, Any]:
 
 
 def look_back_cost(src: str, split: int | None) -> dict[str, float]:
-    """What finding every range's first record costs, alone (the price of exactness)."""
-    import fsspec
-
-    from markerstore.ingest.blocks import BLOCK_BYTES, _skip_partial_line
-    from markerstore.ingest.csvranges import range_start
+    """What finding every range's quote state costs, alone (the price of exactness): the
+    driver's first pass (markerstore.ingest.quotestates)."""
+    from markerstore.ingest.quotestates import quote_states
     from markerstore.ingest.sources import list_tasks
+    from markerstore.ingest.task import read_options
 
-    ranges = [t for t in (list_tasks(src, split_bytes=split) if split else list_tasks(src))
-              if t.start]
+    ranges = list_tasks(src, split_bytes=split) if split else list_tasks(src)
     started = time.perf_counter()
-    with fsspec.open(ranges[0].url if ranges else src, "rb") as handle:
-        for task in ranges:
-            at = _skip_partial_line(handle, task.start, BLOCK_BYTES)
-            range_start(handle, at, task.end, BLOCK_BYTES, 64 << 20)
-    return {"ranges": len(ranges), "seconds": time.perf_counter() - started}
+    quote_states(ranges, None, read_options({}))
+    return {"ranges": sum(1 for t in ranges if t.start),
+            "seconds": time.perf_counter() - started}
 
 
 def markdown(size: int, counts: dict[str, int], rows: int, sbs: dict[str, Any],
@@ -279,8 +275,8 @@ def markdown(size: int, counts: dict[str, int], rows: int, sbs: dict[str, Any],
         f"in turn, {WARM_UP} warm-up runs in each, best of each): local[1] {one:.2f} s, "
         f"local[2] {two:.2f} s: "
         f"**{one / two:.2f}x** (target >= 1.8x; runs {_rounded(scale)}).\n",
-        f"Finding the first record of all {look['ranges']:.0f} ranges after the first "
-        f"(look-back, alone): {look['seconds'] * 1000:.1f} ms.\n",
+        f"The quote state at the start of all {look['ranges']:.0f} ranges after the first "
+        f"(the driver's first pass, alone): {look['seconds'] * 1000:.1f} ms.\n",
         f"One range ({prof['bytes'] / 1e6:.0f} MB, {prof['records']:,} records) read, parsed "
         f"and validated in one process, no writing: {prof['wall']:.2f} s "
         f"({prof['records'] / prof['wall'] / 1e6:.2f} M records/s per core); phases "

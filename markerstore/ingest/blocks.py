@@ -11,14 +11,18 @@ start of the file is not part of the first record.
 Records that are not text the parsers can take are set apart as :class:`RawRecord`: bytes
 that are not UTF-8 (their exact bytes kept, unless ``encoding.errors=replace`` asks for
 U+FFFD instead), and a record larger than ``markerstore.ingest.record.max_bytes``, of
-which only the first :data:`PREFIX_BYTES` (at most the limit) are kept: once the bytes
-waiting for a record end pass the limit, the rest of that record is read through and
-dropped, so memory stays bounded by the limit plus a block.
+which only the first :data:`PREFIX_BYTES` (at most the limit) are kept. A record whose
+end is not in a block's worth of bytes is read on by itself (``_Reader._long``): the quote
+scanner finds its end a block at a time, its lines are counted as they pass (no position
+is held for them), and its bytes are kept while within the limit, dropped past it; so
+memory stays bounded by the limit plus a block, whatever the record holds.
 
 Byte ranges of a JSON-lines or CSV file: a range starts after the first newline at or
 after its start (unless it is 0) and ends with the record that crosses its end, so every
 record is read by exactly one range; in CSV, when that newline lies inside a quoted field
-(:mod:`~markerstore.ingest.csvranges` tells), at the end of the record that holds it.
+(:mod:`~markerstore.ingest.csvranges` tells, exactly), at the end of the record that holds
+it. A range reads up to its end and a little past it, then the rest of its last record in
+reads that double: a range smaller than a block reads what it needs.
 """
 
 from __future__ import annotations
@@ -34,9 +38,16 @@ import pyarrow.compute as pc
 
 from errortable.csvtext import Dialect, QuoteScanner
 from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, codec, transcode_spans
-from markerstore.ingest.csvranges import first_line_start, inside_at, range_start
+from markerstore.ingest.csvranges import (
+    FIRST_READ,
+    first_end,
+    first_line_start,
+    range_start,
+    reads,
+)
 from markerstore.ingest.csvsplit import (
     comment_records,
+    count_line_ends,
     line_ends_of,
     newlines_of,
     record_ends,
@@ -285,19 +296,20 @@ def _open(task: SourceTask, storage_options: dict[str, Any] | None) -> Any:
 
 def _skip_partial_line(handle: Any, start: int, block_bytes: int) -> int:
     """Seek to the first line that starts at or after `start`; its offset. The line that
-    began in the previous range is read through a block at a time, never held whole."""
+    began in the previous range is read through (64 KiB first, a block at a time at most),
+    never held whole."""
     handle.seek(start - 1)
     if handle.read(1) == b"\n":
         return start
     offset = start
-    while True:
-        chunk = handle.read(block_bytes)
+    for chunk in reads(handle, block_bytes):
         at = chunk.find(b"\n")
-        if not chunk or at >= 0:
-            offset += (at + 1) if at >= 0 else len(chunk)
-            handle.seek(offset)
-            return offset
+        if at >= 0:
+            offset += at + 1
+            break
         offset += len(chunk)
+    handle.seek(offset)
+    return offset
 
 
 def read_blocks(task: SourceTask, storage_options: dict[str, Any] | None = None,
@@ -362,6 +374,21 @@ def _document(handle: Any, block_bytes: int, options: ReadOptions) -> Iterator[B
         line, counted = line + len(newlines), int(stops[part][-1])
 
 
+def _one_record(data: bytes, line: int, offset: int, fmt: str, options: ReadOptions,
+                line_count: int) -> Block:
+    """The block of one record, `data` (with its line end, if it has one), which starts on
+    `line` at byte `offset` and spans `line_count` physical lines."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    starts = np.array([len(BOM) if offset == 0 and data.startswith(BOM) else 0], np.int64)
+    csv = fmt == "csv"
+    stops = without_line_ends(raw, starts, np.array([len(data)], np.int64),
+                              options.line_sep if csv else "\n")
+    if csv and options.comment and comment_records(raw, starts, stops, options.comment)[0]:
+        return Block.without_records(line_count=line_count)
+    return _spans_block(data, starts, stops, np.array([line], np.int64), offset + starts,
+                        options, line_count)
+
+
 class _Reader:
     """The state of one task's read: the next record's byte offset and line, and the bytes
     read past the last record end."""
@@ -375,18 +402,20 @@ class _Reader:
             o = options
             self.offset = first_line_start(handle, task.start, block_bytes, options.dialect)
             self.offset, skipped = range_start(handle, self.offset, task.end, block_bytes,
-                                               o.max_record_bytes, o.dialect)
+                                               o.dialect, task.quoted)
             self.line += skipped
             handle.seek(self.offset)
         elif task.start:
             self.offset = _skip_partial_line(handle, task.start, block_bytes)
         self.carry = b""
+        self.tail = FIRST_READ  # past a range's end: what the last read took
 
     def blocks(self) -> Iterator[Block]:
         end = self.task.end
         while end is None or self.offset < end:
-            chunk = self.handle.read(self.block_bytes)
+            chunk = self.handle.read(self._next_read())
             data = self.carry + chunk if self.carry else chunk
+            self.carry = b""  # (in `data` now)
             newlines = _line_ends(data, self.task.format, not chunk, self.options)
             ends = _ends(data, self.task.format, not chunk, newlines, self.options)
             ended = False
@@ -396,12 +425,16 @@ class _Reader:
                 ended = within < len(ends)
                 ends = ends[:within]
             if len(ends) == 0 and not ended:
+                del newlines, ends  # (positions: not held while the next are found)
                 if not chunk:
                     return
-                if len(data) > self.options.max_record_bytes:
-                    yield self._too_large(data)
-                    continue
-                self.carry = data
+                # A record longer than a block or the limit (a CR last may be the start
+                # of its line end) is read on by itself, its bytes scanned once.
+                if len(data) - data.endswith(b"\r") > min(self.block_bytes,
+                                                          self.options.max_record_bytes):
+                    yield self._long(data)
+                else:
+                    self.carry = data
                 continue
             cut = int(ends[-1]) if len(ends) else 0
             for block in _cuts(data, ends, newlines, self.task.format, self.line,
@@ -411,90 +444,71 @@ class _Reader:
             self.line += int(np.searchsorted(newlines, cut))
             self.offset += cut
             self.carry = data[cut:]
+            del newlines, ends
             if ended or not chunk:
                 return
 
-    def _too_large(self, data: bytes) -> Block:
-        """The record that starts `data` and passed the limit, read through to its end a
-        block at a time (the bytes after it carried on): one raw record of its true size.
-        A CSV record is cut at a later range's first line start where that range reads
-        from outside a quoted field (:func:`~markerstore.ingest.csvranges.inside_at`)."""
-        prefix = data[:self.options.prefix_bytes]
+    def _next_read(self) -> int:
+        """What the next read takes: what fills a block with the carried bytes; in a byte
+        range, up to its end and a little past it, then the rest of the record that
+        crosses it in reads that double."""
+        size = max(self.block_bytes - len(self.carry), min(FIRST_READ, self.block_bytes))
+        if self.task.end is None:
+            return size
+        left = self.task.end - self.offset - len(self.carry)
+        if left > 0:
+            return min(size, left + FIRST_READ)
+        self.tail = min(2 * self.tail, size)
+        return self.tail
+
+    def _long(self, data: bytes) -> Block:
+        """The record that starts `data`, which holds no end of it and is longer than a
+        block or the limit, read on a block at a time: its end found by the quote scanner
+        (a JSON line's by its newline), its lines counted as they pass, its bytes kept
+        while within the limit; the bytes after it carried on. One record, or past the
+        limit one raw record of its true size holding its first PREFIX_BYTES: read
+        through, never held whole. A CSV range whose first line start lies inside it (a
+        later range) starts after it (:mod:`~markerstore.ingest.csvranges`), so no byte of
+        it is read twice."""
+        options = self.options
+        prefix = b""  # what the error record keeps, once the record is too large
+        bom = len(BOM) if self.offset == 0 and data.startswith(BOM) else 0  # not the record's
         csv = self.task.format == "csv"
-        scanner = QuoteScanner(bytes, dialect=self.options.dialect) if csv else None
-        line_sep = self.options.line_sep if csv else "\n"
+        scanner = QuoteScanner(bytes, dialect=options.dialect) if csv else None
+        line_sep = options.line_sep if csv else "\n"
+        kept: list[bytes] | None = []  # the record's bytes, while it may be within the limit
         size = lines = 0
         tail = b""  # the last two bytes read of the record: its line end
         self.carry = b""
-        cuts = _Cuts(self) if scanner is not None and self.task.end is not None else None
-        stop = cuts.next(self.offset) if cuts else None
         while data:
-            held = b""
-            if stop is not None and self.offset + size + len(data) > stop:
-                data, held = data[:stop - self.offset - size], data[stop - self.offset - size:]
-            if scanner is not None:
-                found = scanner.feed(data)
-                at = found[0] if found else -1
-            else:
-                at = data.find(b"\n") + 1 or -1
+            at = first_end(scanner, data) if scanner is not None else (
+                data.find(b"\n") + 1 or -1)
             piece = data if at < 0 else data[:at]
             size += len(piece)
-            lines += len(line_ends_of(piece, line_sep, at >= 0))
+            lines += count_line_ends(tail[-1:], piece, line_sep, at >= 0)
             tail = (tail + piece[-2:])[-2:]
+            if kept is not None:
+                kept.append(piece)
+                if size > options.max_record_bytes + 2 + bom:  # too large, whatever its end
+                    prefix, kept = b"".join(kept)[bom:bom + options.prefix_bytes], None
             if at >= 0:
-                self.carry = data[at:] + held
+                self.carry = data[at:]
                 break
-            if cuts and self.offset + size == stop:  # open at a later range's start
-                if cuts.outside(stop):
-                    self.carry = held
-                    break
-                stop = cuts.next(stop)
-            data = held or self.handle.read(self.block_bytes)
+            data = self.handle.read(self.block_bytes)
+            if not data:  # the file's end: a CR last is a line end now
+                lines += count_line_ends(tail[-1:], b"", line_sep, True)
         line_end = len(tail) - int(without_line_ends(  # the bytes of its line end
             np.frombuffer(tail, dtype=np.uint8), np.zeros(1, np.int64),
             np.array([len(tail)], np.int64), line_sep)[0])
-        record = RawRecord(self.line, self.offset, size - line_end, prefix, SIZE)
+        line_count = lines + (0 if line_end else 1)
+        record = b"".join(kept) if kept is not None else b""
+        if kept is not None and size - line_end - bom <= options.max_record_bytes:
+            block = _one_record(record, self.line, self.offset, self.task.format, options,
+                                line_count)
+        else:
+            prefix = prefix or record[bom:bom + options.prefix_bytes]
+            found = RawRecord(self.line, self.offset + bom, size - line_end - bom, prefix, SIZE)
+            block = Block.without_records((found,), line_count)
         self.offset += size
         self.line += lines
-        return Block.without_records((record,), lines + (0 if line_end else 1))
-
-
-class _Cuts:
-    """The first line starts of the ranges after a CSV task's (each `end - start` bytes),
-    and whether a range reads from outside a quoted field there; the handle's position
-    is kept."""
-
-    def __init__(self, reader: _Reader) -> None:
-        task = reader.task
-        assert task.end is not None
-        self.reader, self.split = reader, task.end - task.start
-        self.start = task.end  # the next range's start
-        handle = reader.handle
-        size = getattr(handle, "size", None)
-        if size is None:  # a file object that does not know its size
-            where = handle.tell()
-            size = handle.seek(0, 2)
-            handle.seek(where)
-        self.size: int = int(size)
-
-    def next(self, after: int) -> int | None:
-        """The first line start of the next range that begins after `after`, or None."""
-        handle, where = self.reader.handle, self.reader.handle.tell()
-        try:
-            while self.start < self.size:
-                line_start = first_line_start(handle, self.start, self.reader.block_bytes,
-                                              self.reader.options.dialect)
-                self.start += self.split
-                if line_start > after:
-                    return line_start if line_start < self.size else None
-            return None
-        finally:
-            handle.seek(where)
-
-    def outside(self, line_start: int) -> bool:
-        o, handle = self.reader.options, self.reader.handle
-        where = handle.tell()
-        try:
-            return not inside_at(handle, line_start, o.max_record_bytes, o.dialect)
-        finally:
-            handle.seek(where)
+        return block

@@ -88,6 +88,22 @@ def line_ends_of(data: bytes, line_sep: str | None = None, final: bool = True) -
     return np.flatnonzero(raw == ord(line_sep))
 
 
+def count_line_ends(before: bytes, piece: bytes, line_sep: str | None, final: bool) -> int:
+    """How many line ends end in `piece`, read after the byte `before` (the last of the
+    previous piece, whose CR may end a line only now: a CRLF cut in two, or a CR alone);
+    counted, no positions held. A CR last ends a line only when `final`."""
+    cr_before = before == b"\r"
+    if line_sep is None:
+        lone = piece.count(b"\r") - piece.count(b"\r\n")  # a CR not before a LF
+        if piece.endswith(b"\r") and not final:
+            lone -= 1  # a LF may follow
+        alone = cr_before and piece[:1] != b"\n" and bool(piece or final)  # the CR before
+        return piece.count(b"\n") + lone + int(alone)
+    if line_sep == "\r\n":
+        return piece.count(b"\r\n") + int(cr_before and piece[:1] == b"\n")
+    return piece.count(line_sep.encode())
+
+
 def record_ends(data: bytes, final: bool, delimiter: str = ",",
                 newlines: np.ndarray | None = None, escape: str = '"', *,
                 dialect: Dialect | None = None) -> np.ndarray:
@@ -102,16 +118,131 @@ def record_ends(data: bytes, final: bool, delimiter: str = ",",
     if dialect.quote.encode() not in data:  # no quote: every line end ends a record
         ends = newlines + 1
     else:
-        ends = _outside(data, np.frombuffer(data, dtype=np.uint8), newlines, dialect)
+        raw = np.frombuffer(data, dtype=np.uint8)
+        quotes = np.flatnonzero(raw == ord(dialect.quote))
+        by_parity = _by_parity(raw, quotes, newlines, dialect)
+        # else a quote that is text, an escape, a comment line's quotes: line by line
+        ends = (by_parity if by_parity is not None else
+                _outside(data, raw, newlines, dialect, quotes))
     if final and len(data) and (len(ends) == 0 or ends[-1] != len(data)):
         ends = np.append(ends, len(data))
     return ends.astype(np.int64)
 
 
-def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, dialect: Dialect
-             ) -> np.ndarray:
+def _by_parity(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray, dialect: Dialect
+               ) -> np.ndarray | None:
+    """The ends of the line ends outside quoted fields, by the parity of the quotes before
+    them (:func:`parity_holds`); None where that parity is not the state."""
+    if not parity_holds(raw, quotes, newlines, dialect):
+        return None
+    if 4 * len(quotes) < len(newlines):  # few quotes: the lines they span, a byte a line
+        return newlines[_spanned(quotes, newlines) == 0] + 1
+    flipped = np.searchsorted(quotes, newlines)  # the quotes before each line end
+    flipped &= 1  # odd: inside a quoted field
+    return newlines[flipped == 0] + 1
+
+
+def _spanned(quotes: np.ndarray, newlines: np.ndarray) -> np.ndarray:
+    """1 for each line end that lies between an odd quote and the next (inside a quoted
+    field, by the parity), else 0: int8, where the quotes are few."""
+    n = len(newlines)
+    after = np.searchsorted(newlines, quotes)  # the line end that follows each quote
+    opens, closes = after[0::2], after[1::2]
+    if len(closes) < len(opens):
+        closes = np.append(closes, n)  # open to the end
+    spans = opens < closes  # (a field closed on its own line spans no line end)
+    mark = np.zeros(n + 1, np.int8)
+    mark[opens[spans]] += 1  # each index once: the spans are disjoint and in order
+    mark[closes[spans]] -= 1
+    return np.cumsum(mark[:n], dtype=np.int8)
+
+
+def parity_holds(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray | None,
+                 dialect: Dialect, inside: bool = False) -> bool:
+    """Whether, read from a line start (outside a quoted field, or inside one when
+    `inside`), the state after each byte of `raw` is the parity of the quotes before it
+    (`quotes`: their positions; `newlines`: the line ends').
+
+    A quote read outside a quoted field opens one (at a field's start), and every quote
+    read inside one closes it or (doubled) is the first of a pair; either way the state
+    flips at each quote, as long as every quote that the parity places outside a quoted
+    field opens one (or is the second of a doubled pair): it stands at a line start, right
+    after the delimiter or (doubled) right after a quote. The first quote that breaks this
+    rule is the first where the parity and the state part (a quote inside a plain field,
+    after white space or after a closed field is text); so are an escape (other than the
+    quote) before a quote inside a quoted field, and a comment line's quotes (unread).
+    Any of those: False, and the lines are read one by one. (`newlines`: None when not
+    known; only a dialect with a comment character needs them.)"""
+    return parity_break(raw, quotes, newlines, dialect, inside) is None
+
+
+def parity_break(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray | None,
+                 dialect: Dialect, inside: bool = False) -> int | None:
+    """Where the parity stops being the state (:func:`parity_holds`): None where it never
+    does; else the position of the first quote that the parity places outside a quoted
+    field and that opens none (read as text: the state there is outside), or -1 where an
+    escape or a comment line may be the first."""
+    outside = quotes[int(inside)::2]  # the quotes the parity places outside
+    before = raw[np.maximum(outside - 1, 0)]
+    opens = (outside == 0) | (before == ord(dialect.delimiter))
+    if dialect.doubled:
+        opens |= before == ord(dialect.quote)
+    first = None
+    if not opens.all():
+        rest = outside[~opens]
+        text = rest[~_line_starts(raw, rest, dialect.line_sep)]
+        first = int(text[0]) if len(text) else None
+    if not dialect.doubled and _escapes_a_quote(raw, quotes, dialect, inside):
+        return -1
+    if dialect.comment:
+        if newlines is None:
+            newlines = line_ends_of(raw.tobytes(), dialect.line_sep)
+        if _comment_quotes(raw, quotes, newlines, dialect.comment):
+            return -1
+    return first
+
+
+def _line_starts(raw: np.ndarray, at: np.ndarray, line_sep: str | None) -> np.ndarray:
+    """Whether each position `at` (> 0) of `raw` follows a line end: a LF or a CR (then a
+    lone one) by default, else `line_sep`."""
+    before = raw[at - 1]
+    if line_sep is None:
+        return (before == _NEWLINE) | (before == _CR)
+    if len(line_sep) == 1:
+        return before == ord(line_sep)
+    return (at >= 2) & (before == _NEWLINE) & (raw[np.maximum(at - 2, 0)] == _CR)
+
+
+def _escapes_a_quote(raw: np.ndarray, quotes: np.ndarray, dialect: Dialect,
+                     inside: bool) -> bool:
+    """Whether an escape inside a quoted field (by the quotes' parity) stands before a
+    quote or an escape (then the parity may miscount)."""
+    escapes = np.flatnonzero(raw == ord(dialect.escape))
+    if len(escapes) == 0:
+        return False
+    quoted = ((np.searchsorted(quotes, escapes) + inside) & 1) == 1
+    following = raw[np.minimum(escapes[quoted] + 1, len(raw) - 1)]
+    return bool(((following == ord(dialect.quote)) | (following == ord(dialect.escape))
+                 ).any())
+
+
+def _comment_quotes(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray,
+                    comment: str) -> bool:
+    """Whether a line that starts with the comment character holds a quote."""
+    starts = np.concatenate([[0], newlines + 1])
+    starts = starts[starts < len(raw)]
+    starts = starts[raw[starts] == ord(comment)]
+    if len(starts) == 0:
+        return False
+    stops = np.append(newlines, len(raw))[np.searchsorted(newlines, starts)]
+    return bool((np.searchsorted(quotes, stops) > np.searchsorted(quotes, starts)).any())
+
+
+def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, dialect: Dialect,
+             quotes: np.ndarray | None = None) -> np.ndarray:
     """The ends of the line ends that lie outside quoted fields."""
-    quotes = np.flatnonzero(raw == ord(dialect.quote))
+    if quotes is None:
+        quotes = np.flatnonzero(raw == ord(dialect.quote))
     line_ends = newlines + 1
     if len(quotes) == 0 or len(newlines) == 0:
         return line_ends

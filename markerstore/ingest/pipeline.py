@@ -156,7 +156,7 @@ def ingest(source: str, table: str, *, schema: str | pa.Schema | None = None,
 
     session = spark or spark_session(master, conf=conf, remote=remote, options=settings)
     plan = IngestPlan(target, key, columns, dict(checks or {}), src_options,
-                      _task_splits(session, tasks, headers, resolved), settings,
+                      _task_splits(session, tasks, headers, resolved, src_options), settings,
                       case_sensitive)
     splits = plan.splits
 
@@ -260,14 +260,18 @@ def _headers(tasks: Sequence[SourceTask], src_options: Mapping[str, Any],
 
 
 def _task_splits(session: Any, tasks: Sequence[SourceTask], headers: Mapping[str, Header],
-                 settings: config.Settings) -> Splits:
+                 settings: config.Settings, storage_options: Mapping[str, Any] | None = None
+                 ) -> Splits:
     """The source splits of each Spark task (packed by bytes, one wave per core at least),
     with the CSV header line of each split's file and whether the split drops it (the
-    range its record starts in: no task reads the file's start again to learn it)."""
+    range its record starts in: no task reads the file's start again to learn it). Each
+    CSV byte range carries its quote state (the first pass, on the driver)."""
+    from markerstore.ingest.quotestates import quote_states
     from markerstore.ingest.session import default_parallelism
 
     cores = default_parallelism(session)
     tasks = balanced(tasks, cores, settings)
+    tasks = quote_states(tasks, storage_options, read_options(settings))
     packed = pack(tasks, cores, settings[config.INGEST_TASK_BYTES])
     def split(task: SourceTask) -> tuple[SourceTask, str | None, bool]:
         header = headers.get(task.url)

@@ -45,6 +45,9 @@ class SourceTask:
     splittable: bool = False  # whether the file may be read in byte ranges
     base: int = 0  # where the file's text starts (after the lines `skip` names)
     base_line: int = 0  # the lines before `base`
+    # A CSV range: whether its first line start lies inside a quoted field, as the driver
+    # found it (markerstore.ingest.quotestates); None: the range finds it itself.
+    quoted: bool | None = None
 
     @property
     def whole_file(self) -> bool:

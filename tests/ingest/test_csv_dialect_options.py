@@ -10,17 +10,28 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from errortable import parse_csv_lines
-from errortable.csvtext import Dialect, QuoteScanner, join_records, split_record, strip_line_end
+from errortable.csvtext import (
+    ESCAPED,
+    QUOTED,
+    Dialect,
+    QuoteScanner,
+    join_records,
+    split_record,
+    strip_line_end,
+)
 from markerstore import config
 from markerstore.errors import ConfigError
+from markerstore.ingest import csvsplit
 from markerstore.ingest.blocks import ReadOptions, read_blocks, split_records
-from markerstore.ingest.csvsplit import record_ends
+from markerstore.ingest.csvranges import lines_map
+from markerstore.ingest.csvsplit import line_ends_of, parity_holds, record_ends
 from markerstore.ingest.reader import csv_text
 from markerstore.ingest.sources import SourceTask
 from markerstore.ingest.task import read_options
@@ -78,6 +89,59 @@ def test_the_vectorized_ends_are_the_scanners_fed_whole_or_in_pieces(
         if final and len(data) and (not fed or fed[-1] != len(data)):
             fed.append(len(data))  # the last record, without its line end
         assert ends == fed, (data, dialect)
+
+
+# Fields as a CSV writer writes them (L: a line end), and a few that are not.
+_FIELDS = st.sampled_from(["a", "bc", "", "QQ", "QxDyQ", "Qx\nyQ", "Qx\r\nyQ", "QxQQyQ",
+                           "QxL", "LyQ", "QLQ", "x", "xQy", "EQ", "Cz"])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_DIALECTS, st.lists(st.lists(_FIELDS, min_size=1, max_size=4), max_size=10),
+       st.booleans())
+def test_the_quotes_parity_where_it_answers_is_the_scanners_state(
+        drawn: Dialect, records: list[list[str]], inside: bool) -> None:
+    """csvsplit's parity pass answers (the quotes' parity is the state) only where the
+    quote scanner, started outside or inside a quoted field, is in that state: at every
+    line end read from a record's start, and after whole lines read from either state;
+    and the map of whole lines (csvranges.lines_map, which reads by the parity where it
+    can) is the scanner's."""
+    dialect = _resolve(drawn)
+    if dialect is None:
+        return
+    end = dialect.line_sep or "\n"
+    data = _text(dialect, ["D".join(r) + "L" for r in records]).replace("L", end).encode()
+    raw = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(raw == ord(dialect.quote))
+    newlines = line_ends_of(data, dialect.line_sep, True)
+    scanners = [QuoteScanner(bytes, dialect=dialect) for _ in range(2)]
+    scanners[1].state = QUOTED
+    for scanner in scanners:
+        scanner.feed(data)
+    states = tuple(scanner.state in (QUOTED, ESCAPED) for scanner in scanners)
+    if parity_holds(raw, quotes, newlines, dialect, inside):
+        assert states[inside] == bool((len(quotes) + inside) & 1)
+    assert lines_map(data, dialect) == states  # the first pass's map of these lines
+    ends = csvsplit._by_parity(raw, quotes, newlines, dialect)
+    if ends is not None:
+        assert ends.tolist() == QuoteScanner(bytes, dialect=dialect).feed(data), data
+
+
+@pytest.mark.parametrize(("line", "inside"), [
+    ('{i},n{i},"text {i}\n",{i}\n', True),  # each line flips: either state reads by parity
+    ('{i},n{i},"text {i}",{i}\n\n', False),
+    ('"{i}","a ""q"" {i}",,"x\r\ny"\r\n', False)])
+def test_csv_as_writers_write_it_is_read_by_the_quotes_parity(line: str,
+                                                             inside: bool) -> None:
+    """Quote-flip lines, their twin and doubled quotes: the parity pass answers (the
+    lines are not read one by one), from a record's start (and quote-flip lines from
+    inside a field too)."""
+    data = "".join(line.format(i=i) for i in range(200)).encode()
+    raw = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(raw == ord('"'))
+    newlines = line_ends_of(data)
+    assert csvsplit._by_parity(raw, quotes, newlines, Dialect()) is not None
+    assert parity_holds(raw, quotes, newlines, Dialect(), inside)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,8 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from markerstore.ingest import csvranges
 from markerstore.ingest.blocks import ReadOptions, read_blocks
 from markerstore.ingest.csvranges import inside_at
+from markerstore.ingest.quotestates import quote_states
 from markerstore.ingest.sources import SourceTask, list_tasks
 from tests.support.ingest_run import run
 
@@ -45,12 +47,15 @@ def _first_line_start(data: bytes, start: int, sep: str | None = None) -> int:
 
 
 def _read(path: Path, tasks: list[SourceTask], options: ReadOptions,
-          block_bytes: int = 16) -> list[Record]:
+          block_bytes: int = 16, driver: bool = False) -> list[Record]:
     """Every record of `tasks` (lines counted from the file's first line), and last the
-    physical lines the blocks hold (each counted by one range)."""
+    physical lines the blocks hold (each counted by one range). With `driver`, each range
+    is given its quote state by the driver's first pass (else it finds it itself)."""
     data = path.read_bytes()
     found: list[Record] = []
     lines = 0
+    if driver:
+        tasks = quote_states(tasks, None, options)
     for task in tasks:
         sep = options.line_sep
         before = len(_line_ends(sep).findall(data[:_first_line_start(data, task.start, sep)]))
@@ -74,7 +79,8 @@ def _same_at_every_cut(path: Path, data: bytes, options: ReadOptions, pieces: in
     whole = _read(path, [SourceTask(url, "csv")], options)
     assert whole  # the data holds records
     for cuts in itertools.combinations(range(1, len(data)), pieces - 1):
-        assert _read(path, _ranges(url, list(cuts)), options) == whole, cuts
+        driver = sum(cuts) % 2 == 0  # told its state by the driver, or finding it
+        assert _read(path, _ranges(url, list(cuts)), options, driver=driver) == whole, cuts
 
 
 TRICKY = ('\ufeffa,b,c\r\n1,"x\ny",é\n\n2,"q""\n""",日本\r\n"a,\r\nb",,\n'
@@ -188,10 +194,10 @@ def csv_files(draw: Any) -> tuple[bytes, str | None]:
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(file=csv_files(), cuts=st.lists(st.floats(0, 1), min_size=1, max_size=4),
        block=st.sampled_from([3, 16, 1 << 16]), escape=st.sampled_from(['"', "\\"]),
-       comment=st.sampled_from(["", "#"]))
+       comment=st.sampled_from(["", "#"]), driver=st.booleans())
 def test_generated_csv_cut_into_two_to_five_ranges(
         tmp_path: Path, file: tuple[bytes, str | None], cuts: list[float], block: int,
-        escape: str, comment: str) -> None:
+        escape: str, comment: str, driver: bool) -> None:
     """With the backslash as the escape, the generated `""` close and reopen fields and
     a backslash before a line break keeps it in the field: other states at the cuts.
     With ``#`` as the comment character, a line that starts with it outside a quoted
@@ -203,7 +209,7 @@ def test_generated_csv_cut_into_two_to_five_ranges(
     points = [p for p in (int(c * len(data)) for c in cuts) if 0 < p < len(data)]
     options = ReadOptions(escape=escape, comment=comment, line_sep=sep)
     whole = _read(path, [SourceTask(url, "csv")], options, block)
-    assert _read(path, _ranges(url, points), options, block) == whole
+    assert _read(path, _ranges(url, points), options, block, driver) == whole
 
 
 @pytest.mark.parametrize("split", [7, 23, 64])
@@ -293,40 +299,43 @@ def _reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     return spans
 
 
-def test_a_quote_never_closed_is_one_bounded_error_record(
+def test_a_quote_never_closed_is_one_error_record_that_later_ranges_skip(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With ranges of 300 bytes and a limit of 200: the record whose quote never closes is
-    one error record; the ranges after the limit read from outside a quoted field; no
-    range reads past its neighbour's end by more than the limit (plus a line)."""
+    """With ranges of 300 bytes and a limit of 200: the record whose quote never closes runs
+    to the file's end, as in the file read whole: one error record of its true size, and
+    no row from inside it (before, the ranges after the limit read its lines as rows).
+    The range it starts in reads it through; each later range reads only its own bytes
+    (and one read past them), whether the driver gave it its state or not."""
     limit, split = 200, 300
     data = ("a,b\n1,2\n" + '3,"never closed\n' + "".join(f"{i},x\n" for i in range(400))
             ).encode()
     path = tmp_path / "u.csv"
     path.write_bytes(data)
     options = ReadOptions(max_record_bytes=limit)
-    tasks = list_tasks(str(path), split_bytes=split)
-    spans = _reads(monkeypatch)
-    for task in tasks:
-        spans.clear()
-        list(read_blocks(task, None, 64, options))
-        reach = max(b for _, b in spans)
-        neighbour_end = min(task.start + 2 * split, len(data))
-        assert reach <= neighbour_end + limit + 16, (task, reach)
-    monkeypatch.undo()
-    found = _read(path, tasks, options)[:-1]
-    raw = [r for r in found if isinstance(r[2], tuple)]
-    assert len(raw) == 1
-    offset, line, (reason, size) = raw[0]
-    assert (offset, line, reason) == (data.index(b'3,"never'), 3, "size")
-    assert limit < size <= split + limit
-    after = [r for r in found if r[0] > offset]
-    assert after and all(r[0] >= offset + size for r in after)  # no byte read twice
+    offset = data.index(b'3,"never')
+    for driver in (False, True):
+        tasks = list_tasks(str(path), split_bytes=split)
+        if driver:
+            tasks = quote_states(tasks, None, options)
+        spans = _reads(monkeypatch)
+        for task in tasks[1:]:
+            spans.clear()
+            list(read_blocks(task, None, 64, options))
+            if driver:  # no look-back: from its start to one read past its end
+                assert min(a for a, _ in spans) >= task.start - 2, task
+            assert max(b for _, b in spans) <= (task.end or len(data)) + 64, task
+        monkeypatch.undo()
+        found = _read(path, tasks, options)[:-1]
+        assert found == [(0, 1, "a,b"), (4, 2, "1,2"),
+                         (offset, 3, ("size", len(data) - offset - 1))]
 
 
-def test_the_look_back_is_exact_whenever_the_open_field_is_under_the_limit(
-        tmp_path: Path) -> None:
-    """A quoted field spanning 40 quote-free lines: a line start inside it is inside,
-    found within a limit larger than the field, from either side of the field."""
+def test_the_look_back_decides_within_its_window_or_says_it_cannot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quoted field spanning 40 quote-free lines: a line start inside it is inside, and
+    one after it outside, from a window that reaches the field's quotes; a window that
+    holds no quote cannot tell (None: the first pass decides), and the exact state is
+    found all the same (from the file's start)."""
     lines = "".join(f"line {i}\n" for i in range(40))
     data = ("a,b\n" + '1,"' + lines + '",2\n3,4\n').encode()
     path = tmp_path / "f.csv"
@@ -334,9 +343,13 @@ def test_the_look_back_is_exact_whenever_the_open_field_is_under_the_limit(
     inside = data.index(b"line 20")
     after = data.index(b"3,4")
     with open(path, "rb") as handle:
-        assert inside_at(handle, inside, 1 << 20)
-        assert not inside_at(handle, after, 1 << 20)
-        assert not inside_at(handle, data.index(b"line 1\n"), 4)  # the limit: outside
+        assert inside_at(handle, inside)
+        assert not inside_at(handle, after)
+        monkeypatch.setattr(csvranges, "LOOK_BACK_BYTES", 16)
+        monkeypatch.setattr(csvranges, "LOOK_BACK_MAX", 64)
+        assert inside_at(handle, inside) is None  # 64 bytes of "line ..." tell nothing
+        assert not inside_at(handle, after)  # the closing quote's line decides
+        assert csvranges.state_at(handle, inside, 16)
 
 
 @pytest.mark.spark

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from errortable import parse_csv_lines
 from errortable.csvtext import QuoteScanner, join_records
 from markerstore.ingest.blocks import split_records
-from markerstore.ingest.csvsplit import record_ends
+from markerstore.ingest.csvsplit import count_line_ends, line_ends_of, record_ends
 from tests.support.ingest_run import ordered, reasons, run
 
 ABC = "a STRING, b STRING, c STRING"
@@ -149,6 +149,26 @@ def test_any_block_cuts_give_the_records_of_one_block(pieces: list[bytes],
             break
     assert got == list(zip(whole.records.to_pylist(), whole.lines.tolist(),
                            whole.offsets.tolist(), strict=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"\r", b"\n", b"\r\n", b";", b"x\ry"]), max_size=30),
+       st.lists(st.integers(1, 5), max_size=8), st.sampled_from([None, "\r\n", "\n", ";"]))
+def test_line_ends_counted_a_piece_at_a_time_are_those_of_the_whole(
+        pieces: list[bytes], cuts: list[int], sep: str | None) -> None:
+    """A record read on a piece at a time counts its lines without holding positions: a
+    CRLF or a lone CR cut by a piece's end counts once, as in the whole text (a lone CR
+    that ended a piece used to be lost)."""
+    data = b"".join(pieces)
+    total, before, position = 0, b"", 0
+    for size in [*cuts, len(data)]:
+        piece = data[position:position + size]
+        position += len(piece)
+        total += count_line_ends(before, piece, sep, position >= len(data))
+        before = piece[-1:] or before
+        if position >= len(data):
+            break
+    assert total == len(line_ends_of(data, sep, True))
 
 
 def test_the_per_line_parser_joins_records_and_numbers_them_by_first_line() -> None:

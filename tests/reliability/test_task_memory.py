@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from errortable import jsontext
 from markerstore.ingest import jsondoc
+from markerstore.ingest.blocks import BLOCK_BYTES
 
 MIB = 1 << 20
 
@@ -24,20 +25,24 @@ import sys
 import errortable
 from markerstore.commit import TaskSpec
 from markerstore.ingest.schema import ddl_to_arrow
+from markerstore.ingest.quotestates import quote_states
 from markerstore.ingest.sources import list_tasks
-from markerstore.ingest.task import IngestTask
+from markerstore.ingest.task import IngestTask, read_options
 
 def status(key):
     return int(open("/proc/self/status").read().split(key + ":")[1].split()[0]) // 1024
 
 path, multiline, warm = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
+split = {"split_bytes": int(sys.argv[4])} if len(sys.argv) > 4 else {}
 options = {"multiLine": "true"} if multiline else {}
 task = IngestTask(TaskSpec("file:///unused", "i", "u", "direct"),
                   errortable.Validator(ddl_to_arrow("a BIGINT, b STRING")),
                   errortable.CaptureContext, options=options)
 def run(name):
     found = 0
-    for t in list_tasks(name, json_documents=multiline):
+    # the byte ranges the driver cuts, each told its quote state (the driver's first pass)
+    for t in quote_states(list_tasks(name, json_documents=multiline, **split), None,
+                          read_options(options)):
         header = "a,b" if t.format == "csv" else None
         for good, errors in task.results(t, header, errortable.CaptureContext()):
             found += 0 if errors is None else errors.num_rows
@@ -50,16 +55,17 @@ print(found, status("VmHWM") - before)
 """
 
 
-def _peak(tmp_path: Path, name: str, data: bytes, multiline: bool = False
-          ) -> tuple[int, int]:
-    """(error records, MiB the peak RSS grew by) of one task reading `data`."""
+def _peak(tmp_path: Path, name: str, data: bytes, multiline: bool = False,
+          split: int | None = None, timeout: int = 300) -> tuple[int, int]:
+    """(error records, MiB the peak RSS grew by) of one task reading `data` (in byte
+    ranges of `split`, each after the other, when given)."""
     path = tmp_path / name
     path.write_bytes(data)
     warm = tmp_path / ("warm" + path.suffix)
     warm.write_bytes(b"a,b\n1,x\n2\n" if path.suffix == ".csv" else b'{"a": 1}\nx\n[1]')
     out = subprocess.run([sys.executable, "-c", _TASK, str(path), "1" if multiline else "0",
-                          str(warm)], capture_output=True, text=True, timeout=300,
-                         cwd=tmp_path)
+                          str(warm), *([str(split)] if split else [])],
+                         capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     found, grown = out.stdout.split()
     return int(found), int(grown)
@@ -91,6 +97,56 @@ def test_a_task_holds_a_few_blocks_whatever_the_shape(tmp_path: Path, name: str,
     found, grown = _peak(tmp_path, name, data, multiline)
     assert found == records  # every bad record an error record: nothing lost
     assert grown < _bound(data), f"{name}: the peak grew by {grown} MiB"
+
+
+def _flips(records: int) -> bytes:
+    """CSV whose quoted values end with a line break: every line flips the quote state."""
+    return b"a,b\n" + "".join(f'{i},"text {i}\n"\n' for i in range(records)).encode()
+
+
+# A task's bound whatever the file's size (docs/RELIABILITY.md): 8 x block_bytes + 128 MiB
+_CONSTANT = 8 * (BLOCK_BYTES // MIB) + 128
+
+
+def test_quote_flip_lines_in_ranges_hold_a_bound_whatever_the_look_back(
+        tmp_path: Path) -> None:
+    """36 MB of lines that each flip the quote state, in ranges of 4 MiB: no window decides
+    a range's state, and the driver's pass gives it (before: each range held the whole
+    window back to the file's start, +464 MiB in 168 s)."""
+    found, grown = _peak(tmp_path, "flips.csv", _flips(1_600_000), split=4 * MIB)
+    assert found == 0
+    assert grown < _CONSTANT, f"the peak grew by {grown} MiB"
+
+
+def test_a_quoted_field_of_24_mib_of_empty_lines_holds_the_bound(tmp_path: Path) -> None:
+    """One record whose quoted field holds 24M line breaks (a position of 8 bytes for each
+    byte read): its lines are counted as it is read on, not held as positions, and the
+    bytes before it are not scanned again with it (before: +1.9 GiB at the read alone)."""
+    found, grown = _peak(tmp_path, "newlines.csv",
+                         b'a,b\n1,"' + b"\n" * (24 * MIB) + b'"\n2,x\n')
+    assert found == 0
+    assert grown < _CONSTANT, f"the peak grew by {grown} MiB"
+
+
+@pytest.mark.campaign
+@pytest.mark.parametrize("shape", ["flips", "field"])
+def test_100_mib_and_more_of_each_shape_in_ranges_hold_the_same_bound(
+        tmp_path: Path, shape: str) -> None:
+    """112 MiB of quote-flip lines in 4 ranges (before: +969 MiB in a worker, 29 s), and a
+    73 MiB quoted field in a 100 MiB file (default limit 64 MiB: one size error record,
+    read through a block at a time): the same constant bound as 36 MB."""
+    if shape == "flips":
+        data, errors = _flips(4_750_000), 0
+    else:
+        rows = "".join(f"{i},x\n" for i in range(3_000_000)).encode()
+        data = (b"a,b\n" + rows[:len(rows) // 2] + b'1,"' + b"field line\n" * 6_960_000
+                + b'"\n' + rows[len(rows) // 2:])
+        errors = 1
+    assert len(data) > 100 * MIB
+    found, grown = _peak(tmp_path, f"{shape}.csv", data, split=-(-len(data) // 4),
+                         timeout=900)
+    assert found == errors
+    assert grown < _CONSTANT, f"{shape}: the peak grew by {grown} MiB"
 
 
 _JSON = st.recursive(

@@ -13,6 +13,7 @@ from markerstore import config
 from markerstore.commit import TaskSpec
 from markerstore.ingest.charsets import UTF16
 from markerstore.ingest.header import read_header_at, starts_in, with_skip
+from markerstore.ingest.quotestates import quote_states
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.sources import list_tasks
 from markerstore.ingest.task import IngestTask, read_options, value_formats
@@ -21,14 +22,15 @@ from markerstore.ingest.task import IngestTask, read_options, value_formats
 def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None = None,
         block_bytes: int | None = None, split_bytes: int | None = None,
         extra_columns: str = "error", key: str | None = None,
-        counts: dict[str, int] | None = None, driver_header: bool = True
-        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        counts: dict[str, int] | None = None, driver_header: bool = True,
+        driver_states: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(rows, error records with their context as a dict) of ingesting `data` written to
     `path` (its extension gives the format); rows sorted by :func:`ordered` (a block
     gives the rows of its suspect records after the others). `counts` gets the source
     records and lines the parser read, as the commit does. The CSV header is read once,
     and each range told whether it drops it, as the driver does; with `driver_header`
-    false each range learns that itself."""
+    false each range learns that itself. Likewise each CSV range is told its quote state
+    (the driver's first pass), unless `driver_states` is false."""
     path.write_bytes(data)
     resolved = config.resolve(options)
     documents = resolved[config.INGEST_JSON_MULTILINE]
@@ -38,6 +40,8 @@ def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None 
         if split_bytes else list_tasks(str(path), json_documents=documents, whole_files=whole)
     tasks = with_skip(tasks, None, read_options(options), resolved[config.INGEST_CSV_SKIP],
                       split_bytes or resolved[config.INGEST_SPLIT_BYTES])
+    if driver_states:
+        tasks = quote_states(tasks, None, read_options(options))
     validator = errortable.Validator(ddl_to_arrow(ddl), key, extra_columns=extra_columns,
                                      formats=value_formats(options))
     kwargs: dict[str, Any] = {} if options is None else {"options": options}
