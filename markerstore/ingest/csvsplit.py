@@ -184,7 +184,10 @@ def parity_break(raw: np.ndarray, quotes: np.ndarray, newlines: np.ndarray | Non
     escape or a comment line may be the first."""
     outside = quotes[int(inside)::2]  # the quotes the parity places outside
     before = raw[np.maximum(outside - 1, 0)]
-    opens = (outside == 0) | (before == ord(dialect.delimiter))
+    after_delimiter = np.ones(len(outside), dtype=bool)  # its bytes (one beyond ASCII:
+    for k, byte in enumerate(reversed(dialect.delimiter_bytes), start=1):  # several)
+        after_delimiter &= (outside >= k) & (raw[np.maximum(outside - k, 0)] == byte)
+    opens = (outside == 0) | after_delimiter
     if dialect.doubled:
         opens |= before == ord(dialect.quote)
     first = None
