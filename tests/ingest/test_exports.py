@@ -273,6 +273,17 @@ def test_skip_and_null_padding_read_a_statistics_export(tmp_path: Path, split_by
         data.index(b"1991;Februar"))
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16le", "windows-1252"])
+def test_skip_counts_lines_of_the_text_in_its_encoding(tmp_path: Path, encoding: str) -> None:
+    """UTF-16 lines end with two bytes, and a UTF-16 file's byte order mark belongs to its
+    first line: the lines to skip are counted in the text the tasks read."""
+    text = 'Titel "x\nZeile 2\nid;s\n1;\u00e9\n2;"a\nb"\n'
+    codec = {"utf-16le": "utf-16-le", "windows-1252": "cp1252"}.get(encoding, encoding)
+    rows, errors = run(tmp_path / "in.csv", text.encode(codec), "id BIGINT, s STRING",
+                       options={"sep": ";", "skip": "2", "encoding": encoding})
+    assert errors == [] and rows == [{"id": 1, "s": "\u00e9"}, {"id": 2, "s": "a\nb"}]
+
+
 @pytest.mark.spark
 def test_skip_and_null_padding_through_spark(spark: Any, tmp_path: Path) -> None:
     source = tmp_path / "vpi.csv"
