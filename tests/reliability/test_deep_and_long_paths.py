@@ -17,7 +17,6 @@ from markerstore import Table
 from markerstore.errors import CorruptTableError, InvalidMarkerError, StorageError
 from markerstore.markers.base import MARKERS_DIR
 from markerstore.storage.fs import MAX_LIST_DEPTH
-from tests.server.conftest import http, mem_table, serve  # noqa: F401 (fixtures)
 from tests.support.files import exists, marked_write
 from tests.support.locations import Location
 
@@ -147,23 +146,35 @@ def test_a_partition_as_deep_as_a_listing_reads_is_a_marker(location: Location) 
     assert not table.rollback(instant, force=True).noop
 
 
-def test_batched_markers_refuse_it_too(mem_table: Table, serve: Any, http: Any) -> None:
+def test_batched_markers_refuse_it_too() -> None:
     """The client refuses it before a request, and the server (for a client that would
     not) answers 400: no segment row names it (a partition of 2,100 levels is longer than
     the 1,024 characters the server takes at all)."""
+    import json
+
+    import urllib3
+
+    from markerstore.server.app import MarkerServer
     from markerstore.server.client import MarkerClient
 
-    instant = mem_table.start_commit(heartbeat=False)
-    server = serve(mem_table)
-    client = MarkerClient(server.url, instant, table=mem_table)
-    deep = "/".join(["d"] * 300)  # 599 characters: within the server's 1,024
-    with pytest.raises(InvalidMarkerError, match="300 folders deep"):
-        client.create(deep, "a.parquet")
-    status, answer = http("POST", f"{server.url}/v1/markers/{instant}/create",
-                          {"partition": deep, "file": "a.parquet"})
-    assert status == 400 and "300 folders deep" in answer["message"]
-    assert client.all() == []
-    assert not mem_table.rollback(instant, force=True).noop
+    table = Table("memory://deep-batched/t")
+    instant = table.start_commit(heartbeat=False)
+    server = MarkerServer(table, options={"markerstore.markers.batch.interval_ms": 5})
+    server.start()
+    try:
+        client = MarkerClient(server.url, instant, table=table)
+        deep = "/".join(["d"] * 300)  # 599 characters: within the server's 1,024
+        with pytest.raises(InvalidMarkerError, match="300 folders deep"):
+            client.create(deep, "a.parquet")
+        answer = urllib3.PoolManager(retries=False, timeout=30).request(
+            "POST", f"{server.url}/v1/markers/{instant}/create",
+            body=json.dumps({"partition": deep, "file": "a.parquet"}).encode(),
+            headers={"Content-Type": "application/json"})
+        assert answer.status == 400 and "300 folders deep" in json.loads(answer.data)["message"]
+        assert client.all() == []
+    finally:
+        server.stop()
+    assert not table.rollback(instant, force=True).noop
 
 
 # A path under the depth bound but longer than the kernel takes (PATH_MAX, 4,096 bytes):
