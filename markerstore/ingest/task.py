@@ -297,10 +297,20 @@ class IngestTask:
                 return [to_json(r) for r in parsed.table.take(pa.array(rows)).to_pylist()]
             return json_payloads(block.records.take(pa.array(parsed.rows[rows])).to_pylist())
 
+        if parsed.table.num_rows == 0:  # every line a suspect: no stage to run
+            return self._no_rows(), None
         numbers = cast(Sequence[int], block.lines[parsed.rows])
         split = self.validator.split_text if fmt == "csv" else self.validator.split_typed
         good, errors = split(parsed.table, ctx, numbers, payloads)
         return good, (with_reason(errors) if errors.num_rows else None)
+
+    def _no_rows(self) -> pa.RecordBatch:
+        """An empty batch of the target schema, made once (a wide schema's costs a few
+        microseconds a column)."""
+        empty: pa.RecordBatch | None = self.__dict__.get("_empty")
+        if empty is None:
+            empty = self.__dict__["_empty"] = pa.RecordBatch.from_pylist([], schema=self.schema)
+        return empty
 
     def _reference(self, block: Block, suspects: np.ndarray, fmt: str,
                    columns: list[str] | None, ctx: Any) -> tuple[list[pa.RecordBatch],
