@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from errortable import convert as C
 from errortable import records as R
 from errortable import schema as S
-from errortable.checks import ROW_COLUMN, check_stage
+from errortable.checks import ROW_COLUMN, check_columns, check_stage
 from errortable.columnwise import convert_columns
 from errortable.config import ErrorTableConfig
 from errortable.convert import Failure
@@ -116,10 +116,12 @@ class Validator:
         return duck.local()
 
     def _validate_checks(self) -> None:
+        self.check_columns = check_columns(self.checks, self.target_schema.names)
         if not self.checks:
-            return  # registering a wide schema with DuckDB is not free
+            return
         con = duck.cursor()
-        con.register("record", self.target_schema.empty_table())
+        con.register("record", self.target_schema.empty_table().select(
+            self.check_columns).append_column(ROW_COLUMN, pa.array([], pa.int64())))
         columns = ", ".join(self.target_schema.names)
         for name, expr in self.checks.items():
             if not isinstance(name, str) or not name.strip():

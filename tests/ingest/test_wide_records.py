@@ -89,3 +89,33 @@ def test_a_wide_json_file_reads_in_time_linear_in_its_columns(tmp_path: Path) ->
 
     narrow, wide = _cpu(read(2_000)), _cpu(read(20_000))
     assert wide < 4 * narrow, (narrow, wide)
+
+
+def test_checks_read_only_the_columns_they_name() -> None:
+    """A block is registered with DuckDB with the columns the checks name (DuckDB binds a
+    table of 30,000 columns in seconds, per block); a check that reads ``*`` or
+    ``COLUMNS`` gets them all."""
+    from errortable.checks import check_columns
+
+    names = ["id", "Amount", "day", "My Col", "value", "other"]
+    assert check_columns({"a": "amount > 0 AND \"My Col\" <> 'id'", "b": "day IS NOT NULL"},
+                         names) == ["Amount", "day", "My Col"]
+    assert check_columns({"a": "value + 1 > 0"}, names) == ["value"]
+    assert check_columns({"a": "1 = 1"}, names) == []
+    assert check_columns({"a": "COLUMNS('c.*') > 0"}, names) == names
+
+    width, rows = 20_000, 5
+    schema = pa.schema([(f"c{i}", pa.int64()) for i in range(width)])
+    table = pa.table({f"c{i}": pa.array(range(rows), pa.int64()) for i in range(width)})
+
+    def split(checks: dict[str, str]) -> Callable[[], object]:
+        validator = errortable.Validator(schema, checks=checks)
+
+        def work() -> None:
+            good, errors = validator.split_typed(table, None, None, lambda r: ["{}"] * len(r))
+            assert good.num_rows + errors.num_rows == rows
+            assert errors.num_rows == (1 if checks else 0)
+        return work
+
+    plain, checked = _cpu(split({})), _cpu(split({"positive": "c1 > 0"}))
+    assert checked < 3 * plain, (plain, checked)  # registering 20,000 columns: 10 times
