@@ -333,18 +333,19 @@ class IngestTask:
     def _suspects(self, block: Block, suspects: np.ndarray, fmt: str,
                   columns: list[str] | None, ctx: Any) -> tuple[pa.RecordBatch,
                                                                 pa.Table | None]:
-        from errortable.parsing import parse_csv_block, parse_json_block
+        from errortable.jsonblock import parse_json_array
+        from errortable.parsing import parse_csv_block
 
-        texts = block.records.take(pa.array(suspects)).to_pylist()
-        numbers = block.lines[suspects].tolist()
-        offsets = block.offsets[suspects].tolist()
+        numbers = block.lines[suspects]
+        offsets = block.offsets[suspects]
         if fmt == "csv":
-            parsed = parse_csv_block(texts, ctx, header=columns,
-                                     dialect=self.read_options.dialect,
-                                     line_numbers=numbers, offsets=offsets,
-                                     options=self.parse_options)
-        else:
-            parsed = parse_json_block(texts, ctx, line_numbers=numbers, offsets=offsets,
+            parsed = parse_csv_block(block.records.take(pa.array(suspects)).to_pylist(), ctx,
+                                     header=columns, dialect=self.read_options.dialect,
+                                     line_numbers=numbers.tolist(),
+                                     offsets=offsets.tolist(), options=self.parse_options)
+        else:  # a line that fails is decided and recorded as columns
+            parsed = parse_json_array(block.records.take(pa.array(suspects)), ctx,
+                                      line_numbers=numbers, offsets=offsets,
                                       options=self.parse_options)
         good, errors = self.validator.split_records_arrow(parsed.records, ctx,
                                                           line_numbers=parsed.line_numbers)

@@ -1,0 +1,120 @@
+"""A block of JSON lines read as :func:`errortable.parsing.parse_json_block` reads them,
+with the lines that fail decided and recorded as columns.
+
+Each line is stripped as Python's ``str.strip`` strips it (a blank one is no record), and
+lines of the same text are decided once. A text whose first character starts no JSON
+value (nor is a byte order mark, and which holds at most 512 brackets) fails as Python's
+decoder fails it, ``Expecting value: line 1 column 1 (char 0)``, without being decoded:
+its scanner stops at the first character. Every other distinct text is read by
+:func:`errortable.jsontext.load_object`, as before. The error records of the failures are
+then built as columns (:func:`errortable.errorrows.parse_error_table`), so a block of
+lines that are no JSON (a file of another format) costs no Python per line: a few
+microseconds a line were spent decoding, raising and describing each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from errortable import records as R
+from errortable.config import ErrorTableConfig
+from errortable.errorrows import ParseFailures, parse_error_table
+from errortable.jsontext import MAX_DEPTH, load_object
+from errortable.parsing import BlockParse, Failure, ParseOptions, failures_table
+
+# What str.strip removes (a blank line is no record), and a JSON value's first character
+# as Python's scanner reads one (null, true, false, NaN, Infinity, -Infinity, numbers).
+PY_SPACES = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+VALUE_STARTS = '"{[-0123456789ntfNI'
+EXPECTING = ("parse", "JSONDecodeError", "Expecting value: line 1 column 1 (char 0)")
+
+
+def _no_value(texts: pa.Array) -> np.ndarray:
+    """Which texts (stripped, not empty) Python's decoder refuses at their first
+    character, as load_object would reach it: no byte order mark first, and not so many
+    brackets that the nesting is measured first."""
+    first = pc.utf8_slice_codeunits(texts, 0, 1)
+    starts = pa.array([*VALUE_STARTS, "\ufeff"], texts.type)
+    brackets = pc.add(pc.count_substring(texts, "["), pc.count_substring(texts, "{"))
+    quick = pc.and_(pc.invert(pc.is_in(first, value_set=starts)),
+                    pc.less_equal(brackets, MAX_DEPTH))
+    return pc.fill_null(quick, False).to_numpy(zero_copy_only=False)
+
+
+def _decide(distinct: pa.Array, options: ParseOptions
+            ) -> tuple[list[Any], list[int], list[BaseException | None],
+                       list[tuple[str, str, str]]]:
+    """Each distinct text's object, or the number of its failure (-1 for an object), its
+    exception (None where the first character decided), and the distinct failures."""
+    quick = _no_value(distinct)
+    values: list[Any] = [None] * len(distinct)
+    kind = [0 if q else -1 for q in quick.tolist()]
+    raised: list[BaseException | None] = [None] * len(distinct)
+    kinds: dict[tuple[str, str, str], int] = {EXPECTING: 0}
+    slow = np.flatnonzero(~quick)
+    for j, text in zip(slow.tolist(), distinct.take(pa.array(slow)).to_pylist(),
+                       strict=True):
+        try:
+            values[j] = load_object(text, options.allow_non_numeric_numbers,
+                                    options.text_columns, options.binary_columns)
+        except (ValueError, RecursionError) as exc:  # UnicodeEncodeError too
+            exc.__traceback__ = exc.__context__ = None
+            raised[j] = exc
+            key = (R.PARSE, type(exc).__name__, " ".join(str(exc).split()))
+            kind[j] = kinds.setdefault(key, len(kinds))
+    return values, kind, raised, list(kinds)
+
+
+def parse_json_array(lines: pa.Array,
+                     context: R.CaptureContext | Mapping[str, Any] | None = None, *,
+                     config: ErrorTableConfig | None = None,
+                     line_numbers: Sequence[int] | np.ndarray | None = None,
+                     offsets: Sequence[int] | np.ndarray | None = None,
+                     options: ParseOptions | None = None) -> BlockParse:
+    """:func:`errortable.parsing.parse_json_block` of an Arrow array of lines (text):
+    the same records, line numbers and error records."""
+    n = len(lines)
+    numbers = np.arange(1, n + 1, dtype=np.int64) if line_numbers is None else \
+        np.asarray(line_numbers, dtype=np.int64)
+    places = None if offsets is None else np.asarray(offsets, dtype=np.int64)
+    stripped = pc.utf8_trim(lines, characters=PY_SPACES)
+    present = np.flatnonzero(pc.fill_null(pc.not_equal(stripped, ""), False)
+                             .to_numpy(zero_copy_only=False))
+    texts = stripped.take(pa.array(present, pa.int64()))
+    encoded = texts.dictionary_encode()
+    values, kind, raised, kinds = _decide(encoded.dictionary, options or ParseOptions())
+    which = encoded.indices.to_numpy(zero_copy_only=False)
+    row_kind = np.asarray(kind, dtype=np.int32)[which] if len(which) else \
+        np.zeros(0, np.int32)
+    good = np.flatnonzero(row_kind < 0)
+    result = BlockParse([values[j] for j in which[good].tolist()],
+                        numbers[present[good]].tolist(), pa.table({}))
+    bad = np.flatnonzero(row_kind >= 0)
+    at = present[bad]
+    found = ParseFailures(
+        pa.array(numbers[at]), pa.nulls(len(at), pa.int64()) if places is None else
+        pa.array(places[at]), texts.take(pa.array(bad, pa.int64())).cast(pa.string()),
+        pa.nulls(len(at), pa.string()), pa.array(row_kind[bad]),
+        [r for r, _, _ in kinds], [c for _, c, _ in kinds], [m for _, _, m in kinds])
+    builder = R.RecordBuilder(config)
+    base = R.CaptureContext.of(context).base()
+    table = parse_error_table(builder, base, found)
+    if table is None:  # a PII policy, or a base key these records set: one by one
+        table = failures_table([
+            Failure(int(numbers[i]), text, raised[j] or _expecting(text), None,
+                    None if places is None else int(places[i]))
+            for i, j, text in zip(at.tolist(), which[bad].tolist(),
+                                  found.texts.to_pylist(), strict=True)], config, base)
+    result.errors = table
+    return result
+
+
+def _expecting(text: str) -> json.JSONDecodeError:
+    """The exception Python's decoder raises for a text that starts no JSON value."""
+    return json.JSONDecodeError("Expecting value", text, 0)
