@@ -232,7 +232,7 @@ def context_column(k: int, base: Mapping[str, str],
     return interleave_map(k, slots)
 
 
-def _repeat(value: str, k: int) -> pa.Array:
+def repeated(value: str, k: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.string()), k)
 
 
@@ -273,12 +273,12 @@ def interleave_map(k: int, slots: Sequence[tuple[Column, Column]]) -> pa.Array:
         values.take(pa.array(order[present])))
 
 
-_PARSE_KEYS = frozenset({R.SOURCE_LINE, R.SOURCE_OFFSET, R.RECORD_BASE64, R.RECORD_BYTES,
+PARSE_KEYS = frozenset({R.SOURCE_LINE, R.SOURCE_OFFSET, R.RECORD_BASE64, R.RECORD_BYTES,
                          R.RECORD_FORMAT, R.REASON, R.ERROR_CLASS, R.FINGERPRINT})
 
 
 @functools.lru_cache(maxsize=8192)
-def _parse_fingerprint(reason: str, error_class: str, message: str) -> str:
+def parse_fingerprint(reason: str, error_class: str, message: str) -> str:
     return R.fingerprint(reason, R.exception_detail(error_class, message))
 
 
@@ -303,14 +303,19 @@ class ParseFailures:
     classes: list[str]
     messages: list[str]
     extra: dict[str, pa.Array] = field(default_factory=dict)
+    safe: list[str | None] | None = None  # each failure's text under a PII policy
 
     @classmethod
     def of(cls, failures: Sequence[Any]) -> ParseFailures:
         """From ``errortable.parsing.Failure`` objects."""
         distinct: dict[tuple[str, str, str], int] = {}
-        kinds = [distinct.setdefault((f.reason, type(f.exc).__name__,
-                                      " ".join(str(f.exc).split())), len(distinct))
-                 for f in failures]
+        safe: list[str | None] = []
+        kinds = []
+        for f in failures:
+            key = (f.reason, type(f.exc).__name__, " ".join(str(f.exc).split()))
+            kinds.append(distinct.setdefault(key, len(distinct)))
+            if len(safe) < len(distinct):
+                safe.append(R.safe_exception_text(f.exc))
         reasons, classes, messages = (list(x) for x in zip(*distinct, strict=True)) \
             if distinct else ([], [], [])
         extra = {key: _strings([f.extra.get(key) for f in failures])
@@ -319,7 +324,7 @@ class ParseFailures:
                    pa.array([f.offset for f in failures], pa.int64()),
                    pa.array([f.text for f in failures], pa.string()),
                    pa.array([f.schema for f in failures], pa.string()),
-                   pa.array(kinds, pa.int32()), reasons, classes, messages, extra)
+                   pa.array(kinds, pa.int32()), reasons, classes, messages, extra, safe)
 
 
 def parse_error_table(builder: R.RecordBuilder, base: Mapping[str, str],
@@ -329,7 +334,7 @@ def parse_error_table(builder: R.RecordBuilder, base: Mapping[str, str],
     ``RecordBuilder.build`` makes one by one for them (the raw text as a JSON string, the
     exception's class and message). None when the builder has a PII policy or the base
     context holds a key these records set (the caller then builds them one by one)."""
-    if builder.protects or _PARSE_KEYS & set(base):
+    if builder.protects or PARSE_KEYS & set(base):
         return None
     found = failures if isinstance(failures, ParseFailures) else ParseFailures.of(failures)
     k = len(found.lines)
@@ -348,13 +353,13 @@ def parse_error_table(builder: R.RecordBuilder, base: Mapping[str, str],
     slots += [(R.RECORD_FORMAT, "raw"), (R.REASON, per_kind(found.reasons)),
               (R.ERROR_CLASS, per_kind(found.classes)),
               (R.FINGERPRINT, per_kind([
-                  _parse_fingerprint(r, c, t) for r, c, t in
+                  parse_fingerprint(r, c, t) for r, c, t in
                   zip(found.reasons, found.classes, found.messages, strict=True)]))]
     messages = pa.array([R.format_message(c, t, None, cap)
                          for c, t in zip(found.classes, found.messages, strict=True)],
                         pa.string())
     return pa.Table.from_arrays([
-        builder.uid.array(k), _repeat(R.now_ts(), k), found.schemas,
+        builder.uid.array(k), repeated(R.now_ts(), k), found.schemas,
         json_strings(found.texts), messages.take(pa.array(kinds)),
         interleave_map(k, slots)], schema=S.arrow_schema())
 

@@ -26,7 +26,8 @@ from errortable import records as R
 from errortable.config import ErrorTableConfig
 from errortable.errorrows import ParseFailures, parse_error_table
 from errortable.jsontext import MAX_DEPTH, load_object
-from errortable.parsing import BlockParse, Failure, ParseOptions, failures_table
+from errortable.parsing import BlockParse, Failure, ParseOptions, failure_record, failures_table
+from errortable.protectrows import protected_parse_table
 
 # What str.strip removes (a blank line is no record), and a JSON value's first character
 # as Python's scanner reads one (null, true, false, NaN, Infinity, -Infinity, numbers).
@@ -49,14 +50,15 @@ def _no_value(texts: pa.Array) -> np.ndarray:
 
 def _decide(distinct: pa.Array, options: ParseOptions
             ) -> tuple[list[Any], list[int], list[BaseException | None],
-                       list[tuple[str, str, str]]]:
+                       dict[tuple[str, str, str], str | None]]:
     """Each distinct text's object, or the number of its failure (-1 for an object), its
-    exception (None where the first character decided), and the distinct failures."""
+    exception (None where the first character decided), and the distinct failures with
+    their texts under a PII policy."""
     quick = _no_value(distinct)
     values: list[Any] = [None] * len(distinct)
     kind = [0 if q else -1 for q in quick.tolist()]
     raised: list[BaseException | None] = [None] * len(distinct)
-    kinds: dict[tuple[str, str, str], int] = {EXPECTING: 0}
+    kinds: dict[tuple[str, str, str], str | None] = {EXPECTING: EXPECTING[2]}
     slow = np.flatnonzero(~quick)
     for j, text in zip(slow.tolist(), distinct.take(pa.array(slow)).to_pylist(),
                        strict=True):
@@ -67,8 +69,10 @@ def _decide(distinct: pa.Array, options: ParseOptions
             exc.__traceback__ = exc.__context__ = None
             raised[j] = exc
             key = (R.PARSE, type(exc).__name__, " ".join(str(exc).split()))
-            kind[j] = kinds.setdefault(key, len(kinds))
-    return values, kind, raised, list(kinds)
+            if key not in kinds:
+                kinds[key] = R.safe_exception_text(exc)
+            kind[j] = list(kinds).index(key)
+    return values, kind, raised, kinds
 
 
 def parse_json_array(lines: pa.Array,
@@ -101,16 +105,23 @@ def parse_json_array(lines: pa.Array,
         pa.array(numbers[at]), pa.nulls(len(at), pa.int64()) if places is None else
         pa.array(places[at]), texts.take(pa.array(bad, pa.int64())).cast(pa.string()),
         pa.nulls(len(at), pa.string()), pa.array(row_kind[bad]),
-        [r for r, _, _ in kinds], [c for _, c, _ in kinds], [m for _, _, m in kinds])
+        [r for r, _, _ in kinds], [c for _, c, _ in kinds], [m for _, _, m in kinds],
+        safe=list(kinds.values()))
     builder = R.RecordBuilder(config)
     base = R.CaptureContext.of(context).base()
+
+    def one_by_one(rows: list[int]) -> list[Failure]:
+        texts = found.texts.take(pa.array(rows, pa.int64())).to_pylist()
+        return [Failure(int(numbers[at[r]]), text, raised[int(which[bad[r]])] or
+                        _expecting(text), None, None if places is None else int(places[at[r]]))
+                for r, text in zip(rows, texts, strict=True)]
+
     table = parse_error_table(builder, base, found)
-    if table is None:  # a PII policy, or a base key these records set: one by one
-        table = failures_table([
-            Failure(int(numbers[i]), text, raised[j] or _expecting(text), None,
-                    None if places is None else int(places[i]))
-            for i, j, text in zip(at.tolist(), which[bad].tolist(),
-                                  found.texts.to_pylist(), strict=True)], config, base)
+    if table is None:  # a PII policy: as columns, but the rows its sweep changes
+        table = protected_parse_table(builder, base, found, lambda rows: [
+            failure_record(builder, base, f) for f in one_by_one(rows)])
+    if table is None:  # a base key these records set: one by one
+        table = failures_table(one_by_one(list(range(len(at)))), config, base)
     result.errors = table
     return result
 

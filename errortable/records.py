@@ -332,7 +332,7 @@ class RecordBuilder:
             own[PARTITION_PATH] = {part.partition("=")[2] for part in
                                    (context.get(PARTITION_PATH) or "").split("/")}
         for key, value in context.items():
-            if key in _GENERATED_KEYS or not isinstance(value, str):
+            if key in GENERATED_KEYS or not isinstance(value, str):
                 continue
             mine = own.get(key)
             context[key] = sweep(value, [s for s in secrets if s not in mine] if mine
@@ -449,7 +449,7 @@ class RecordBuilder:
 
 
 # Context entries the builder writes itself (names, counts, hashes: no record data).
-_GENERATED_KEYS = frozenset({REASON, ERROR_CLASS, FINGERPRINT, COLUMN, CHECK, FAILED_CHECKS,
+GENERATED_KEYS = frozenset({REASON, ERROR_CLASS, FINGERPRINT, COLUMN, CHECK, FAILED_CHECKS,
                              SOURCE_LINE, SOURCE_OFFSET, PAYLOAD, REDACTED_FIELDS,
                              RECORD_FORMAT, RECORD_KEY_FIELD, COMMIT_TIME, TASK_ATTEMPT})
 _CLASS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,200}$")

@@ -28,7 +28,8 @@ PIECES = ["x", "abc", "1,2,3", '"a","b"', "{", "}", "[", "]", '{"a": 1}', '{"a":
           "null", "nul", "true", "tru", "-", "-x", "-1", "NaN", "Infinity", "-Infinity",
           "\ufeff", " ", "\t", "\u3000", "\u2028", "\x1c", "\x00", "\x07", "\\", '"', "é",
           "\U0001f600", '{"b": "\\ud800"}', "1e400", '{"a": [' + "[" * 600 + "]" * 600 + "]}",
-          "[" * 513, "{" * 300 + "[" * 300, "<xml/>", "a,b\n", "x" * 2500, "'q'", "0", "01"]
+          "[" * 513, "{" * 300 + "[" * 300, "<xml/>", "a,b\n", "x" * 2500, "'q'", "0", "01",
+          "value", "line 1", "s3://in", "char 0)", "Expecting", "  ", "\n"]
 CONTEXT = dict(task_attempt="t-1", source_file="s3://in/x", commit_time="20261122000000000",
                table_name="t", table_path="/w/t")
 
@@ -114,3 +115,27 @@ def test_lines_are_decided_a_distinct_text_at_a_time(monkeypatch: pytest.MonkeyP
     assert messages[-1] == "JSONDecodeError: Extra data: line 1 column 2 (char 1)"
     assert parsed.errors.column("record").to_pylist()[:2] == [
         json.dumps("row 0, not json"), json.dumps("row 1, not json")]
+
+
+@pytest.mark.parametrize("policy", [{"drop_payload": True}, {"redact": ("a", "b")}])
+def test_under_a_pii_policy_only_the_swept_rows_are_built_one_by_one(
+        monkeypatch: pytest.MonkeyPatch, policy: dict[str, Any]) -> None:
+    """A text whose spelling is inside the message or a context value is swept out of
+    them, built one by one; the others as columns, the same records."""
+    from errortable import parsing
+
+    built: list[str] = []
+    real = parsing.failure_record
+
+    def counting(builder: Any, base: Any, failure: Any) -> Any:
+        built.append(failure.text)
+        return real(builder, base, failure)
+
+    lines = [f"not json {i}" for i in range(500)] + ["value", "s3://in", "col 'x'\tvalue"]
+    old, _ = _both(lines, ErrorTableConfig(**policy))
+    monkeypatch.setattr(jsonblock, "failure_record", counting)
+    _, new = _both(lines, ErrorTableConfig(**policy))
+    _same(old, new)
+    assert built == ["value", "s3://in"]  # the third: no spelling inside them
+    messages = [r["message"] for r in new.errors.to_pylist()]
+    assert messages[-3] == "JSONDecodeError: Expecting [REDACTED]: line 1 column 1 (char 0)"
