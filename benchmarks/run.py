@@ -21,7 +21,7 @@ from markerstore._optional import import_optional
 MODULES = ("benchmarks.bench_markers", "benchmarks.bench_hudi_scale", "benchmarks.bench_writer",
            "benchmarks.bench_errortable", "benchmarks.bench_source", "benchmarks.bench_verify",
            "benchmarks.bench_scale", "benchmarks.bench_ingest", "benchmarks.bench_csv_split",
-           "benchmarks.bench_report", "benchmarks.bench_formats")
+           "benchmarks.bench_report", "benchmarks.bench_formats", "benchmarks.bench_ingest_shapes")
 
 
 def main(argv: list[str] | None = None) -> int:

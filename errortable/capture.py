@@ -213,14 +213,16 @@ class Validator:
         target_names = set(self.target_schema.names)
         pre: dict[int, RowFailure] = {}
         if self.extra_columns == "error":
+            alike: dict[tuple[str, ...], RowFailure] = {}  # one object per set of fields
             for i, record in enumerate(records):
-                unknown = sorted(set(record) - target_names)
-                if unknown:
-                    pre[i] = RowFailure("schema", "unknown:" + ",".join(unknown), "SchemaError",
-                                        f"field(s) {', '.join(map(repr, unknown))} are not "
-                                        "in the target schema", unknown,
-                                        safe_text=f"field(s) {', '.join(map(repr, unknown))} "
-                                        "are not in the target schema")
+                extra = record.keys() - target_names
+                if extra:
+                    unknown = tuple(sorted(extra))
+                    pre[i] = alike.get(unknown) or alike.setdefault(unknown, RowFailure(
+                        "schema", "unknown:" + ",".join(unknown), "SchemaError",
+                        f"field(s) {', '.join(map(repr, unknown))} are not in the target "
+                        "schema", list(unknown), safe_text=f"field(s) "
+                        f"{', '.join(map(repr, unknown))} are not in the target schema"))
         fields = self._fields
         arrays, failures = convert_columns(
             fields, [[r.get(f.name) for r in records] for f in fields], n,

@@ -14,7 +14,6 @@ microseconds a line were spent decoding, raising and describing each.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,10 +41,54 @@ def _no_value(texts: pa.Array) -> np.ndarray:
     brackets that the nesting is measured first."""
     first = pc.utf8_slice_codeunits(texts, 0, 1)
     starts = pa.array([*VALUE_STARTS, "\ufeff"], texts.type)
-    brackets = pc.add(pc.count_substring(texts, "["), pc.count_substring(texts, "{"))
-    quick = pc.and_(pc.invert(pc.is_in(first, value_set=starts)),
-                    pc.less_equal(brackets, MAX_DEPTH))
+    quick = pc.and_(pc.invert(pc.is_in(first, value_set=starts)), _few_brackets(texts))
     return pc.fill_null(quick, False).to_numpy(zero_copy_only=False)
+
+
+def _few_brackets(texts: pa.Array) -> pa.Array:
+    """Not so many brackets that load_object measures the nesting first."""
+    return pc.less_equal(pc.add(pc.count_substring(texts, "["),
+                                pc.count_substring(texts, "{")), MAX_DEPTH)
+
+
+# A JSON number as Python's scanner reads one (a fraction or an exponent only when digits
+# follow), the JSON white space after it, and the character after that (none: the end).
+_NUMBER = (r"^(?P<num>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?P<exp>[eE][-+]?(?P<digits>[0-9]+))?)"
+           r"(?P<ws>[ \t\r]*)(?P<rest>.?)")
+NUMBER_CHARS = 200  # no such number (exponent of 2 digits at most) overflows a double
+
+
+def _numbers(texts: pa.Array) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
+    """The texts that start with a JSON number, read as Python's decoder reads them: the
+    number then more than white space is "Extra data" where that starts; the number alone
+    is no object. Short numbers only (no int or float conversion can fail), no line break
+    (the position is on line 1). Their failures (-1: not decided here)."""
+    found = pc.extract_regex(texts, _NUMBER)
+    valid = np.asarray(pc.and_(pc.is_valid(found), pc.and_(
+        pc.invert(pc.match_substring(texts, "\n")), _few_brackets(texts)))
+        .to_numpy(zero_copy_only=False), bool)
+    number, exponent, digits, space, rest = (pc.fill_null(found.field(f), "")
+                                             for f in ("num", "exp", "digits", "ws", "rest"))
+    short = pc.and_(pc.less_equal(pc.utf8_length(number), NUMBER_CHARS),
+                    pc.less_equal(pc.utf8_length(digits), 2))
+    valid &= np.asarray(pc.fill_null(short, False).to_numpy(zero_copy_only=False), bool)
+    at = pc.add(pc.utf8_length(number), pc.utf8_length(space)).to_numpy(
+        zero_copy_only=False)
+    ends = pc.equal(rest, "").to_numpy(zero_copy_only=False)
+    fraction = pc.or_(pc.match_substring(number, "."), pc.not_equal(exponent, ""))
+    floats = fraction.to_numpy(zero_copy_only=False)
+    failures: list[tuple[str, str, str]] = []
+    for ok, pos, end, is_float in zip(valid.tolist(), at.tolist(), ends.tolist(),
+                                      floats.tolist(), strict=True):
+        if not ok:
+            failures.append(("", "", ""))
+        elif end:
+            failures.append((R.PARSE, "InvalidJson", "expected a JSON object, got "
+                             + ("JsonFloat" if is_float else "int")))
+        else:
+            failures.append((R.PARSE, "JSONDecodeError",
+                             f"Extra data: line 1 column {pos + 1} (char {pos})"))
+    return valid, failures
 
 
 def _decide(distinct: pa.Array, options: ParseOptions
@@ -59,6 +102,14 @@ def _decide(distinct: pa.Array, options: ParseOptions
     kind = [0 if q else -1 for q in quick.tolist()]
     raised: list[BaseException | None] = [None] * len(distinct)
     kinds: dict[tuple[str, str, str], str | None] = {EXPECTING: EXPECTING[2]}
+    numbers, failures = _numbers(distinct)
+    numbers &= ~quick
+    for j in np.flatnonzero(numbers).tolist():  # a few distinct failures: their kinds
+        key = failures[j]
+        if key not in kinds:
+            kinds[key] = key[2]  # a JSONDecodeError's (or a ShapeError's) own text
+        kind[j] = list(kinds).index(key)
+    quick |= numbers
     slow = np.flatnonzero(~quick)
     for j, text in zip(slow.tolist(), distinct.take(pa.array(slow)).to_pylist(),
                        strict=True):
@@ -113,7 +164,8 @@ def parse_json_array(lines: pa.Array,
     def one_by_one(rows: list[int]) -> list[Failure]:
         texts = found.texts.take(pa.array(rows, pa.int64())).to_pylist()
         return [Failure(int(numbers[at[r]]), text, raised[int(which[bad[r]])] or
-                        _expecting(text), None, None if places is None else int(places[at[r]]))
+                        _exception(text, options or ParseOptions()), None,
+                        None if places is None else int(places[at[r]]))
                 for r, text in zip(rows, texts, strict=True)]
 
     table = parse_error_table(builder, base, found)
@@ -126,6 +178,12 @@ def parse_json_array(lines: pa.Array,
     return result
 
 
-def _expecting(text: str) -> json.JSONDecodeError:
-    """The exception Python's decoder raises for a text that starts no JSON value."""
-    return json.JSONDecodeError("Expecting value", text, 0)
+def _exception(text: str, options: ParseOptions) -> BaseException:
+    """The exception of a text decided on the column, for a record built one by one:
+    load_object's own, decoding it after all."""
+    try:
+        load_object(text, options.allow_non_numeric_numbers, options.text_columns,
+                    options.binary_columns)
+    except (ValueError, RecursionError) as exc:
+        return exc
+    raise AssertionError(f"{text!r} was decided as a failure, and decodes")

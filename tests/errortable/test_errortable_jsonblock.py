@@ -29,7 +29,8 @@ PIECES = ["x", "abc", "1,2,3", '"a","b"', "{", "}", "[", "]", '{"a": 1}', '{"a":
           "\ufeff", " ", "\t", "\u3000", "\u2028", "\x1c", "\x00", "\x07", "\\", '"', "é",
           "\U0001f600", '{"b": "\\ud800"}', "1e400", '{"a": [' + "[" * 600 + "]" * 600 + "]}",
           "[" * 513, "{" * 300 + "[" * 300, "<xml/>", "a,b\n", "x" * 2500, "'q'", "0", "01",
-          "value", "line 1", "s3://in", "char 0)", "Expecting", "  ", "\n"]
+          "value", "line 1", "s3://in", "char 0)", "Expecting", "  ", "\n", "1.5", ".5",
+          "e", "E+", "e-9", "99", "-0", "1e99", "12345678901234567890", "\r", "9" * 199]
 CONTEXT = dict(task_attempt="t-1", source_file="s3://in/x", commit_time="20261122000000000",
                table_name="t", table_path="/w/t")
 
@@ -91,8 +92,9 @@ def test_uid_arrays_are_the_uids_of_as_many_calls() -> None:
 
 def test_lines_are_decided_a_distinct_text_at_a_time(monkeypatch: pytest.MonkeyPatch
                                                      ) -> None:
-    """10,000 distinct lines that start no JSON value decode none; 10,000 copies of one
-    line that does decode it once; no error record is built one by one."""
+    """10,000 distinct lines that start no JSON value, or with a number, decode none;
+    10,000 copies of one line that does decode it once; no error record is built one by
+    one."""
     decoded: list[str] = []
     real = jsonblock.load_object
 
@@ -106,13 +108,17 @@ def test_lines_are_decided_a_distinct_text_at_a_time(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(jsonblock, "load_object", counting)
     monkeypatch.setattr(R.RecordBuilder, "build", never)
     garbage = [f"row {i}, not json" for i in range(10_000)]
-    parsed = parse_json_array(pa.array(garbage + ["1,2,3"] * 10_000 + ['{"a": 1}'] * 3))
-    assert sorted(set(decoded)) == ["1,2,3", '{"a": 1}'] and len(decoded) == 2
-    assert parsed.errors.num_rows == 20_000 and parsed.records == [{"a": 1}] * 3
-    assert parsed.line_numbers == [20_001, 20_002, 20_003]
+    csv = [f"{i},name {i},2024-01-01" for i in range(10_000)]
+    parsed = parse_json_array(pa.array(garbage + csv + ['"a","b"'] * 10_000
+                                       + ['{"a": 1}'] * 3))
+    assert sorted(decoded) == ['"a","b"', '{"a": 1}']
+    assert parsed.errors.num_rows == 30_000 and parsed.records == [{"a": 1}] * 3
+    assert parsed.line_numbers == [30_001, 30_002, 30_003]
     messages = parsed.errors.column("message").to_pylist()
     assert messages[0] == "JSONDecodeError: Expecting value: line 1 column 1 (char 0)"
-    assert messages[-1] == "JSONDecodeError: Extra data: line 1 column 2 (char 1)"
+    assert messages[10_000] == "JSONDecodeError: Extra data: line 1 column 2 (char 1)"
+    assert messages[19_999] == "JSONDecodeError: Extra data: line 1 column 5 (char 4)"
+    assert messages[-1] == "JSONDecodeError: Extra data: line 1 column 4 (char 3)"
     assert parsed.errors.column("record").to_pylist()[:2] == [
         json.dumps("row 0, not json"), json.dumps("row 1, not json")]
 

@@ -1,0 +1,272 @@
+"""Ingest benchmark of two shapes (issue 38): wide records, and blocks that are all errors.
+
+1. Wide records: CSV files of 1,000, 10,000 and 100,000 columns side by side. End to end,
+   ``ingest()`` (``local[2]``, the schema inferred) of 100 records each: the seconds per
+   column against 1,000 columns' (linear in the columns: 1x). In one process, the task's
+   own work (read, parse, validate, write Parquet) over the same number of values at
+   every width, in CPU time: per value against 1,000 columns'.
+2. Blocks that are all errors against one of good records, in one process (so per core),
+   in records per CPU-second: the task's work (read, parse, validate, build the error
+   records, write the error file or the data file) over 2,000,000 one-byte bad JSON lines
+   and over 2,000,000 good ones; and two files of errors of other shapes: CSV lines read
+   as JSON (another format: each line decoded by Python's JSON decoder) and JSON objects
+   with a member the schema lacks (another schema: each a record, then an error). End to
+   end, ``ingest()`` of the bad file and of the good one side by side.
+
+Run: ``python -m benchmarks.run --only shapes [--quick]``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+WIDTHS = (1_000, 10_000, 100_000)
+CORES = 2
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores"
+
+
+def _wide_csv(path: str, width: int, rows: int) -> None:
+    with open(path, "w") as handle:
+        handle.write(",".join(f"c{i}" for i in range(width)) + "\n")
+        for r in range(rows):
+            handle.write(",".join(str(r * width + i) for i in range(width)) + "\n")
+
+
+def _task(schema: pa.Schema) -> Any:
+    import errortable
+    from markerstore.commit import TaskSpec
+    from markerstore.ingest.task import IngestTask
+
+    return IngestTask(TaskSpec("file:///unused", "i", "u", "direct"),
+                      errortable.Validator(schema), errortable.CaptureContext)
+
+
+def _results(path: str, schema: pa.Schema, header: bool) -> Iterator[tuple[Any, Any]]:
+    """The task's blocks of `path` (good rows, error rows), as a Spark task reads them."""
+    import errortable
+    from markerstore.ingest.header import read_header_at
+    from markerstore.ingest.sources import list_tasks
+    from markerstore.ingest.task import read_options
+
+    task = _task(schema)
+    for split in list_tasks(path):
+        text = read_header_at(split, None, read_options(None)).text if header else None
+        ctx = errortable.CaptureContext(task_attempt="bench", source_file=split.url,
+                                        commit_time="20260101000000000", table_name="t",
+                                        table_path="/bench/t")
+        yield from task.results(split, text, ctx)
+
+
+def _work(path: str, schema: pa.Schema, out: str, header: bool = False) -> dict[str, float]:
+    """The task's work over `path` in CPU seconds: its blocks, the data file and the
+    error file (Parquet, as the task writers write them)."""
+    from errortable.files import ErrorFileWriter
+
+    started = time.process_time()
+    data: pq.ParquetWriter | None = None
+    errors: ErrorFileWriter | None = None
+    records = 0
+    with open(out + ".errors.parquet", "wb") as handle:
+        for good, bad in _results(path, schema, header):
+            records += good.num_rows + (0 if bad is None else bad.num_rows)
+            if good.num_rows:
+                data = data or pq.ParquetWriter(out + ".parquet", good.schema,
+                                                compression="snappy")
+                data.write_table(good)
+            if bad is not None and bad.num_rows:
+                errors = errors or ErrorFileWriter(handle, "parquet")
+                errors.write_arrow(bad.drop_columns(["reason"]))
+        if errors is not None:
+            errors.close()
+    if data is not None:
+        data.close()
+    cpu = time.process_time() - started
+    return {"records": records, "cpu": cpu, "rate": records / cpu if cpu else 0.0}
+
+
+def wide_in_process(base: str, values: int) -> list[dict[str, Any]]:
+    """Per width: the task's work over `values` values, and the schema's inference."""
+    from markerstore.ingest.infer import infer_schema
+    from markerstore.ingest.sources import list_tasks
+
+    found = []
+    for width in WIDTHS:
+        path = os.path.join(base, f"wide-{width}.csv")
+        _wide_csv(path, width, values // width)
+        started = time.process_time()
+        schema = infer_schema(list_tasks(path), None, {})
+        inferred = time.process_time() - started
+        work = _work(path, schema, os.path.join(base, f"wide-{width}"), header=True)
+        found.append({"width": width, "rows": values // width, "infer": inferred, **work})
+        os.remove(path)
+    return found
+
+
+def _ingest(spark: Any, source: str, table: str, **kwargs: Any) -> tuple[float, Any]:
+    from markerstore.ingest.pipeline import ingest
+
+    started = time.perf_counter()
+    result = ingest(source, table, spark=spark, progress=False, markers="direct", **kwargs)
+    return time.perf_counter() - started, result
+
+
+def wide_end_to_end(spark: Any, base: str, rows: int) -> list[dict[str, Any]]:
+    found = []
+    warm = os.path.join(base, "warm.csv")
+    _wide_csv(warm, WIDTHS[0], rows)
+    _ingest(spark, warm, os.path.join(base, "warm-t"))  # workers and caches: not measured
+    for width in WIDTHS:
+        path = os.path.join(base, f"e2e-{width}.csv")
+        _wide_csv(path, width, rows)
+        seconds, result = _ingest(spark, path, os.path.join(base, f"e2e-{width}-t"))
+        assert result.commit.rows_written == rows, result.summary()
+        found.append({"width": width, "rows": rows, "seconds": seconds,
+                      "job": result.commit.timings.get("job", 0.0)})
+        shutil.rmtree(os.path.join(base, f"e2e-{width}-t"), ignore_errors=True)
+        os.remove(path)
+    return found
+
+
+SHAPES: dict[str, Callable[[int], bytes]] = {
+    "good": lambda i: b'{"a": %d}\n' % i,
+    "bad": lambda i: b"x\n",
+    "another format (CSV read as JSON)": lambda i: b"%d,name %d,2024-01-01\n" % (i, i),
+    "another schema (a member it lacks)": lambda i: b'{"b": %d}\n' % i,
+}
+
+
+def blocks(base: str, lines: int) -> list[dict[str, Any]]:
+    from markerstore.ingest.schema import ddl_to_arrow
+
+    schema = ddl_to_arrow("a BIGINT")
+    found = []
+    for name, line in SHAPES.items():
+        path = os.path.join(base, "block.json")
+        with open(path, "wb") as handle:
+            for start in range(0, lines, 100_000):
+                handle.write(b"".join(line(i) for i in range(start, min(lines,
+                                                                          start + 100_000))))
+        found.append({"shape": name, "lines": lines, "bytes": os.path.getsize(path),
+                      **_work(path, schema, os.path.join(base, "block"))})
+        os.remove(path)
+    return found
+
+
+def blocks_end_to_end(spark: Any, base: str, lines: int) -> list[dict[str, Any]]:
+    found = []
+    for name in ("good", "bad"):
+        source = os.path.join(base, f"e2e-{name}")
+        os.makedirs(source)
+        with open(os.path.join(source, "x.json"), "wb") as handle:
+            handle.write(b"".join(SHAPES[name](i) for i in range(lines)))
+        seconds, result = _ingest(spark, source, os.path.join(base, f"e2e-{name}-t"),
+                                  schema="a BIGINT")
+        assert result.rows_read == lines, result.summary()
+        found.append({"shape": name, "seconds": seconds,
+                      "errors": sum(result.error_records.values())})
+    return found
+
+
+def _guard(measure: Callable[[], Any], failed: Any) -> Any:
+    try:
+        return measure()
+    except Exception as exc:  # reported in the section, not the end of the run
+        print(f"   failed: {type(exc).__name__}: {exc}", flush=True)
+        return failed
+
+
+def run(quick: bool = False) -> str:
+    from markerstore.ingest.pipeline import spark_session
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    base = tempfile.mkdtemp(prefix="bench-shapes-")
+    load_before = _load()
+    values = 200_000 if quick else 2_000_000
+    lines = 200_000 if quick else 2_000_000
+    try:
+        wide = _guard(lambda: wide_in_process(base, values), [])
+        bad = _guard(lambda: blocks(base, lines), [])
+        spark = spark_session(f"local[{CORES}]")
+        try:
+            wide_e2e = _guard(lambda: wide_end_to_end(spark, base, 10 if quick else 100), [])
+            bad_e2e = _guard(lambda: blocks_end_to_end(spark, base, lines), [])
+        finally:
+            spark.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return _markdown(wide, wide_e2e, bad, bad_e2e, quick, load_before, _load())
+
+
+def _markdown(wide: list[dict[str, Any]], wide_e2e: list[dict[str, Any]],
+              bad: list[dict[str, Any]], bad_e2e: list[dict[str, Any]], quick: bool,
+              load_before: str, load_after: str) -> str:
+    lines = ["## Ingest shapes: wide records, and blocks that are all errors (issue 38)", "",
+             f"Load average before the run: {load_before}; after: {load_after} (the machine "
+             "is shared: the ratios, measured side by side, are what count)"
+             f"{'; quick sizes' if quick else ''}.", ""]
+    if wide_e2e:
+        first = wide_e2e[0]["seconds"] / wide_e2e[0]["width"]
+        lines += ["### Wide records end to end: `ingest()` of 100 records, `local[2]`", "",
+                  "| columns | values | seconds | Spark job s | seconds per 1,000 columns "
+                  "| against 1,000 columns |", "|---:|---:|---:|---:|---:|---:|"]
+        for r in wide_e2e:
+            per = r["seconds"] / r["width"]
+            lines.append(f"| {r['width']:,} | {r['width'] * r['rows']:,} | "
+                         f"{r['seconds']:.1f} | {r['job']:.1f} | {1000 * per:.2f} | "
+                         f"**{per / first:.2f}x** |")
+        lines.append("")
+    if wide:
+        first = wide[0]["cpu"] / wide[0]["records"] / wide[0]["width"]
+        lines += ["### Wide records in one process: the task's work over the same values",
+                  "", "CPU seconds of one process (a Spark task's work: read, parse, validate,"
+                  " write Parquet); inference (the driver's, the first 2,000 records) apart.",
+                  "", "| columns | records | task CPU s | us per value | against 1,000 "
+                  "columns | inference CPU s |", "|---:|---:|---:|---:|---:|---:|"]
+        for r in wide:
+            per = r["cpu"] / r["records"] / r["width"]
+            lines.append(f"| {r['width']:,} | {r['records']:,} | {r['cpu']:.2f} | "
+                         f"{per * 1e6:.3f} | **{per / first:.2f}x** | {r['infer']:.2f} |")
+        lines.append("")
+    if bad:
+        good = bad[0]["rate"]
+        lines += ["### Blocks that are all errors, per core", "",
+                  "CPU seconds of one process: a Spark task's work (read, parse, validate, "
+                  "build the error records, write the error file or the data file; Parquet) "
+                  "over one file of JSON lines, schema `a BIGINT`.", "",
+                  "| file | lines | bytes | CPU s | records/s per core | good / this |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for r in bad:
+            lines.append(f"| {r['shape']} | {r['lines']:,} | {r['bytes']:,} | "
+                         f"{r['cpu']:.2f} | {r['rate']:,.0f} | "
+                         f"**{good / r['rate']:.1f}x** |")
+        lines += ["", "Target: at least 200,000 records/s per core for the bad block, "
+                  "and a few times the good block's time at most.", ""]
+    if bad_e2e:
+        good = bad_e2e[0]["seconds"]
+        lines += ["### The same two files end to end: `ingest()`, `local[2]`", "",
+                  "| file | seconds | error records | records/s per core | against good |",
+                  "|---|---:|---:|---:|---:|"]
+        for r in bad_e2e:
+            n = bad[0]["lines"] if bad else 0
+            lines.append(f"| {r['shape']} | {r['seconds']:.2f} | {r['errors']:,} | "
+                         f"{n / r['seconds'] / CORES:,.0f} | "
+                         f"**{r['seconds'] / good:.1f}x** |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(run(quick="--quick" in sys.argv))
