@@ -1,10 +1,10 @@
 """Ingest benchmark of two shapes (issue 38): wide records, and blocks that are all errors.
 
-1. Wide records: CSV files of 1,000, 10,000 and 100,000 columns side by side. End to end,
-   ``ingest()`` (``local[2]``, the schema inferred) of 100 records each: the seconds per
+1. Wide records: CSV files of 100 records of 1,000, 10,000 and 100,000 columns side by
+   side. End to end, ``ingest()`` (``local[2]``, the schema inferred): the seconds per
    column against 1,000 columns' (linear in the columns: 1x). In one process, the task's
-   own work (read, parse, validate, write Parquet) over the same number of values at
-   every width, in CPU time: per value against 1,000 columns'.
+   own work (read, parse, validate, write Parquet) in CPU time, per column against
+   1,000 columns'.
 2. Blocks that are all errors against one of good records, in one process (so per core),
    in records per CPU-second: the task's work (read, parse, validate, build the error
    records, write the error file or the data file) over 2,000,000 one-byte bad JSON lines
@@ -97,20 +97,20 @@ def _work(path: str, schema: pa.Schema, out: str, header: bool = False) -> dict[
     return {"records": records, "cpu": cpu, "rate": records / cpu if cpu else 0.0}
 
 
-def wide_in_process(base: str, values: int) -> list[dict[str, Any]]:
-    """Per width: the task's work over `values` values, and the schema's inference."""
+def wide_in_process(base: str, rows: int) -> list[dict[str, Any]]:
+    """Per width: the task's work over `rows` records, and the schema's inference."""
     from markerstore.ingest.infer import infer_schema
     from markerstore.ingest.sources import list_tasks
 
     found = []
     for width in WIDTHS:
         path = os.path.join(base, f"wide-{width}.csv")
-        _wide_csv(path, width, values // width)
+        _wide_csv(path, width, rows)
         started = time.process_time()
         schema = infer_schema(list_tasks(path), None, {})
         inferred = time.process_time() - started
         work = _work(path, schema, os.path.join(base, f"wide-{width}"), header=True)
-        found.append({"width": width, "rows": values // width, "infer": inferred, **work})
+        found.append({"width": width, "rows": rows, "infer": inferred, **work})
         os.remove(path)
     return found
 
@@ -194,20 +194,33 @@ def run(quick: bool = False) -> str:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     base = tempfile.mkdtemp(prefix="bench-shapes-")
     load_before = _load()
-    values = 200_000 if quick else 2_000_000
+    rows = 10 if quick else 100
     lines = 200_000 if quick else 2_000_000
     try:
-        wide = _guard(lambda: wide_in_process(base, values), [])
+        wide = _guard(lambda: wide_in_process(base, rows), [])
         bad = _guard(lambda: blocks(base, lines), [])
         spark = spark_session(f"local[{CORES}]")
         try:
-            wide_e2e = _guard(lambda: wide_end_to_end(spark, base, 10 if quick else 100), [])
+            wide_e2e = _guard(lambda: wide_end_to_end(spark, base, rows), [])
             bad_e2e = _guard(lambda: blocks_end_to_end(spark, base, lines), [])
         finally:
             spark.stop()
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return _markdown(wide, wide_e2e, bad, bad_e2e, quick, load_before, _load())
+
+
+def _by_width(rows: list[dict[str, Any]], key: str, title: str, text: list[str],
+              header: str, cells: Callable[[dict[str, Any], float], str],
+              after: Callable[[dict[str, Any]], str] = lambda r: "") -> list[str]:
+    """A table of one measure (`key`) per width, each row's measure per column against
+    the first width's (linear in the columns: 1x)."""
+    first = rows[0][key] / rows[0]["width"]
+    lines = [title, "", *text, header, "|---:" * (header.count("|") - 1) + "|"]
+    for r in rows:
+        per = r[key] / r["width"]
+        lines.append(f"{cells(r, per)} **{per / first:.2f}x** |{after(r)}")
+    return [*lines, ""]
 
 
 def _markdown(wide: list[dict[str, Any]], wide_e2e: list[dict[str, Any]],
@@ -218,28 +231,24 @@ def _markdown(wide: list[dict[str, Any]], wide_e2e: list[dict[str, Any]],
              "is shared: the ratios, measured side by side, are what count)"
              f"{'; quick sizes' if quick else ''}.", ""]
     if wide_e2e:
-        first = wide_e2e[0]["seconds"] / wide_e2e[0]["width"]
-        lines += ["### Wide records end to end: `ingest()` of 100 records, `local[2]`", "",
-                  "| columns | values | seconds | Spark job s | seconds per 1,000 columns "
-                  "| against 1,000 columns |", "|---:|---:|---:|---:|---:|---:|"]
-        for r in wide_e2e:
-            per = r["seconds"] / r["width"]
-            lines.append(f"| {r['width']:,} | {r['width'] * r['rows']:,} | "
-                         f"{r['seconds']:.1f} | {r['job']:.1f} | {1000 * per:.2f} | "
-                         f"**{per / first:.2f}x** |")
-        lines.append("")
+        lines += _by_width(
+            wide_e2e, "seconds", f"### Wide records end to end: `ingest()` of "
+            f"{wide_e2e[0]['rows']} records, `local[2]`", [],
+            "| columns | values | seconds | Spark job s | seconds per 1,000 columns "
+            "| against 1,000 columns |", lambda r, per: (
+                f"| {r['width']:,} | {r['width'] * r['rows']:,} | {r['seconds']:.1f} | "
+                f"{r['job']:.1f} | {1000 * per:.2f} |"))
     if wide:
-        first = wide[0]["cpu"] / wide[0]["records"] / wide[0]["width"]
-        lines += ["### Wide records in one process: the task's work over the same values",
-                  "", "CPU seconds of one process (a Spark task's work: read, parse, validate,"
-                  " write Parquet); inference (the driver's, the first 2,000 records) apart.",
-                  "", "| columns | records | task CPU s | us per value | against 1,000 "
-                  "columns | inference CPU s |", "|---:|---:|---:|---:|---:|---:|"]
-        for r in wide:
-            per = r["cpu"] / r["records"] / r["width"]
-            lines.append(f"| {r['width']:,} | {r['records']:,} | {r['cpu']:.2f} | "
-                         f"{per * 1e6:.3f} | **{per / first:.2f}x** | {r['infer']:.2f} |")
-        lines.append("")
+        lines += _by_width(
+            wide, "cpu", f"### Wide records in one process: the task's work over "
+            f"{wide[0]['rows']} records", ["CPU seconds of one process (a Spark task's work: "
+                                           "read, parse, validate, write Parquet); inference "
+                                           "(the driver's, of the same records) apart.", ""],
+            "| columns | task CPU s | us per value | CPU s per 1,000 columns | against 1,000 "
+            "columns | inference CPU s |", lambda r, per: (
+                f"| {r['width']:,} | {r['cpu']:.2f} | "
+                f"{r['cpu'] / r['records'] / r['width'] * 1e6:.3f} | {1000 * per:.3f} |"),
+            lambda r: f" {r['infer']:.2f} |")
     if bad:
         good = bad[0]["rate"]
         lines += ["### Blocks that are all errors, per core", "",

@@ -119,3 +119,27 @@ def test_checks_read_only_the_columns_they_name() -> None:
 
     plain, checked = _cpu(split({})), _cpu(split({"positive": "c1 > 0"}))
     assert checked < 3 * plain, (plain, checked)  # registering 20,000 columns: 10 times
+
+
+def test_wide_json_records_hold_a_few_blocks(tmp_path: Path) -> None:
+    """JSON records wider than the vectorized pass takes go to the reference parser,
+    8,192 at a time: the task's peak grows within the bound of tests/reliability (4 times
+    the input and 128 MiB), measured in a subprocess."""
+    import subprocess
+    import sys
+
+    from tests.reliability.test_task_memory import _TASK, MIB, _bound
+
+    width = 2_000
+    line = json.dumps({f"c{i}": i for i in range(width)}).encode() + b"\n"
+    data = line * (4 * MIB // len(line))
+    path, warm = tmp_path / "wide.json", tmp_path / "warm.json"
+    path.write_bytes(data)
+    warm.write_bytes(b'{"c0": 1}\nx\n')
+    task = _TASK.replace('ddl_to_arrow("a BIGINT, b STRING")', f"ddl_to_arrow({_ddl(width)!r})")
+    assert task != _TASK
+    out = subprocess.run([sys.executable, "-c", task, str(path), "0", str(warm)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    found, grown = map(int, out.stdout.split())
+    assert found == 0 and grown < _bound(data), grown
