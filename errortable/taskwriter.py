@@ -169,9 +169,12 @@ class TaskErrorWriter:
         writer = self._writer or self._open()
         return writer.write(self._counted(records))
 
-    def write_arrow(self, table: pa.Table) -> int:
+    def write_arrow(self, table: pa.Table, reasons: pa.Array | pa.ChunkedArray | None = None
+                    ) -> int:
         """Append error records held as an Arrow table in the ErrorRecord schema (a columnar
-        producer's fast path; Parquet files take it as is). The PII policy applies."""
+        producer's fast path; Parquet files take it as is). The PII policy applies.
+        `reasons`: the ``reason`` of each row's context, where the caller has them (they
+        are counted; else read from the context)."""
         if self._closed:
             raise ErrorTableError("this task's error file is already closed")
         expected = schema_module.arrow_schema()
@@ -185,7 +188,8 @@ class TaskErrorWriter:
         if self._builder.protects and not self._handled(table):
             return self.write(schema_module.arrow_to_records(table))
         writer = self._writer or self._open()
-        reasons = pc.map_lookup(table.column("context"), "reason", "first")
+        if reasons is None or len(reasons) != table.num_rows:
+            reasons = pc.map_lookup(table.column("context"), "reason", "first")
         for item in pc.value_counts(pc.fill_null(reasons, "unknown")).to_pylist():
             self._counts[item["values"]] += item["counts"]
         return writer.write_arrow(table)
