@@ -71,13 +71,18 @@ def _results(path: str, schema: pa.Schema, header: bool) -> Iterator[tuple[Any, 
 
 
 def _work(path: str, schema: pa.Schema, out: str, header: bool = False) -> dict[str, float]:
-    """The task's work over `path` in CPU seconds: its blocks, the data file and the
-    error file (Parquet, as the task writers write them)."""
+    """The task's work over `path` in CPU seconds: its blocks, the data file (row groups
+    cut as the task writer cuts them) and the error file (Parquet, as the task writers
+    write them)."""
     from errortable.files import ErrorFileWriter
+    from markerstore import config
+    from markerstore.commit.task import ROW_GROUP_MIN_ROWS, WIDE_ROW_GROUP_BYTES
 
+    cut = config.OPTIONS[config.ROW_GROUP_BYTES].default
     started = time.process_time()
     data: pq.ParquetWriter | None = None
     errors: ErrorFileWriter | None = None
+    buffered: list[pa.Table] = []
     records = 0
     with open(out + ".errors.parquet", "wb") as handle:
         for good, bad in _results(path, schema, header):
@@ -85,13 +90,19 @@ def _work(path: str, schema: pa.Schema, out: str, header: bool = False) -> dict[
             if good.num_rows:
                 data = data or pq.ParquetWriter(out + ".parquet", good.schema,
                                                 compression="snappy")
-                data.write_table(good)
+                buffered.append(good)
+                size, rows = sum(t.nbytes for t in buffered), sum(len(t) for t in buffered)
+                if size >= cut and (rows >= ROW_GROUP_MIN_ROWS or size >= WIDE_ROW_GROUP_BYTES):
+                    data.write_table(pa.concat_tables(buffered))
+                    buffered.clear()
             if bad is not None and bad.num_rows:
                 errors = errors or ErrorFileWriter(handle, "parquet")
                 errors.write_arrow(bad.drop_columns(["reason"]))
         if errors is not None:
             errors.close()
     if data is not None:
+        if buffered:
+            data.write_table(pa.concat_tables(buffered))
         data.close()
     cpu = time.process_time() - started
     return {"records": records, "cpu": cpu, "rate": records / cpu if cpu else 0.0}
