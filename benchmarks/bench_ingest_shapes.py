@@ -278,8 +278,8 @@ def _markdown(wide: list[dict[str, Any]], wide_e2e: list[dict[str, Any]],
     if bad_e2e:
         good = bad_e2e[0]["seconds"]
         lines += ["### The same two files end to end: `ingest()`, `local[2]`", "",
-                  "Wall time (the machine is shared); a file of 4 MB is one split, so one "
-                  "task on one core, where the good file's 29 MB are two.", "",
+                  "Wall time (the machine is shared); records/s per Spark task that read "
+                  "the file (each file here is one task's, on one core).", "",
                   "| file | seconds | Spark tasks | error records | records/s per task "
                   "| against good |", "|---|---:|---:|---:|---:|---:|"]
         for r in bad_e2e:
