@@ -22,7 +22,7 @@ MODULES = ("benchmarks.bench_markers", "benchmarks.bench_hudi_scale", "benchmark
            "benchmarks.bench_errortable", "benchmarks.bench_source", "benchmarks.bench_verify",
            "benchmarks.bench_scale", "benchmarks.bench_ingest", "benchmarks.bench_csv_split",
            "benchmarks.bench_csv_ranges", "benchmarks.bench_report", "benchmarks.bench_formats",
-           "benchmarks.bench_json_file")
+           "benchmarks.bench_json_file", "benchmarks.bench_ingest_shapes")
 
 
 def main(argv: list[str] | None = None) -> int:

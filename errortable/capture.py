@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,8 @@ import pyarrow.compute as pc
 from errortable import convert as C
 from errortable import records as R
 from errortable import schema as S
-from errortable.checks import ROW_COLUMN, check_stage
+from errortable.checks import ROW_COLUMN, check_columns, check_stage
+from errortable.columnwise import convert_columns
 from errortable.config import ErrorTableConfig
 from errortable.convert import Failure
 from errortable.datetimes import ValueFormats
@@ -68,16 +70,17 @@ class Validator:
             raise ConfigError(f"target_schema must be a pyarrow.Schema, got "
                               f"{type(target_schema).__name__}")
         names = list(target_schema.names)
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        counts = Counter(names)  # a set and a count per name: linear in the columns
+        dupes = sorted(n for n, k in counts.items() if k > 1)
         if dupes:
             raise ConfigError(f"target schema has duplicate columns: {', '.join(dupes)}")
-        if ROW_COLUMN in names:
+        if ROW_COLUMN in counts:
             raise ConfigError(f"column name {ROW_COLUMN!r} is reserved")
-        if key is not None and key not in names:
+        if key is not None and key not in counts:
             raise ConfigError(f"record key column {key!r} is not in the target schema "
                               f"(columns: {', '.join(names)})")
         partition_by = list(partition_by or [])
-        unknown = [c for c in partition_by if c not in names]
+        unknown = [c for c in partition_by if c not in counts]
         if unknown:
             raise ConfigError(f"partition column(s) {', '.join(map(repr, unknown))} are not in "
                               f"the target schema (columns: {', '.join(names)})")
@@ -87,6 +90,7 @@ class Validator:
             raise ConfigError(f"extra_columns must be one of {EXTRA_COLUMNS}, "
                               f"got {extra_columns!r}")
         self.target_schema = target_schema
+        self._fields = list(target_schema)  # a pa.Schema makes each Field anew, each time
         self.key = key
         self.partition_by = partition_by
         self.checks = dict(checks or {})
@@ -112,8 +116,12 @@ class Validator:
         return duck.local()
 
     def _validate_checks(self) -> None:
+        self.check_columns = check_columns(self.checks, self.target_schema.names)
+        if not self.checks:
+            return
         con = duck.cursor()
-        con.register("record", self.target_schema.empty_table())
+        con.register("record", self.target_schema.empty_table().select(
+            self.check_columns).append_column(ROW_COLUMN, pa.array([], pa.int64())))
         columns = ", ".join(self.target_schema.names)
         for name, expr in self.checks.items():
             if not isinstance(name, str) or not name.strip():
@@ -205,21 +213,22 @@ class Validator:
         target_names = set(self.target_schema.names)
         pre: dict[int, RowFailure] = {}
         if self.extra_columns == "error":
+            alike: dict[tuple[str, ...], RowFailure] = {}  # one object per set of fields
             for i, record in enumerate(records):
-                unknown = sorted(set(record) - target_names)
-                if unknown:
-                    pre[i] = RowFailure("schema", "unknown:" + ",".join(unknown), "SchemaError",
-                                        f"field(s) {', '.join(map(repr, unknown))} are not "
-                                        "in the target schema", unknown,
-                                        safe_text=f"field(s) {', '.join(map(repr, unknown))} "
-                                        "are not in the target schema")
-        columns: dict[str, pa.Array] = {}
-        failures: dict[int, list[tuple[str, Failure]]] = {}
-        for f in self.target_schema:
-            array, failed = self._convert_values([r.get(f.name) for r in records], f.type)
-            columns[f.name] = array
-            for row, exc in failed.items():
-                failures.setdefault(row, []).append((f.name, exc))
+                extra = record.keys() - target_names
+                if extra:
+                    unknown = tuple(sorted(extra))
+                    pre[i] = alike.get(unknown) or alike.setdefault(unknown, RowFailure(
+                        "schema", "unknown:" + ",".join(unknown), "SchemaError",
+                        f"field(s) {', '.join(map(repr, unknown))} are not in the target "
+                        "schema", list(unknown), safe_text=f"field(s) "
+                        f"{', '.join(map(repr, unknown))} are not in the target schema"))
+        fields = self._fields
+        arrays, failures = convert_columns(
+            fields, [[r.get(f.name) for r in records] for f in fields], n,
+            lambda group, target: self._convert_values(
+                [value for values in group for value in values], target), _one_kind)
+        columns = {f.name: a for f, a in zip(fields, arrays, strict=True)}
         raw = RawRows(records=records)
         return self._finish(n, columns, failures, pre, raw, ctx, schema, line_numbers)
 
@@ -247,16 +256,17 @@ class Validator:
         `payloads(rows)` is the original records of `rows` as JSON."""
         n = table.num_rows
         batch = table.combine_chunks().to_batches()[0] if n else None  # one chunk a column
-        columns: dict[str, pa.Array] = {}
-        failures: dict[int, list[tuple[str, Failure]]] = {}
-        for f in self.target_schema:
-            if batch is None or f.name not in batch.schema.names:
-                columns[f.name] = pa.nulls(n, f.type)
-                continue
-            array, failed = self._cast_text(batch.column(f.name), f.type)
-            columns[f.name] = array
-            for row, exc in failed.items():
-                failures.setdefault(row, []).append((f.name, exc))
+        index = {} if batch is None else {name: i for i, name in
+                                          enumerate(batch.schema.names)}
+        columns = {f.name: pa.nulls(n, f.type) for f in self._fields if f.name not in index}
+        fields = [f for f in self._fields if f.name in index]
+        sources = [] if batch is None else [batch.column(index[f.name]) for f in fields]
+        arrays, failures = convert_columns(  # a type at a time (errortable.columnwise)
+            fields, sources, n,
+            lambda group, target: self._cast_text(
+                group[0] if len(group) == 1 else pa.concat_arrays(group), target),
+            lambda _, source: source.type)
+        columns.update((f.name, a) for f, a in zip(fields, arrays, strict=True))
         raw = RawRows(batch=batch, payloads=payloads)
         return self._finish(n, columns, failures, {}, raw, R.CaptureContext.of(context),
                             None, line_numbers)
@@ -295,9 +305,9 @@ class Validator:
         others = [i for i in odd if type(values[i]) is not str]
         parts: list[pa.Array] = []
         where: list[int] = []
-        if strings:
-            cast, failed = self._cast_column(pa.array([values[i] for i in strings],
-                                                      pa.string()), target)
+        if strings:  # the whole column first: where every one casts, no DuckDB hint
+            cast, failed = self._cast_text(pa.array([values[i] for i in strings],
+                                                    pa.string()), target)
             parts.append(cast)
             where += strings
             failures.update((strings[j], exc) for j, exc in failed.items())
@@ -404,7 +414,8 @@ class Validator:
                         f"column {c!r} to {types[c]} (the value is withheld)"
                         for c, e in items))
             failed[row] = failure
-        table = pa.table(columns, schema=self.target_schema)
+        table = pa.Table.from_arrays([columns[f.name] for f in self._fields],
+                                     schema=self.target_schema)
         self._null_stage(table, failed)
         self._key_stage(table, failed)
         self._partition_stage(table, failed)
@@ -441,7 +452,7 @@ class Validator:
         return [None if v is None else str(v) for v in column.column(0).to_pylist()]
 
     def _null_stage(self, table: pa.Table, failed: dict[int, RowFailure]) -> None:
-        for f in self.target_schema:
+        for f in self._fields:
             if not f.nullable:
                 _mark(failed, pc.is_null(table.column(f.name)), RowFailure(
                     R.NULL, f.name, "NullValueError",
@@ -478,6 +489,11 @@ class Validator:
                     "name (empty, '.', '..', or with a slash or control character)")
             _mark(failed, bad, RowFailure(R.PARTITION, f"{name}:invalid", "PartitionValueError",
                                           text, [name], safe_text=text))
+
+
+def _one_kind(field: pa.Field, values: Any) -> None:
+    """Python values convert by their target type alone (see convert_columns)."""
+    return None
 
 
 def _rows_mask(n: int, rows: Sequence[int]) -> pa.Array:

@@ -14,7 +14,7 @@ import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -210,53 +210,75 @@ def as_strings(values: pa.Array | pa.ChunkedArray) -> pa.Array:
                         pa.string())
 
 
+# A column of a map's slot: one text for every row, an array of a text per row, or
+# (texts, indices): the row's text is texts[indices[row]].
+Column: TypeAlias = "str | pa.Array | tuple[pa.Array, np.ndarray]"
+
+
 def context_column(k: int, base: Mapping[str, str],
                     unique: list[tuple[list[str], list[str], str]], which: pa.Array,
                     optional: list[tuple[str, pa.Array]]) -> pa.Array:
     """The `context` map of k error rows without a Python loop over rows: every entry kind
     is a slot (a column of keys and one of values; a null value means the row has no such
     entry): the base entries, then each failure's own entries, then the optional ones."""
-    slots: list[tuple[pa.Array, pa.Array]] = [
-        (_repeat(key, k), _repeat(value, k)) for key, value in base.items()]
+    slots: list[tuple[Column, Column]] = list(base.items())
     width = max(len(u[0]) for u in unique)
+    rows = which.to_numpy(zero_copy_only=False)
     for j in range(width):
         keys = pa.array([u[0][j] if j < len(u[0]) else None for u in unique], pa.string())
         values = pa.array([u[1][j] if j < len(u[1]) else None for u in unique], pa.string())
-        slots.append((keys.take(which), values.take(which)))
-    slots += [(_repeat(name, k), column) for name, column in optional]
+        slots.append(((keys, rows), (values, rows)))
+    slots += optional
     return interleave_map(k, slots)
 
 
-def _repeat(value: str, k: int) -> pa.Array:
+def repeated(value: str, k: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.string()), k)
 
 
-def interleave_map(k: int, slots: Sequence[tuple[pa.Array, pa.Array]]) -> pa.Array:
-    """A map column of k rows from slots (key column, value column; k rows each): row i
+def _gather(k: int, columns: Sequence[Column]) -> tuple[pa.Array, np.ndarray]:
+    """The texts of `columns` in one array, and where each column's text of each row is
+    in it (one row of positions a column)."""
+    pieces: list[pa.Array] = []
+    where = np.empty((len(columns), k), np.int64)
+    start = 0
+    for c, column in enumerate(columns):
+        if isinstance(column, str):
+            pieces.append(pa.array([column], pa.string()))
+            where[c] = start
+        elif isinstance(column, tuple):
+            pieces.append(column[0].cast(pa.string()))
+            where[c] = start + np.asarray(column[1], np.int64)
+        else:
+            pieces.append(column.cast(pa.string()))
+            where[c] = start + np.arange(k, dtype=np.int64)
+        start += len(pieces[-1])
+    return pa.concat_arrays(pieces), where
+
+
+def interleave_map(k: int, slots: Sequence[tuple[Column, Column]]) -> pa.Array:
+    """A map column of k rows from slots (keys, values: each a :data:`Column`): row i
     holds the entries of the slots in order, the slots whose value is null left out. The
-    slots are interleaved row by row with one take, then the empty entries filtered."""
-    width = len(slots)
-    position = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), k * width)),
-                           1)
-    row = pc.divide(position, width)  # integer division
-    slot = pc.subtract(position, pc.multiply(row, width))
-    order = pc.add(pc.multiply(slot, k), row)
-    keys = pa.concat_arrays([s[0] for s in slots]).take(order)
-    values = pa.concat_arrays([s[1] for s in slots]).take(order)
-    present = pc.is_valid(values)
-    ends = pc.cumulative_sum(pc.cast(present, pa.int32())).take(
-        pc.add(pc.multiply(pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), k)),
-                                       1), width), width - 1))
-    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cast(ends, pa.int32())])
-    return pa.MapArray.from_arrays(offsets, keys.filter(present), values.filter(present))
+    entries are gathered row by row with one take of the keys and one of the values
+    (positions computed with numpy; a text for every row is stored once)."""
+    keys, key_at = _gather(k, [key for key, _ in slots])
+    values, value_at = _gather(k, [value for _, value in slots])
+    order = value_at.T.ravel()  # row after row, slot after slot
+    present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False))[order] \
+        if len(order) else np.zeros(0, bool)
+    counts = present.reshape(k, len(slots)).sum(axis=1) if k else np.zeros(0, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    return pa.MapArray.from_arrays(
+        pa.array(offsets), keys.take(pa.array(key_at.T.ravel()[present])),
+        values.take(pa.array(order[present])))
 
 
-_PARSE_KEYS = frozenset({R.SOURCE_LINE, R.SOURCE_OFFSET, R.RECORD_BASE64, R.RECORD_BYTES,
+PARSE_KEYS = frozenset({R.SOURCE_LINE, R.SOURCE_OFFSET, R.RECORD_BASE64, R.RECORD_BYTES,
                          R.RECORD_FORMAT, R.REASON, R.ERROR_CLASS, R.FINGERPRINT})
 
 
 @functools.lru_cache(maxsize=8192)
-def _parse_fingerprint(reason: str, error_class: str, message: str) -> str:
+def parse_fingerprint(reason: str, error_class: str, message: str) -> str:
     return R.fingerprint(reason, R.exception_detail(error_class, message))
 
 
@@ -264,42 +286,105 @@ def _strings(values: Sequence[Any]) -> pa.Array:
     return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
+@dataclass
+class ParseFailures:
+    """Records that failed to parse, as columns (one row each): where each starts (its
+    line, its byte offset or null), its text, its source schema (or null), its extra
+    context entries (a column each, null where a record has none), and which of the
+    distinct failures it had (`kinds`: positions in `reasons`, `classes` and `messages`,
+    a message being the exception's text with its white space collapsed)."""
+
+    lines: pa.Array
+    offsets: pa.Array
+    texts: pa.Array
+    schemas: pa.Array
+    kinds: pa.Array
+    reasons: list[str]
+    classes: list[str]
+    messages: list[str]
+    extra: dict[str, pa.Array] = field(default_factory=dict)
+    safe: list[str | None] | None = None  # each failure's text under a PII policy
+
+    @classmethod
+    def of(cls, failures: Sequence[Any]) -> ParseFailures:
+        """From ``errortable.parsing.Failure`` objects."""
+        distinct: dict[tuple[str, str, str], int] = {}
+        safe: list[str | None] = []
+        kinds = []
+        for f in failures:
+            key = (f.reason, type(f.exc).__name__, " ".join(str(f.exc).split()))
+            kinds.append(distinct.setdefault(key, len(distinct)))
+            if len(safe) < len(distinct):
+                safe.append(R.safe_exception_text(f.exc))
+        reasons, classes, messages = (list(x) for x in zip(*distinct, strict=True)) \
+            if distinct else ([], [], [])
+        extra = {key: _strings([f.extra.get(key) for f in failures])
+                 for key in dict.fromkeys(key for f in failures for key in f.extra)}
+        return cls(pa.array([f.line for f in failures], pa.int64()),
+                   pa.array([f.offset for f in failures], pa.int64()),
+                   pa.array([f.text for f in failures], pa.string()),
+                   pa.array([f.schema for f in failures], pa.string()),
+                   pa.array(kinds, pa.int32()), reasons, classes, messages, extra, safe)
+
+
 def parse_error_table(builder: R.RecordBuilder, base: Mapping[str, str],
-                      failures: Sequence[Any]) -> pa.Table | None:
-    """The error records of records that failed to parse (``errortable.parsing.Failure``:
-    line, offset, text, exception, source schema, reason, extra context), column by
-    column: the records ``RecordBuilder.build`` makes one by one for them (the raw text as
-    a JSON string, the exception's class and message). None when the builder has a PII
-    policy or the base context holds a key these records set (the caller then builds
-    them one by one)."""
-    if builder.protects or _PARSE_KEYS & set(base):
+                      failures: Sequence[Any] | ParseFailures) -> pa.Table | None:
+    """The error records of records that failed to parse (``errortable.parsing.Failure``
+    objects, or :class:`ParseFailures`), column by column: the records
+    ``RecordBuilder.build`` makes one by one for them (the raw text as a JSON string, the
+    exception's class and message). None when the builder has a PII policy or the base
+    context holds a key these records set (the caller then builds them one by one)."""
+    if builder.protects or PARSE_KEYS & set(base):
         return None
-    k = len(failures)
+    found = failures if isinstance(failures, ParseFailures) else ParseFailures.of(failures)
+    k = len(found.lines)
     if k == 0:
         return S.empty_table()
     cap = builder.config.stacktrace_max_chars
-    classes = [type(f.exc).__name__ for f in failures]
-    texts = [" ".join(str(f.exc).split()) for f in failures]
-    slots = [(_repeat(key, k), _repeat(value, k)) for key, value in base.items()]
-    slots.append((_repeat(R.SOURCE_LINE, k), _strings([f.line for f in failures])))
-    slots.append((_repeat(R.SOURCE_OFFSET, k), _strings([f.offset for f in failures])))
-    for key in dict.fromkeys(key for f in failures for key in f.extra):
-        slots.append((_repeat(key, k), _strings([f.extra.get(key) for f in failures])))
-    slots += [(_repeat(R.RECORD_FORMAT, k), _repeat("raw", k)),
-              (_repeat(R.REASON, k), _strings([f.reason for f in failures])),
-              (_repeat(R.ERROR_CLASS, k), pa.array(classes, pa.string())),
-              (_repeat(R.FINGERPRINT, k), pa.array(
-                  [_parse_fingerprint(f.reason, c, t)
-                   for f, c, t in zip(failures, classes, texts, strict=True)], pa.string()))]
-    uid = builder.uid
+    kinds = found.kinds.to_numpy(zero_copy_only=False)
+
+    def per_kind(values: Sequence[str]) -> tuple[pa.Array, np.ndarray]:
+        return pa.array(values, pa.string()), kinds
+
+    slots: list[tuple[Column, Column]] = list(base.items())
+    slots.append((R.SOURCE_LINE, pc.cast(found.lines, pa.string())))
+    slots.append((R.SOURCE_OFFSET, pc.cast(found.offsets, pa.string())))
+    slots += list(found.extra.items())
+    slots += [(R.RECORD_FORMAT, "raw"), (R.REASON, per_kind(found.reasons)),
+              (R.ERROR_CLASS, per_kind(found.classes)),
+              (R.FINGERPRINT, per_kind([
+                  parse_fingerprint(r, c, t) for r, c, t in
+                  zip(found.reasons, found.classes, found.messages, strict=True)]))]
+    messages = pa.array([R.format_message(c, t, None, cap)
+                         for c, t in zip(found.classes, found.messages, strict=True)],
+                        pa.string())
     return pa.Table.from_arrays([
-        pa.array(uid.many(k), pa.string()), _repeat(R.now_ts(), k),
-        pa.array([f.schema for f in failures], pa.string()),
-        pa.array([R.to_json(f.text) for f in failures], pa.string()),
-        pa.array([R.format_message(c, t, None, cap) for c, t in zip(classes, texts,
-                                                                     strict=True)],
-                 pa.string()),
+        builder.uid.array(k), repeated(R.now_ts(), k), found.schemas,
+        json_strings(found.texts), messages.take(pa.array(kinds)),
         interleave_map(k, slots)], schema=S.arrow_schema())
+
+
+# Python's JSON encoder (ensure_ascii off) escapes a quote, a backslash and the control
+# characters, these by their short escapes, the others as \u00XX.
+_SHORT_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t",
+                  "\b": "\\b", "\f": "\\f"}
+_NEEDS_ESCAPE = '[\\x00-\\x1f"\\\\]'
+_OTHER_CONTROLS = "[\\x00-\\x07\\x0b\\x0e-\\x1f]"
+
+
+def json_strings(texts: pa.Array) -> pa.Array:
+    """Each text as a JSON string, exactly as ``records.to_json`` writes it, computed on
+    the whole column (quotes around it, and its quotes, backslashes and control
+    characters escaped)."""
+    texts = texts.cast(pa.string())
+    if len(texts) and pc.any(pc.match_substring_regex(texts, _NEEDS_ESCAPE)).as_py():
+        for char, escaped in _SHORT_ESCAPES.items():  # the backslash first
+            texts = pc.replace_substring(texts, char, escaped)
+        if pc.any(pc.match_substring_regex(texts, _OTHER_CONTROLS)).as_py():
+            for code in [*range(0x08), 0x0B, *range(0x0E, 0x20)]:
+                texts = pc.replace_substring(texts, chr(code), f"\\u{code:04x}")
+    quote = pa.scalar('"', pa.string())
+    return pc.binary_join_element_wise(quote, texts, quote, pa.scalar("", pa.string()))
 
 
 def tail(failure: Failure, cap: int) -> tuple[list[str], list[str], str]:

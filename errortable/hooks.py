@@ -60,7 +60,8 @@ class TaskErrorSink:
         self.writer = writer
 
     def write(self, errors: pa.Table) -> None:
-        self.writer.write_arrow(errors.select(S.arrow_schema().names))
+        reasons = errors.column(REASON_KEY) if REASON_KEY in errors.column_names else None
+        self.writer.write_arrow(errors.select(S.arrow_schema().names), reasons)
 
     def commit(self) -> list[dict[str, Any]]:
         stats = self.writer.close()

@@ -256,7 +256,7 @@ def failure_record(builder: R.RecordBuilder, base: Mapping[str, str], failure: F
                          schema=failure.schema, context=context, safe_text=safe)
 
 
-def _as_table(failures: Iterable[Failure], config: ErrorTableConfig | None,
+def failures_table(failures: Iterable[Failure], config: ErrorTableConfig | None,
               base: dict[str, str]) -> pa.Table:
     """The parse-error records column by column (the same records as :func:`_as_dicts`
     builds one by one, which it still does under a PII policy)."""
@@ -275,7 +275,7 @@ def raw_errors(failures: Iterable[Failure],
                config: ErrorTableConfig | None = None) -> pa.Table:
     """The error records of failures made elsewhere (:func:`encoding_failure`,
     :func:`size_failure`), as one Arrow table."""
-    return _as_table(failures, config, R.CaptureContext.of(context).base())
+    return failures_table(failures, config, R.CaptureContext.of(context).base())
 
 
 def _text_lines(lines: Iterable[str | bytes], dialect: Dialect) -> Iterator[
@@ -318,7 +318,7 @@ def parse_json_block(lines: Iterable[str | bytes],
     result = BlockParse([], [], pa.table({}))
     failures = _json_records(_numbered(lines, 1, line_numbers, offsets), result,
                              options or ParseOptions())
-    result.errors = _as_table(failures, config, R.CaptureContext.of(context).base())
+    result.errors = failures_table(failures, config, R.CaptureContext.of(context).base())
     return result
 
 
@@ -360,5 +360,5 @@ def parse_csv_block(records: Iterable[str | bytes],
     failures = _csv_records(_numbered(records, 1, line_numbers, offsets), header,
                             Dialect.of(dialect, delimiter, escape), result,
                             options or ParseOptions())
-    result.errors = _as_table(failures, config, R.CaptureContext.of(context).base())
+    result.errors = failures_table(failures, config, R.CaptureContext.of(context).base())
     return result

@@ -179,7 +179,7 @@ def _leaves(value: Any, found: list[str]) -> None:
             found.append(item if isinstance(item, str) else str(item))
 
 
-def _forms(secret: str) -> list[str]:
+def spellings(secret: str) -> list[str]:
     """The ways a value may be spelled in a message: as it is, JSON-, Python- and
     SQL-escaped, with its whitespace collapsed, and line by line."""
     forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
@@ -195,7 +195,7 @@ def sweep(text: str, secrets: Iterable[str]) -> str:
     replaced by [REDACTED]: the second line of defence, for a protected value copied into
     another field (the first is that no message quotes a protected column)."""
     for secret in secrets:
-        for form in _forms(secret):
+        for form in spellings(secret):
             if form in text:
                 text = text.replace(form, REDACTED)
     return text

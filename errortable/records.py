@@ -27,6 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from errortable.config import ErrorTableConfig
 from errortable.pii import (
     REDACTED,
@@ -156,6 +159,9 @@ def to_json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
+
+
 class UidSource:
     """Error record uids: UUID-4-shaped strings, 74 random bits per source and a 48-bit
     counter, so each is unique without a urandom call per record. A copy made by pickling
@@ -184,6 +190,24 @@ class UidSource:
         first, prefix = self._next, self._prefix
         self._next = first + k
         return [f"{prefix}{n:012x}" for n in range(first, first + k)]
+
+    def array(self, k: int) -> pa.Array:
+        """:meth:`many` as an Arrow array, made on the whole column (no string per uid)."""
+        if self._next + k > 1 << 48 or self._pid != os.getpid():
+            self._reset()
+        first = self._next
+        self._next = first + k
+        counters = np.arange(first, first + k, dtype=np.uint64)
+        shifts = np.arange(44, -4, -4, dtype=np.uint64)  # 12 hex digits, the highest first
+        digits = _HEX_DIGITS[(counters[:, None] >> shifts) & np.uint64(0xF)]
+        prefix = np.frombuffer(self._prefix.encode("ascii"), np.uint8)
+        width = len(prefix) + 12
+        data = np.empty((k, width), np.uint8)
+        data[:, :len(prefix)] = prefix
+        data[:, len(prefix):] = digits
+        offsets = np.arange(0, width * (k + 1), width, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), k, [None, pa.py_buffer(offsets),
+                                                      pa.py_buffer(data.tobytes())])
 
     def __call__(self) -> str:
         if self._next >= 1 << 48 or self._pid != os.getpid():
@@ -308,7 +332,7 @@ class RecordBuilder:
             own[PARTITION_PATH] = {part.partition("=")[2] for part in
                                    (context.get(PARTITION_PATH) or "").split("/")}
         for key, value in context.items():
-            if key in _GENERATED_KEYS or not isinstance(value, str):
+            if key in GENERATED_KEYS or not isinstance(value, str):
                 continue
             mine = own.get(key)
             context[key] = sweep(value, [s for s in secrets if s not in mine] if mine
@@ -425,7 +449,7 @@ class RecordBuilder:
 
 
 # Context entries the builder writes itself (names, counts, hashes: no record data).
-_GENERATED_KEYS = frozenset({REASON, ERROR_CLASS, FINGERPRINT, COLUMN, CHECK, FAILED_CHECKS,
+GENERATED_KEYS = frozenset({REASON, ERROR_CLASS, FINGERPRINT, COLUMN, CHECK, FAILED_CHECKS,
                              SOURCE_LINE, SOURCE_OFFSET, PAYLOAD, REDACTED_FIELDS,
                              RECORD_FORMAT, RECORD_KEY_FIELD, COMMIT_TIME, TASK_ATTEMPT})
 _CLASS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,200}$")

@@ -18,7 +18,7 @@ from errortable import schema as schema_module
 from errortable.capture import Validator
 from errortable.config import ErrorTableConfig
 from errortable.files import ErrorFileWriter, file_name
-from errortable.records import CaptureContext, RecordBuilder
+from errortable.records import PAYLOAD, REDACTED_FIELDS, CaptureContext, RecordBuilder
 from markerstore.errors import ErrorTableError
 from markerstore.markers import DirectWriteMarkers, IOType
 from markerstore.markers.base import WriteMarkers
@@ -169,9 +169,12 @@ class TaskErrorWriter:
         writer = self._writer or self._open()
         return writer.write(self._counted(records))
 
-    def write_arrow(self, table: pa.Table) -> int:
+    def write_arrow(self, table: pa.Table, reasons: pa.Array | pa.ChunkedArray | None = None
+                    ) -> int:
         """Append error records held as an Arrow table in the ErrorRecord schema (a columnar
-        producer's fast path; Parquet files take it as is). The PII policy applies."""
+        producer's fast path; Parquet files take it as is). The PII policy applies.
+        `reasons`: the ``reason`` of each row's context, where the caller has them (they
+        are counted; else read from the context)."""
         if self._closed:
             raise ErrorTableError("this task's error file is already closed")
         expected = schema_module.arrow_schema()
@@ -182,13 +185,31 @@ class TaskErrorWriter:
                 raise ErrorTableError(f"not ErrorRecord rows: {exc}") from None
         if table.num_rows == 0:
             return 0
-        if self._builder.protects:
+        if self._builder.protects and not self._handled(table):
             return self.write(schema_module.arrow_to_records(table))
         writer = self._writer or self._open()
-        reasons = pc.map_lookup(table.column("context"), "reason", "first")
+        if reasons is None or len(reasons) != table.num_rows:
+            reasons = pc.map_lookup(table.column("context"), "reason", "first")
         for item in pc.value_counts(pc.fill_null(reasons, "unknown")).to_pylist():
             self._counts[item["values"]] += item["counts"]
         return writer.write_arrow(table)
+
+    def _handled(self, table: pa.Table) -> bool:
+        """Whether every row says this error table's PII policy was applied to it already
+        (as RecordBuilder.protect reads a row's context, which then returns it as it is):
+        such rows are written as columns, not one by one."""
+        context = table.column("context")
+        payload = pc.fill_null(pc.map_lookup(context, PAYLOAD, "first"), "")
+        handled = pc.starts_with(payload, "dropped")
+        config = self.spec.config
+        if config.redact and not config.drop_payload:
+            done = pc.fill_null(pc.map_lookup(context, REDACTED_FIELDS, "first"), "")
+            listed = pc.binary_join_element_wise(",", done, ",", "")
+            every = pc.match_substring(listed, f",{config.redact[0]},")
+            for path in config.redact[1:]:
+                every = pc.and_(every, pc.match_substring(listed, f",{path},"))
+            handled = pc.or_(handled, every)
+        return bool(pc.all(pc.fill_null(handled, False)).as_py())
 
     def close(self) -> ErrorFileStats | None:
         """Finish the file and return its stats (None if no record was written)."""

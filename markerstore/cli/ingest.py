@@ -42,11 +42,11 @@ def parse_checks(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
-    """`key=value` option pairs; keys are dotted option names, values stay strings. Keys
-    and values are validated (markerstore.config, which holds every key):
-    a bad one is a ConfigError before Spark starts."""
-    options: dict[str, Any] = {key: value.strip()
-                               for key, value in parse_key_values(pairs, "--option").items()}
+    """`key=value` option pairs; keys are dotted option names, values stay strings exactly
+    as given (a tab separator, a one-space nullValue: each option's parser decides what
+    white space means). Keys and values are validated (markerstore.config, which holds
+    every key): a bad one is a ConfigError before Spark starts."""
+    options: dict[str, Any] = dict(parse_key_values(pairs, "--option"))
     from markerstore import config
 
     config.resolve(options)
@@ -117,7 +117,8 @@ def _summary_text(summary: dict[str, Any]) -> None:
               help="Error budget: roll the write back and fail if more than N rows are bad "
                    "(0: fail on the first; default: no limit).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
-              help="A markerstore option (see `markerstore options`; repeatable). Parsing "
+              help="A markerstore option (see `markerstore options`; repeatable; the "
+                   "value as given, white space too). Parsing "
                    "options keep Spark's names, matched without case: sep, header, escape, "
                    "quote, comment, lineSep, ignoreLeadingWhiteSpace, "
                    "ignoreTrailingWhiteSpace, nullValue, emptyValue (CSV; "

@@ -3,7 +3,9 @@ JSON inference (``JsonInferSchema``, its defaults: ``prefersDecimal`` false, no
 timestamps inferred from text).
 
 A value's type: a boolean is BOOLEAN; an integer BIGINT, or DECIMAL(p,0) past BIGINT's
-range (DOUBLE past 38 digits); any other number DOUBLE (with ``prefersDecimal``, a
+range (DOUBLE past 38 digits, and STRING, its JSON text, past what a double holds: about
+309 digits, where Spark's double is infinite and a DOUBLE column refuses the value);
+any other number DOUBLE (with ``prefersDecimal``, a
 DECIMAL of its digits and scale; with ``primitivesAsString``, a number or boolean is
 STRING, its JSON text); text STRING; an array an ARRAY
 of its elements' type; an object a STRUCT of the members of every sampled object, in
@@ -75,7 +77,9 @@ def _type_of(value: Any, rules: JsonRules) -> pa.DataType:
         if value in _LONG:
             return pa.int64()
         digits = len(str(abs(value)))
-        return pa.decimal128(digits, 0) if digits <= MAX_DECIMAL_PRECISION else pa.float64()
+        if digits <= MAX_DECIMAL_PRECISION:
+            return pa.decimal128(digits, 0)
+        return pa.float64() if _finite_double(value) else _TEXT
     if isinstance(value, Decimal) and rules.decimals and value.is_finite():
         _, places, exponent = value.as_tuple()
         precision, scale = len(places), -int(exponent)
@@ -91,6 +95,15 @@ def _type_of(value: Any, rules: JsonRules) -> pa.DataType:
     if isinstance(value, dict):
         return _struct_of([value], rules) if value else _TEXT
     return _TEXT
+
+
+def _finite_double(value: int) -> bool:
+    """Whether a double holds `value` (rounded, as Spark reads it): below about 1.8e308."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def _merge_all(types: Iterable[pa.DataType]) -> pa.DataType:

@@ -15,6 +15,7 @@ plus O(k) Python, and the answers are the reference's by construction.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from errortable.convert import cast
 from errortable.csvtext import Dialect
 from errortable.datetimes import ValueFormats
 from markerstore import duck
+from markerstore.ingest.csvfields import plain_fields, split_plain
 from markerstore.ingest.csvsplit import re2_char
 
 _INTS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
@@ -37,6 +39,14 @@ _INTS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
 _HINTS = {**_INTS, pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
           pa.date32(): "DATE"}
 PARSE_VALUES = 1 << 19  # JSON values DuckDB parses at a time (docs/RELIABILITY.md)
+PATTERN_FIELDS = 10_000  # the widest CSV record the vectorized pass reads by a pattern
+# The widest schema the vectorized JSON pass takes: DuckDB looks each column up in each
+# line by a scan of its members and binds one expression per column, both growing with
+# the width (per value 3.7 us at 1,000 columns, 6.7 at 3,000; binding 1 s and 5 s), so
+# past this the reference parser, linear in the columns (about 4-6 us a value), is
+# faster (docs/BENCHMARKS.md, "Wide records").
+JSON_QUERY_COLUMNS = 1_000
+SPLIT_FIELDS = 1_000  # from this width, records of plain fields are split, not parsed
 _MAX_EXACT = 2 ** 53  # the largest JSON integer pyarrow converts to a double exactly
 _MAX_FLOAT32 = 3.4028234663852886e38
 # Extensions DuckDB's JSON parser accepts and Python's json does not (DuckDB rejects a
@@ -83,7 +93,14 @@ def complement(n: int, rows: np.ndarray) -> np.ndarray:
 
 
 def everything_suspect(schema: pa.Schema, n: int) -> Parsed:
-    return Parsed(schema.empty_table(), np.zeros(0, np.int64), np.arange(n, dtype=np.int64))
+    return Parsed(_empty(schema), np.zeros(0, np.int64), np.arange(n, dtype=np.int64))
+
+
+@functools.lru_cache(maxsize=4)
+def _empty(schema: pa.Schema) -> pa.Table:
+    """The empty table of `schema`, made once for every block (a few microseconds a
+    column)."""
+    return schema.empty_table()
 
 
 def _json_kind(f: pa.Field) -> str | None:
@@ -136,8 +153,12 @@ def _json_column(j: int, f: pa.Field, kind: str) -> tuple[str, str]:
 def json_query(schema: pa.Schema, extra_ok: bool) -> str | None:
     """The DuckDB query over ``blk(i, line)`` giving ``i``, ``ok`` and one column per
     target column (text for the Arrow-cast types); None if a column's type is not one
-    the vectorized pass handles (then every line goes to the reference parser). Per line:
-    the JSON type of every value, the values (one JSON transform) and the keys."""
+    the vectorized pass handles, or the schema has more than :data:`JSON_QUERY_COLUMNS`
+    columns (then every line goes to the reference parser, whose time is linear in the
+    columns). Per line: the JSON type of every value, the values (one JSON transform) and
+    the keys."""
+    if len(schema) > JSON_QUERY_COLUMNS:
+        return None
     kinds = [_json_kind(f) for f in schema]
     if any(k is None for k in kinds):
         return None
@@ -392,18 +413,36 @@ def _is_space(text: str) -> bool:
     return bool(found[0].as_py())
 
 
+def _well_formed(lines: pa.Array, width: int, dialect: Dialect) -> pa.Array:
+    """Whether each line is `width` well-formed fields (:func:`csv_pattern`). Lines of
+    plain fields are counted (:func:`~markerstore.ingest.csvfields.plain_fields`); the
+    pattern, whose size grows with the width, reads only the others, and only up to
+    :data:`PATTERN_FIELDS` fields (RE2 refuses a pattern of 20,000): a wider line with a
+    quoted field is a suspect."""
+    plain = plain_fields(lines, width, dialect)
+    if width > PATTERN_FIELDS or len(lines) == 0:
+        return plain
+    others = np.flatnonzero(pc.invert(plain).to_numpy(zero_copy_only=False))
+    if len(others) == 0:
+        return plain
+    pattern = csv_pattern(width, dialect.delimiter, dialect.escape, dialect.quote)
+    matched = pc.match_substring_regex(lines.take(pa.array(others)), pattern)
+    mask = plain.to_numpy(zero_copy_only=False).copy()
+    mask[others] = matched.to_numpy(zero_copy_only=False)
+    return pa.array(mask)
+
+
 def _clean_csv(lines: pa.Array, width: int, dialect: Dialect, null_value: str,
                empty_value: str) -> np.ndarray:
     """The lines that Arrow reads as errortable's parser does (the rest are suspects):
     `width` well-formed fields, not white space only; no quoted empty field where that
     reads otherwise than null; no white space at all where it is ignored around values."""
     d, q = re2_char(dialect.delimiter), re2_char(dialect.quote)
-    pattern = csv_pattern(width, dialect.delimiter, dialect.escape, dialect.quote)
     try:
-        clean = pc.match_substring_regex(lines, pattern)
+        clean = _well_formed(lines, width, dialect)
         if width < 2 or _is_space(dialect.delimiter):  # else a delimiter is no space
             clean = pc.and_(clean, pc.match_substring_regex(lines, f"[^{_SPACES}]"))
-    except pa.ArrowInvalid:  # a pattern too large for RE2 (a very wide header)
+    except pa.ArrowInvalid:  # a pattern too large for RE2 after all
         return np.zeros(0, np.int64)
     if empty_value != null_value:
         clean = pc.and_(clean, pc.invert(pc.match_substring_regex(
@@ -434,6 +473,10 @@ def csv_text(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
     if len(rows) == 0:
         return everything_suspect(schema, n)
     texts = lines.take(pa.array(rows))
+    if len(names) >= SPLIT_FIELDS and bool(pc.all(plain_fields(texts, len(names),
+                                                                 dialect)).as_py()):
+        table = split_plain(texts, names, dialect.delimiter, null_value)
+        return Parsed(table, rows, complement(n, rows))
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(rows)], pa.int32()),
                                                      texts.cast(pa.string())), "\n")
     # Arrow's reader takes an ASCII delimiter: another one is read as a control character

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from typing import Any
 
 import fsspec
@@ -104,8 +105,8 @@ def ddl_to_arrow(ddl: str) -> pa.Schema:
     if not ddl or not ddl.strip():
         raise SchemaError("the schema is empty")
     fields = [_ddl_field(part) for part in _split_top_level(ddl)]
-    names = [f.name for f in fields]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    counts = Counter(f.name for f in fields)  # linear in the columns
+    duplicates = sorted(n for n, k in counts.items() if k > 1)
     if duplicates:
         raise SchemaError(f"column(s) {', '.join(duplicates)} appear twice in the schema")
     return pa.schema(fields)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import sys
 import urllib.parse
@@ -83,7 +84,10 @@ def connect_address(url: str) -> tuple[str, int]:
 
     if not url.startswith("sc://"):
         raise bad("not a Spark Connect URL")
-    parsed = urllib.parse.urlparse("http" + url[2:])
+    try:  # urllib refuses an unclosed or invalid [IPv6] address, and NFKC look-alikes
+        parsed = urllib.parse.urlparse("http" + url[2:])
+    except ValueError as exc:
+        raise bad(f"not a valid address ({exc})") from None
     if parsed.path not in ("", "/"):
         raise bad(f"a path ({parsed.path!r}) where none may be")
     if parsed.params and any(p.count("=") != 1 for p in parsed.params.split(";")):
@@ -92,6 +96,9 @@ def connect_address(url: str) -> tuple[str, int]:
         raise bad("a query or fragment where none may be")
     if not parsed.hostname:
         raise bad("no host")
+    problem = _host_problem(parsed.netloc.rpartition("@")[2], parsed.hostname)
+    if problem is not None:
+        raise bad(problem)
     try:
         port = parsed.port
     except ValueError:
@@ -101,6 +108,21 @@ def connect_address(url: str) -> tuple[str, int]:
     if not 1 <= port <= 65535:
         raise bad("the port is not a number from 1 to 65535")
     return parsed.hostname, port
+
+
+def _host_problem(netloc: str, host: str) -> str | None:
+    """Why the host part of a Spark Connect URL names no host one can connect to (urllib
+    reads ``[::1]x`` as ``::1`` and takes any text as a name), or None."""
+    if netloc.startswith("[") and not re.fullmatch(r"\[[^\]]*\](?::[^:]*)?", netloc):
+        return "text after the bracketed address"
+    if any(c.isspace() or not c.isprintable() for c in host):
+        return "white space or a control character in the host"
+    if not netloc.startswith("["):
+        try:
+            host.encode("idna")  # what the connection's name lookup encodes it with
+        except UnicodeError:
+            return "not a valid host name (a label is empty or longer than 63 characters)"
+    return None
 
 
 def _connect_session(remote: str, conf: Mapping[str, str],

@@ -320,10 +320,20 @@ class IngestTask:
                 return [to_json(r) for r in parsed.table.take(pa.array(rows)).to_pylist()]
             return json_payloads(block.records.take(pa.array(parsed.rows[rows])).to_pylist())
 
+        if parsed.table.num_rows == 0:  # every line a suspect: no stage to run
+            return self._no_rows(), None
         numbers = cast(Sequence[int], block.lines[parsed.rows])
         split = self.validator.split_text if fmt == "csv" else self.validator.split_typed
         good, errors = split(parsed.table, ctx, numbers, payloads)
         return good, (with_reason(errors) if errors.num_rows else None)
+
+    def _no_rows(self) -> pa.RecordBatch:
+        """An empty batch of the target schema, made once (a wide schema's costs a few
+        microseconds a column)."""
+        empty: pa.RecordBatch | None = self.__dict__.get("_empty")
+        if empty is None:
+            empty = self.__dict__["_empty"] = pa.RecordBatch.from_pylist([], schema=self.schema)
+        return empty
 
     def _reference(self, block: Block, suspects: np.ndarray, fmt: str,
                    columns: list[str] | None, ctx: Any) -> tuple[list[pa.RecordBatch],
@@ -346,18 +356,19 @@ class IngestTask:
     def _suspects(self, block: Block, suspects: np.ndarray, fmt: str,
                   columns: list[str] | None, ctx: Any) -> tuple[pa.RecordBatch,
                                                                 pa.Table | None]:
-        from errortable.parsing import parse_csv_block, parse_json_block
+        from errortable.jsonblock import parse_json_array
+        from errortable.parsing import parse_csv_block
 
-        texts = block.records.take(pa.array(suspects)).to_pylist()
-        numbers = block.lines[suspects].tolist()
-        offsets = block.offsets[suspects].tolist()
+        numbers = block.lines[suspects]
+        offsets = block.offsets[suspects]
         if fmt == "csv":
-            parsed = parse_csv_block(texts, ctx, header=columns,
-                                     dialect=self.read_options.dialect,
-                                     line_numbers=numbers, offsets=offsets,
-                                     options=self.parse_options)
-        else:
-            parsed = parse_json_block(texts, ctx, line_numbers=numbers, offsets=offsets,
+            parsed = parse_csv_block(block.records.take(pa.array(suspects)).to_pylist(), ctx,
+                                     header=columns, dialect=self.read_options.dialect,
+                                     line_numbers=numbers.tolist(),
+                                     offsets=offsets.tolist(), options=self.parse_options)
+        else:  # a line that fails is decided and recorded as columns
+            parsed = parse_json_array(block.records.take(pa.array(suspects)), ctx,
+                                      line_numbers=numbers, offsets=offsets,
                                       options=self.parse_options)
         good, errors = self.validator.split_records_arrow(parsed.records, ctx,
                                                           line_numbers=parsed.line_numbers)

@@ -23,6 +23,8 @@ import pyarrow as pa
 from markerstore.errors import CorruptTableError, InvalidMarkerError, MarkerTypeError
 from markerstore.paths import CONTROL, path_problem
 from markerstore.storage import Storage
+from markerstore.storage.contain import shown
+from markerstore.storage.fs import MAX_LIST_DEPTH
 from markerstore.timeline.timeline import META_DIR, is_instant
 
 MARKERS_DIR = f"{META_DIR}/markers"
@@ -61,7 +63,8 @@ class IOType(str, enum.Enum):
 
 def validate_partition(partition: str) -> str:
     """A partition path relative to the table: '' or 'a=1/b=2' (the rules of
-    :func:`markerstore.paths.path_problem`: never absolute, no '..', ...)."""
+    :func:`markerstore.paths.path_problem`: never absolute, no '..', ...), at most
+    :data:`~markerstore.storage.fs.MAX_LIST_DEPTH` folders deep."""
     if not isinstance(partition, str):
         raise InvalidMarkerError(f"partition must be a string, got {type(partition).__name__}")
     if partition in ("", "."):
@@ -70,6 +73,10 @@ def validate_partition(partition: str) -> str:
     problem = path_problem(cleaned)
     if problem is not None:
         raise InvalidMarkerError(f"partition {partition!r} {problem}")
+    levels = cleaned.count("/") + 1
+    if levels > MAX_LIST_DEPTH:  # no listing reads it back: refused before any request
+        raise InvalidMarkerError(f"partition {shown(cleaned)} is {levels} folders deep; a "
+                                 f"table's listings read {MAX_LIST_DEPTH} at most")
     return cleaned
 
 

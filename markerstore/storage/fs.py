@@ -38,6 +38,7 @@ from markerstore.storage.local import (
     local_atomic_replace,
     local_create_exclusive,
     local_find,
+    make_folders,
 )
 
 T = TypeVar("T")
@@ -179,7 +180,7 @@ class Storage:
         self.check_in_table(path)
         if self.is_local:
             with path_errors(path):
-                os.makedirs(os.path.dirname(path), exist_ok=True)
+                make_folders(os.path.dirname(path))  # none left behind if refused
         return path
 
     # --- counting ----------------------------------------------------------------------

@@ -37,7 +37,7 @@ def test_each_flag_parses_through_it() -> None:
     assert parse_storage_options(["a.b=1", "c=true", "d=text"]) == {
         "a": {"b": 1}, "c": True, "d": "text"}
     assert parse_options(("markerstore.write.conflict.mode = fail ",)) == {
-        "markerstore.write.conflict.mode": "fail"}
+        "markerstore.write.conflict.mode": " fail "}  # the option's parser reads " fail "
     assert parse_checks(("positive = amount > 0",)) == {"positive": "amount > 0"}
     for call, message in ((lambda: parse_storage_options(["x"]), "--storage-option expects"),
                           (lambda: parse_options(("x",)), "--option expects key=value"),
@@ -45,6 +45,30 @@ def test_each_flag_parses_through_it() -> None:
                           (lambda: parse_checks(("p=1", "p=2")), "--check p is given twice")):
         with pytest.raises(click.UsageError, match=message):
             call()
+
+
+@pytest.mark.parametrize(("pair", "key", "parsed"), [
+    ("sep=\t", "sep", "\t"),  # a literal tab, as a shell passes $'sep=\t'
+    ("nullValue= ", "nullValue", " "),
+    ("emptyValue=  ", "emptyValue", "  "),
+    ("nanValue= NaN ", "nanValue", " NaN "),
+    (" dateFormat = dd/MM/yyyy", "dateFormat", " dd/MM/yyyy"),
+])
+def test_option_values_are_kept_as_given(pair: str, key: str, parsed: str) -> None:
+    """A value's white space is the value's: a tab separator was stripped to nothing (and
+    refused), a one-space nullValue silently became the default (empty)."""
+    from markerstore import config
+
+    options = parse_options((pair,))
+    assert options == {key: parsed}
+    assert config.resolve(options)[key] == parsed
+
+
+def test_replay_options_keep_their_values() -> None:
+    from markerstore.cli.errortable import _value_formats
+
+    formats = _value_formats(("nanValue= none ", "positiveInf=\t+\t"))
+    assert (formats.nan_value, formats.positive_inf) == (" none ", "\t+\t")
 
 
 @pytest.mark.parametrize(("group", "args", "message"), [

@@ -149,6 +149,33 @@ def test_task_rolls_files_and_reports_stats(location: Any) -> None:
     assert commit.rows_written == 6000
 
 
+def test_a_row_group_of_wide_rows_holds_enough_rows(tmp_path: Any) -> None:
+    """Rows past row_group_bytes / 64 bytes each (wide schemas) are buffered until the row
+    group holds 64 rows: Parquet writes and describes every column of every row group, so
+    row groups of a handful of rows of 100,000 columns cost more than their values (and a
+    footer entry per column each). Narrow rows are cut at row_group_bytes, as before."""
+    from markerstore.commit.task import ROW_GROUP_MIN_ROWS
+
+    table = Table(str(tmp_path / "t"), None, {"markerstore.write.parquet.row_group_bytes":
+                                              64 * 1024})
+    wide = [pa.record_batch({f"c{i}": pa.array(range(r, r + 5), pa.int64())
+                             for i in range(1000)}) for r in range(0, 300, 5)]  # 8 KB a row
+    narrow = [pa.record_batch({"c0": pa.array(range(r, r + 5000), pa.int64())})
+              for r in range(0, 50_000, 5000)]  # 40 KB a batch
+
+    def row_groups(rows: list[pa.RecordBatch]) -> list[int]:
+        job = WriteJob(table, conflict_mode="append").start()
+        result = run_task(job.spec, rows, TaskAttempt(0, 1, 0, 1))
+        job.commit([result])
+        (stats,) = result.files
+        meta = pq.ParquetFile(table.storage.path(stats.path)).metadata
+        return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+
+    sizes = row_groups(wide)
+    assert sum(sizes) == 300 and all(n >= ROW_GROUP_MIN_ROWS for n in sizes[:-1]), sizes
+    assert row_groups(narrow)[0] == 10_000  # 64 KiB reached at the second batch
+
+
 def test_a_failed_fsync_fails_the_task(tmp_path: Any, monkeypatch: pytest.MonkeyPatch
                                        ) -> None:
     """On local disk a file is fsynced (in a thread, while its checksum is read back): an

@@ -102,6 +102,41 @@ def test_write_arrow_applies_the_pii_policy(tmp_table: Table) -> None:
     assert errortable.read(write.commit.url).filter("record IS NOT NULL").fetchall() == []
 
 
+@pytest.mark.parametrize("policy", [{"markerstore.write.error.table.payload.drop": "true"},
+                                    {"markerstore.write.error.table.payload.redact": "id,x"}])
+def test_rows_the_policy_was_applied_to_are_written_as_columns(
+        tmp_table: Table, monkeypatch: pytest.MonkeyPatch, policy: dict[str, str]) -> None:
+    """Rows built under the error table's own policy are written as they are, as columns
+    (they were converted to dicts, each handed back unchanged by protect, and written one
+    by one); rows built without it still go through protect."""
+    from errortable import taskwriter
+
+    write = start(tmp_table, policy)
+    spec = write.commit.task_spec()
+    converted: list[int] = []
+    real = taskwriter.schema_module.arrow_to_records
+
+    def counting(table: pa.Table) -> list[dict[str, object]]:
+        converted.append(table.num_rows)
+        return real(table)
+
+    monkeypatch.setattr(taskwriter.schema_module, "arrow_to_records", counting)
+    protected = spec.validator(validator().target_schema, key="id", partition_by=["day"],
+                               checks={"positive_amount": "amount > 0"})
+    _, built = protected.split_arrow(batch(1, {"check": 3}), spec.context("t-0"))
+    _, plain = validator().split_arrow(batch(1, {"cast": 2}), spec.context("t-0"))
+    with spec.writer("t-0") as writer:
+        writer.write_arrow(built)
+        assert converted == []
+        writer.write_arrow(plain)
+        assert converted == [2]
+    tmp_table.commit(write.instant, [], metadata=write.commit.prepare([writer.stats]))
+    write.commit.complete()
+    kept = "record IS NOT NULL AND record NOT LIKE '%\"id\":\"[REDACTED]\"%'"
+    assert errortable.read(write.commit.url).filter(kept).fetchall() == []
+    assert len(errortable.read(write.commit.url).fetchall()) == 5
+
+
 def test_write_arrow_refuses_other_rows(tmp_table: Table) -> None:
     write = start(tmp_table)
     writer = write.commit.task_spec().writer("t-0")

@@ -259,3 +259,25 @@ def test_the_cli_reads_a_file_written_in_another_dialect(spark: Any, tmp_path: P
     assert ordered(data_rows(table).to_pylist()) == ordered([{"a": 1, "b": "x, y"},
                                                              {"a": 2, "b": "it's"}])
     assert_records(table, 2, rows=2, errors={})
+
+
+@pytest.mark.spark
+def test_the_cli_keeps_option_values_as_given(spark: Any, tmp_path: Path) -> None:
+    """A literal tab as the separator and a one-space nullValue reach the reader as
+    typed: the CLI stripped every value, so the tab was empty (refused) and the space the
+    default nullValue (empty), the field then a one-space string."""
+    from click.testing import CliRunner
+
+    from markerstore.cli import cli
+    from tests.support.readback import assert_records, data_rows
+
+    source = tmp_path / "export.csv"  # .csv: the tab comes from the option alone
+    source.write_bytes(b"a\tb\n1\t \n2\tx\n3\t\n")
+    table = str(tmp_path / "t")
+    out = CliRunner().invoke(cli, [
+        "ingest", str(source), table, "--schema", AB, "--no-progress", "--markers", "direct",
+        "--option", "sep=\t", "--option", "nullValue= "])
+    assert out.exit_code == 0, out.output
+    assert ordered(data_rows(table).to_pylist()) == ordered([
+        {"a": 1, "b": None}, {"a": 2, "b": "x"}, {"a": 3, "b": None}])
+    assert_records(table, 3, rows=3, errors={})

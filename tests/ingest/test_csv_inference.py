@@ -272,6 +272,7 @@ def test_json_inference_types_columns_as_spark_does(spark: Any, tmp_path: Path,
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.sampled_from([10**400, -(2**1024), 2**1023])  # past a double's range, and within
     | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3)
     | st.dictionaries(st.sampled_from("abc"), inner, max_size=3),

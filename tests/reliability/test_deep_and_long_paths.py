@@ -9,14 +9,16 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from markerstore import Table
-from markerstore.errors import CorruptTableError, StorageError
+from markerstore.errors import CorruptTableError, InvalidMarkerError, StorageError
 from markerstore.markers.base import MARKERS_DIR
 from markerstore.storage.fs import MAX_LIST_DEPTH
 from tests.support.files import exists, marked_write
+from tests.support.locations import Location
 
 LEVELS = 1500  # deeper than Python recurses (about 1,000 frames): what failed before
 
@@ -103,6 +105,122 @@ def test_a_tree_within_the_bound_is_listed(tmp_path: Path, cleanup: list[Path]) 
     cleanup.append(deep_tree(tmp_path / "t" / "a", MAX_LIST_DEPTH))
     found = table.storage.find(table.storage.path("a"))
     assert len(found) == 2 and found[0].endswith("/d/x.marker.CREATE")
+
+
+def _only_the_type_file(table: Table, instant: str) -> None:
+    """The instant's marker folder holds its MARKERS.type and nothing else: no marker, no
+    folder (on S3, no key)."""
+    folder = table.storage.path(MARKERS_DIR, instant)
+    assert [p[len(folder) + 1:] for p in table.storage.find(folder)] == ["MARKERS.type"]
+    if table.storage.is_local:
+        assert os.listdir(folder) == ["MARKERS.type"]
+
+
+@pytest.mark.parametrize("depth", [2100, MAX_LIST_DEPTH + 1])
+def test_a_marker_deeper_than_a_listing_reads_is_refused_and_rollback_completes(
+        location: Location, depth: int) -> None:
+    """A partition of more folders than a listing reads back is refused before any
+    request, on every storage: on local disk the create made folders until the kernel
+    refused the path (about 2,000 levels) and left them, so every rollback of the instant
+    stopped at the too-deep tree (CorruptTableError); on memory:// the marker was created,
+    with the same end."""
+    table = Table(location.url, location.storage_options)
+    instant = table.start_commit(heartbeat=False)
+    markers = table.markers(instant)
+    assert markers.create("p", "a.parquet")
+    before = table.storage.requests()
+    with pytest.raises(InvalidMarkerError, match=f"is {depth} folders deep"):
+        markers.create("/".join(["d"] * depth), "b.parquet")
+    assert table.storage.requests() == before  # refused before any request
+    assert markers.all() == ["p/a.parquet.marker.CREATE"]
+    assert not table.rollback(instant, force=True).noop
+    assert not table.storage.find(table.storage.path(MARKERS_DIR, instant))
+
+
+def test_a_partition_as_deep_as_a_listing_reads_is_a_marker(location: Location) -> None:
+    table = Table(location.url, location.storage_options)
+    instant = table.start_commit(heartbeat=False)
+    partition = "/".join(["d"] * MAX_LIST_DEPTH)
+    assert table.markers(instant).create(partition, "a.parquet")
+    assert table.markers(instant).all() == [f"{partition}/a.parquet.marker.CREATE"]
+    assert not table.rollback(instant, force=True).noop
+
+
+def test_batched_markers_refuse_it_too() -> None:
+    """The client refuses it before a request, and the server (for a client that would
+    not) answers 400: no segment row names it (a partition of 2,100 levels is longer than
+    the 1,024 characters the server takes at all)."""
+    import json
+
+    import urllib3
+
+    from markerstore.server.app import MarkerServer
+    from markerstore.server.client import MarkerClient
+
+    table = Table("memory://deep-batched/t")
+    instant = table.start_commit(heartbeat=False)
+    server = MarkerServer(table, options={"markerstore.markers.batch.interval_ms": 5})
+    server.start()
+    try:
+        client = MarkerClient(server.url, instant, table=table)
+        deep = "/".join(["d"] * 300)  # 599 characters: within the server's 1,024
+        with pytest.raises(InvalidMarkerError, match="300 folders deep"):
+            client.create(deep, "a.parquet")
+        answer = urllib3.PoolManager(retries=False, timeout=30).request(
+            "POST", f"{server.url}/v1/markers/{instant}/create",
+            body=json.dumps({"partition": deep, "file": "a.parquet"}).encode(),
+            headers={"Content-Type": "application/json"})
+        assert answer.status == 400 and "300 folders deep" in json.loads(answer.data)["message"]
+        assert client.all() == []
+    finally:
+        server.stop()
+    assert not table.rollback(instant, force=True).noop
+
+
+# A path under the depth bound but longer than the kernel takes (PATH_MAX, 4,096 bytes):
+# 200 folders of 30 bytes; the create is refused part way down.
+LONG_PARTITION = "/".join(f"level{i:03d}=" + "x" * 21 for i in range(200))
+
+
+def test_a_refused_local_create_leaves_no_folder(tmp_path: Path) -> None:
+    """The folders a refused create made on its way down are removed again: it left a
+    tree of about 130 folders in the marker folder (and one in the table for a data file
+    whose folder could not be made)."""
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    with pytest.raises(StorageError, match="over the filesystem's limit"):
+        table.markers(instant).create(LONG_PARTITION, "a.parquet")
+    _only_the_type_file(table, instant)
+    with pytest.raises(StorageError, match="over the filesystem's limit"):
+        table.storage.open_write(table.storage.path(LONG_PARTITION, "a.parquet"))
+    assert not (tmp_path / "t" / ("level000=" + "x" * 21)).exists()
+    assert not table.rollback(instant, force=True).noop
+
+
+def test_folders_another_writer_uses_stay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    """A refused create removes only the folders it made, and only while empty: a folder
+    in which another marker was created meanwhile stays, with that marker."""
+    from markerstore.storage import local
+
+    table = Table(str(tmp_path / "t"))
+    instant = table.start_commit(heartbeat=False)
+    markers = table.markers(instant)
+    real_open = open
+
+    def racing_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if "b.parquet" in str(path):  # another task's marker lands in the new folder
+            markers.create("p=1/q=2", "other.parquet")
+            raise OSError(28, "No space left on device")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(local, "open", racing_open, raising=False)
+    with pytest.raises(OSError, match="No space left"):
+        markers.create("p=1/q=2/r=3", "b.parquet")
+    monkeypatch.undo()
+    assert markers.all() == ["p=1/q=2/other.parquet.marker.CREATE"]
+    folder = Path(table.storage.path(MARKERS_DIR, instant))
+    assert not (folder / "p=1" / "q=2" / "r=3").exists()
 
 
 SEGMENT = "p=" + "x" * 298  # 300 bytes: over every common filesystem's name limit

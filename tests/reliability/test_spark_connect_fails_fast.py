@@ -42,6 +42,18 @@ def _ingest(tmp_path: Path, remote: str, *options: str) -> tuple[int, list[str],
     ("sc://", "no host"),
     ("sc://host:15002/;token", "a parameter that is not key=value"),
     ("http://host:15002", "not a Spark Connect URL"),
+    ("sc://[::1", "not a valid address (Invalid IPv6 URL)"),
+    ("sc://[zz]:15002", "not a valid address ('zz' does not appear to be an IPv4 or IPv6 "
+                        "address)"),
+    ("sc://[::1]x:15002", "text after the bracketed address"),
+    ("sc://host\uff0f:15002", "not a valid address (netloc 'host\uff0f:15002' contains "
+                               "invalid characters under NFKC normalization)"),
+    ("sc://ho st:15002", "white space or a control character in the host"),
+    ("sc://a\x00b:15002", "white space or a control character in the host"),
+    ("sc://" + "a" * 64 + ":15002", "not a valid host name (a label is empty or longer "
+                                    "than 63 characters)"),
+    ("sc://a..b:15002", "not a valid host name (a label is empty or longer than 63 "
+                        "characters)"),
 ])
 def test_a_bad_url_is_one_line_and_exit_2_before_spark(tmp_path: Path, url: str,
                                                        why: str) -> None:
