@@ -16,9 +16,9 @@ Findings (each a :class:`Finding`: kind, path, size, instant, action):
 ``format_missing_instant`` a completed instant a table format (Delta, Iceberg) does not
                        hold yet (repair publishes it, oldest first)
 ``format_unknown_instant`` a format version of an instant the timeline has not completed
-``format_unreadable``  a table format whose own state cannot be read (a corrupt Delta log,
-                       an Iceberg catalog that does not answer): nothing it may reference
-                       is deleted while it stays unreadable
+``format_error``       a table format whose own state cannot be read (a corrupt Delta log,
+                       an Iceberg catalog that does not answer) or cannot say what it
+                       holds: nothing it may reference is deleted meanwhile
 
 And one notice, which leaves the table consistent:
 
@@ -354,7 +354,7 @@ class Verifier:
             return  # an unreadable table file: reported by _table_file
         for f in findings:
             self._add(f["kind"], f["format"], None, f["instant"], f["action"])
-            if f["kind"] == "format_unreadable":  # its retained files are unknown: keep all
+            if f["kind"] == "format_error":  # its retained files are unknown: keep all
                 self.unreadable_format = f["format"]
         if referenced:
             con.executemany("INSERT INTO kept VALUES (?)", [[p] for p in sorted(referenced)])

@@ -40,12 +40,12 @@ def check_types(schema: pa.Schema) -> None:
     try:
         _iceberg(schema)
         return
-    except (TypeError, ValueError):
+    except Exception:  # pyiceberg's own for an unsupported type, TypeError, ValueError
         pass
     for column in schema:
         try:
             _iceberg(pa.schema([column]))
-        except (TypeError, ValueError) as exc:
+        except Exception as exc:
             reason = " ".join(str(exc).split())[:160]
             raise TableFormatError(f"Iceberg cannot hold column {column.name!r} of type "
                                    f"{column.type}: {reason}") from None

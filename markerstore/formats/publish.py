@@ -259,7 +259,7 @@ def drift(table: Table, publishers: list[FormatPublisher] | None = None
     """Where a format and the timeline disagree: a completed instant the format does not
     hold (``format_missing_instant``), a format version/snapshot of an instant the
     timeline has not completed (``format_unknown_instant``), or a format whose state
-    cannot be read (``format_unreadable``, with the reason)."""
+    cannot be read (``format_error``, with the reason)."""
     publishers = publishers_of(table) if publishers is None else publishers
     view = TimelineView.of(table.timeline())
     known = set(view.completed)
@@ -269,7 +269,7 @@ def drift(table: Table, publishers: list[FormatPublisher] | None = None
             missing = missing_instants(publisher, view)
             held = publisher.published_instants()
         except Exception as exc:
-            found.append({"kind": "format_unreadable", "format": publisher.name,
+            found.append({"kind": "format_error", "format": publisher.name,
                           "instant": None, "reason": _one_line(exc)})
             continue
         found += [{"kind": "format_missing_instant", "format": publisher.name,
@@ -303,7 +303,7 @@ def check_formats(table: Table, *, repair: bool = False, absent: Absent | None =
             finding["action"] = ("would publish" if not repair else
                                  f"not published: {outcome.reason}" if failed and outcome
                                  else "published")
-        elif finding["kind"] == "format_unreadable":
+        elif finding["kind"] == "format_error":
             finding["action"] = (f"none: {finding['reason']} (the next write retries; "
                                  "restore or repair the format's own files)")
         else:
