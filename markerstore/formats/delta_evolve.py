@@ -51,7 +51,8 @@ def delta_type_json(field: pa.Field) -> Any:
     try:
         schema = json.loads(Schema.from_arrow(pa.schema([field.remove_metadata()])).to_json())
     except Exception as exc:
-        reason = " ".join(str(exc).split()).rpartition("Schema error: ")[2][:160]
+        first = next((line for line in str(exc).splitlines() if line.strip()), "")
+        reason = first.rpartition("Schema error: ")[2].strip()[:160]
         raise TableFormatError(f"Delta Lake cannot hold column {field.name!r} of type "
                                f"{field.type}: {reason}") from None
     return schema["fields"][0]
