@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import AnalysisException, StreamingQueryException
 
 import markerstore.spark as ms
 from markerstore import Table, TableFormatError
@@ -53,7 +54,7 @@ def test_every_entry_point_refuses_before_it_writes(spark: Any, tmp_path: Path) 
     with pytest.raises(TableFormatError, match=r"partitioned by \[\], the Delta table"):
         ms.write(spark.range(2).selectExpr("id", "1 AS day"), url, options=BOTH)
     wider = spark.range(2).selectExpr("id", "CAST(1 AS BIGINT) AS day")
-    with pytest.raises(Exception) as batch:
+    with pytest.raises(AnalysisException) as batch:
         format_writer(wider, format_name(spark), url, partition_by="day",
                       options=BOTH).save(url)
     assert "'day' is long in this write but integer in the Delta" in _one_line(str(batch.value))
@@ -68,7 +69,7 @@ def test_every_entry_point_refuses_before_it_writes(spark: Any, tmp_path: Path) 
               .option("markerstore.write.partition_by", "day")
               .option("markerstore.table.formats", "delta,iceberg")
               .trigger(availableNow=True).start(url))
-    with pytest.raises(Exception):
+    with pytest.raises(StreamingQueryException):
         stream.awaitTermination()
     assert "'wait'" in _one_line(str(stream.exception()))
 
