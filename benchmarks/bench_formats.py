@@ -1,12 +1,21 @@
-"""Table formats benchmark: what publishing each commit as a Delta version costs.
+"""Table formats benchmark: what publishing each commit as a Delta version costs, and
+whether that cost grows with the table's history.
 
-The same DataFrame (10M rows by default, 7 partition values) written by
-``markerstore.spark.write`` to a local table without formats and to one with
-``markerstore.table.formats=delta``, alternating, in one Spark application. Reports the
-write's wall time with and without, and the publish alone (delta-rs's commit of the
-version: footers read for statistics, one log entry), against the 10% budget of issue 31.
-Rows: ``MARKERSTORE_BENCH_FORMATS_ROWS``. Run: ``python -m benchmarks.bench_formats
-[--quick]``.
+1. The same DataFrame (10M rows by default, 7 partition values) written by
+   ``markerstore.spark.write`` to a local table without formats and to one with
+   ``markerstore.table.formats=delta``, alternating, in one Spark application. Reports the
+   write's wall time with and without, and the publish alone (delta-rs's commit of the
+   version: footers read for statistics, one log entry), against the 10% budget of issue
+   31. Rows: ``MARKERSTORE_BENCH_FORMATS_ROWS``.
+2. 1,000 commits in a row (``MARKERSTORE_BENCH_FORMATS_COMMITS``) to one table that
+   publishes Delta and Iceberg, through the commit protocol itself (no Spark: a small
+   batch per commit): what publishing costs each write (the formats checked when it
+   starts, recovery's publish, the publish after its commit), the last 10 commits against
+   the first 10, against issue 36's 1.5x. Two workloads: each commit replaces one of 7
+   partitions (the history grows, the table does not), and each appends (both grow).
+
+Run: ``python -m benchmarks.bench_formats [--quick] [--history]`` (``--history``: the
+second part alone).
 """
 
 from __future__ import annotations
@@ -22,6 +31,10 @@ from typing import Any
 ROWS = int(os.environ.get("MARKERSTORE_BENCH_FORMATS_ROWS", "10000000"))
 QUICK_ROWS = 500_000
 BUDGET = 0.10
+COMMITS = int(os.environ.get("MARKERSTORE_BENCH_FORMATS_COMMITS", "1000"))
+QUICK_COMMITS = 100
+GROWTH_BUDGET = 1.5  # the last 10 commits' publish against the first 10's
+WINDOW = 10
 
 
 def _spark() -> Any:
@@ -59,6 +72,10 @@ def _timed_publish() -> list[float]:
 
 
 def run(quick: bool = False) -> str:
+    return _spark_writes(quick) + "\n" + history(quick)
+
+
+def _spark_writes(quick: bool) -> str:
     import markerstore.spark as ms
 
     rows = QUICK_ROWS if quick else ROWS
@@ -126,5 +143,94 @@ def _markdown(rows: int, files: int, repeats: int, timings: dict[str, list[float
     return "\n".join(lines)
 
 
+def _timed_format_work() -> list[float]:
+    """Seconds of every piece of format work in this process: the formats checked when a
+    write starts, recovery's publish at its start, the publish after its commit."""
+    from markerstore.commit import cleanup, driver, recovery
+
+    spent: list[float] = []
+
+    def timed(original: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent.append(time.perf_counter() - started)
+        return call
+
+    cleanup.publish = timed(cleanup.publish)
+    recovery.publish = timed(recovery.publish)
+    driver.check_write = timed(driver.check_write)
+    return spent
+
+
+def _commits(folder: str, commits: int, mode: str, spent: list[float]) -> list[float]:
+    """`commits` writes in a row to a new table publishing Delta and Iceberg; the format
+    work of each (seconds)."""
+    import pyarrow as pa
+
+    from markerstore import Table
+    from markerstore.commit import TaskAttempt, WriteJob, run_task
+
+    table = Table(folder, None, {"markerstore.table.formats": "delta,iceberg"})
+    per_write = []
+    for n in range(commits):
+        ids = list(range(n * 20, n * 20 + 20))
+        batch = pa.record_batch({"id": pa.array(ids, pa.int64()),
+                                 "day": pa.array([n % 7] * 20, pa.int64()),
+                                 "payload": pa.array([f"row-{i}" for i in ids])})
+        before = len(spent)
+        job = WriteJob(table, partition_by=["day"], conflict_mode=mode,
+                       schema=batch.schema).start()
+        job.commit([run_task(job.spec, [batch], TaskAttempt(0, 1, 0, n))])
+        per_write.append(sum(spent[before:]))
+    return per_write
+
+
+def history(quick: bool = False) -> str:
+    commits = QUICK_COMMITS if quick else COMMITS
+    spent = _timed_format_work()
+    base = tempfile.mkdtemp(prefix="bench-formats-history-")
+    found: dict[str, list[float]] = {}
+    try:
+        for mode in ("replace", "append"):
+            found[mode] = _commits(os.path.join(base, mode), commits, mode, spent)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return _history_markdown(commits, found)
+
+
+def _history_markdown(commits: int, found: dict[str, list[float]]) -> str:
+    load = os.getloadavg()
+    lines = [
+        "## Table formats: publish cost over 1,000 commits in a row" if commits == 1000
+        else f"## Table formats: publish cost over {commits:,} commits in a row", "",
+        f"{commits:,} commits in a row to one local table publishing Delta and Iceberg "
+        "(its SQLite catalog under `.markerstore/`), each a batch of 20 rows through the "
+        "commit protocol itself (no Spark), partitioned by day (7 values). Timed per "
+        "write: all the format work (the formats checked when the write starts, "
+        "recovery's publish at its start, the publish after its commit). `replace`: each "
+        "commit replaces one partition, so the history grows and the table does not; "
+        "`append`: each adds a file, so both grow. "
+        f"Load average during the run: {load[0]:.1f} (1 min) / {load[1]:.1f} (5 min) on "
+        f"{os.cpu_count()} cores.", "",
+        f"| workload | first {WINDOW} commits, ms a write | last {WINDOW}, ms a write | "
+        "last / first | median over all, ms | verdict |", "|---|---:|---:|---:|---:|---|"]
+    for mode, per_write in found.items():
+        first = statistics.mean(per_write[:WINDOW]) * 1000
+        last = statistics.mean(per_write[-WINDOW:]) * 1000
+        ratio = last / first
+        verdict = "met" if ratio <= GROWTH_BUDGET else "**not met**"
+        lines.append(f"| {mode} | {first:.1f} | {last:.1f} | {ratio:.2f}x | "
+                     f"{statistics.median(per_write) * 1000:.1f} | {verdict} "
+                     f"(budget {GROWTH_BUDGET}x) |")
+    lines.append("")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(run(quick="--quick" in sys.argv))
+    if "--history" in sys.argv:
+        print(history(quick="--quick" in sys.argv))
+    else:
+        print(run(quick="--quick" in sys.argv))

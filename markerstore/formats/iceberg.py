@@ -81,6 +81,7 @@ from markerstore.formats.iceberg_evolve import Evolution, check_types, plan_sche
 from markerstore.formats.iceberg_files import (
     IcebergPublishError,
     IcebergTableTaken,
+    MergingOverwrite,
     check_partitioning,
     data_files,
     iceberg_schema,
@@ -377,13 +378,13 @@ class IcebergPublisher:
         removed = self._removed(table, commit) if commit.mode == OVERWRITE else []
         evolved = plan_schema(table.schema(), commit.schema, has_files=True) \
             if commit.added else None
-        committing = _without_retries(table)
+        committing = _without_retries(table, trimmed=True)
         with committing.transaction() as tx:
             if evolved is not None:
                 _evolve(tx, commit, evolved)
             files = data_files(table.io, tx.table_metadata, self.location, commit.added)
             snapshot = tx.update_snapshot(snapshot_properties=self._summary(commit))
-            with (snapshot.overwrite() if removed else _appender(tx, snapshot)) as op:
+            with (MergingOverwrite(snapshot) if removed else _appender(tx, snapshot)) as op:
                 for data_file in removed:
                     op.delete_data_file(data_file)
                 for data_file in files:
@@ -446,16 +447,29 @@ def manifest_files(table: Table) -> set[str]:
     return paths
 
 
-def _without_retries(table: Table) -> Table:
+def _without_retries(table: Table, *, trimmed: bool = False) -> Table:
     """`table` whose transactions do not retry a failed catalog commit themselves.
 
     pyiceberg retries a commit that lost a race by rebuilding it on the new head, which
     would append the same files a second time when the winner published the same instant;
     :meth:`IcebergPublisher.publish` retries instead, after reading the instants again.
-    The setting is the transaction's only: the table's own properties are not changed."""
-    properties = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
-    metadata = table.metadata.model_copy(update={"properties": properties})
-    return Table(table.name(), metadata, table.metadata_location, table.io, table.catalog)
+    The setting is the transaction's only: the table's own properties are not changed.
+
+    `trimmed`: over the metadata a commit builds on alone (the snapshots the refs name,
+    the current one its parent; no snapshot log; the metadata log, which the commit
+    prunes to ``write.metadata.previous-versions-max``, stays). pyiceberg copies a
+    transaction's whole metadata each time it reads it, some twenty times a commit, which
+    made a publish cost more with every snapshot kept; the catalog applies the commit's
+    updates to the whole metadata it loads itself, once."""
+    metadata = table.metadata
+    update: dict[str, Any] = {
+        "properties": {**metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}}
+    if trimmed:
+        heads = {ref.snapshot_id for ref in metadata.refs.values()}
+        update.update(snapshots=[s for s in metadata.snapshots if s.snapshot_id in heads],
+                      snapshot_log=[])
+    return Table(table.name(), metadata.model_copy(update=update), table.metadata_location,
+                 table.io, table.catalog)
 
 
 def publisher_from_options(url: str, storage_options: Mapping[str, Any] | None,
