@@ -28,7 +28,7 @@ from markerstore.commit.staging import resolve_mode, staging_for
 from markerstore.commit.stats import TaskResult
 from markerstore.commit.task import BatchValidator, ErrorSinkFactory
 from markerstore.errors import ConfigError
-from markerstore.formats import check_write
+from markerstore.formats import check_write, publishers_of
 from markerstore.markers import BATCHED, DIRECT, RollbackResult, ensure_marker_type
 from markerstore.table import Table
 
@@ -96,9 +96,10 @@ class WriteJob:
                               f"({config.WRITE_UUID})")
         self.write_uuid = check_write_uuid(write_uuid or str(uuid.uuid4()))
         self.started_at = time.perf_counter()
-        recover(self.table, error_tables=self.error_tables)
+        publishers = publishers_of(self.table)  # each reads its format once for both
+        recover(self.table, error_tables=self.error_tables, publishers=publishers)
         # The one rule: a write publishes to every format, or fails here, before it writes.
-        check_write(self.table, self.schema, self.partition_by)
+        check_write(self.table, self.schema, self.partition_by, publishers)
         if self.error_table is not None:
             assert self.error_tables is not None
             self.error_tables.check_formats(self.table)

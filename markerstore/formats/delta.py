@@ -175,7 +175,7 @@ class DeltaPublisher:
             for field in schema:
                 delta_type_json(field)
         try:
-            delta = self._load()
+            delta = self._current()
             metadata = None if delta is None else delta.metadata()
             existing = None if delta is None else json.loads(delta.schema().to_json())
         except Exception as exc:

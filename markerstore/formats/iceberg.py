@@ -42,7 +42,6 @@ from pyiceberg.exceptions import (
     CommitFailedException,
     NoSuchTableError,
     TableAlreadyExistsError,
-    ValidationError,
 )
 from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.update.snapshot import ExpireSnapshots, UpdateSnapshot
@@ -77,7 +76,7 @@ from markerstore.formats.iceberg_catalog import (
     sqlite_file,
     table_location,
 )
-from markerstore.formats.iceberg_evolve import Evolution, check_types, plan_schema
+from markerstore.formats.iceberg_evolve import check_types, evolve, plan_schema
 from markerstore.formats.iceberg_files import (
     IcebergPublishError,
     IcebergTableTaken,
@@ -100,6 +99,9 @@ __all__ = ["CATALOG_PREFIX", "DEFAULT_CATALOG_FILE", "IDENTIFIER", "INSTANT_PROP
 # how many instants the timeline had before it then (:meth:`IcebergPublisher.expire_before`).
 EXPIRED_BEFORE_PROPERTY = "markerstore.expired-before"
 EXPIRED_COUNT_PROPERTY = "markerstore.expired-count"
+# commit.manifest.min-count-to-merge of the tables markerstore creates (Iceberg's default,
+# 100, lets a table of small commits reach 100 manifests, each opened by every commit)
+MIN_MERGE_COUNT = "16"
 _VERSION = re.compile(r"^(\d+)-")
 _log = logging.getLogger(__name__)
 
@@ -223,7 +225,7 @@ class IcebergPublisher:
         if schema is not None:
             check_types(schema)
         try:
-            table = self.table()
+            table = self._table if self._table is not None else self.table()
         except (TableFormatError, ConfigError):
             raise
         except Exception as exc:
@@ -243,8 +245,9 @@ class IcebergPublisher:
     def referenced_paths(self) -> set[str]:
         """Table-relative paths of the data files any retained snapshot holds."""
         table = self.table()
-        if table is None:
-            return set()
+        return set() if table is None else self._referenced(table)
+
+    def _referenced(self, table: Table) -> set[str]:
         paths = referenced_files(table.io, table.metadata)
         return {rel for rel in (relative(p, self.location) for p in paths) if rel is not None}
 
@@ -267,19 +270,21 @@ class IcebergPublisher:
         expired = [s.snapshot_id for s in table.metadata.snapshots
                    if s.snapshot_id not in kept and s.summary is not None
                    and s.summary.get(INSTANT_PROPERTY, instant) < instant]
-        before, metadata_before = self.referenced_paths(), manifest_files(table)
-        with _without_retries(table).transaction() as tx:
+        before, metadata_before = self._referenced(table), manifest_files(table)
+        after = _without_retries(table)
+        with after.transaction() as tx:
             if expired:
                 ExpireSnapshots(tx).by_ids(expired).commit()
-            if instant > (self.expired_before() or ""):
+            if instant > (table.properties.get(EXPIRED_BEFORE_PROPERTY) or ""):
                 mark = {EXPIRED_BEFORE_PROPERTY: instant}
                 if count is not None:
                     mark[EXPIRED_COUNT_PROPERTY] = str(count)
                 tx.set_properties(mark)
-        after = self.table() or table
+        _drop_old_metadata(table, after)
+        self._table = after  # its metadata is the committed one now
         for path in sorted(metadata_before - manifest_files(after)):
             after.io.delete(path)         # what only the expired snapshots referenced
-        return before - self.referenced_paths()
+        return before - self._referenced(after)
 
     def expired_before(self) -> str | None:
         """The instant before which :meth:`expire_before` expired every snapshot (those
@@ -328,8 +333,9 @@ class IcebergPublisher:
                             # metadata files beyond the kept history are deleted
                             TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
                             # a stream's many commits: manifests merged, as Iceberg's Java
-                            # library does by default
-                            TableProperties.MANIFEST_MERGE_ENABLED: "true"})
+                            # library does by default, from 16 (each commit reads them all)
+                            TableProperties.MANIFEST_MERGE_ENABLED: "true",
+                            TableProperties.MANIFEST_MIN_MERGE_COUNT: MIN_MERGE_COUNT})
         except TableAlreadyExistsError:
             self._drop_lost_metadata(None)
             table = self.table()
@@ -378,10 +384,10 @@ class IcebergPublisher:
         removed = self._removed(table, commit) if commit.mode == OVERWRITE else []
         evolved = plan_schema(table.schema(), commit.schema, has_files=True) \
             if commit.added else None
-        committing = _without_retries(table, trimmed=True)
+        committing = _without_retries(table, heads_only=True)
         with committing.transaction() as tx:
             if evolved is not None:
-                _evolve(tx, commit, evolved)
+                evolve(tx, commit.instant, evolved)
             files = data_files(table.io, tx.table_metadata, self.location, commit.added)
             snapshot = tx.update_snapshot(snapshot_properties=self._summary(commit))
             with (MergingOverwrite(snapshot) if removed else _appender(tx, snapshot)) as op:
@@ -389,6 +395,7 @@ class IcebergPublisher:
                     op.delete_data_file(data_file)
                 for data_file in files:
                     op.append_data_file(data_file)
+        _drop_old_metadata(table, committing)
         self._table = committing  # its metadata is the committed one now
 
     def _removed(self, table: Table, commit: CommitToPublish) -> list[Any]:
@@ -415,20 +422,6 @@ def _expired_mark(table: Table) -> Settled | None:
     return Settled.from_summary({SETTLED_BEFORE_KEY: before, SETTLED_COUNT_KEY: count})
 
 
-def _evolve(tx: Transaction, commit: CommitToPublish, evolved: Evolution) -> None:
-    """The table's schema (and its name mapping) evolved for the commit's files, in the
-    transaction of its snapshot: ``union_by_name`` (new columns, nullability widened,
-    Iceberg's type promotions), and the columns its files lack made optional."""
-    try:
-        with tx.update_schema() as update:
-            update.union_by_name(evolved.union)
-            for name in evolved.optional:
-                update.make_column_optional(name)
-    except (ValueError, ValidationError) as exc:
-        raise IcebergPublishError(f"instant {commit.instant}: the table's new columns do not "
-                                  f"fit the Iceberg table's schema: {exc}") from exc
-
-
 def _appender(tx: Transaction, snapshot: UpdateSnapshot) -> Any:
     """A fast append, or a merging one where the table asks for it
     (``commit.manifest-merge.enabled``, as pyiceberg's own append does)."""
@@ -447,29 +440,48 @@ def manifest_files(table: Table) -> set[str]:
     return paths
 
 
-def _without_retries(table: Table, *, trimmed: bool = False) -> Table:
-    """`table` whose transactions do not retry a failed catalog commit themselves.
+def _without_retries(table: Table, *, heads_only: bool = False) -> Table:
+    """`table` for one transaction of markerstore's, which does not retry a failed catalog
+    commit itself, over the part of its metadata a transaction reads.
 
     pyiceberg retries a commit that lost a race by rebuilding it on the new head, which
     would append the same files a second time when the winner published the same instant;
     :meth:`IcebergPublisher.publish` retries instead, after reading the instants again.
     The setting is the transaction's only: the table's own properties are not changed.
 
-    `trimmed`: over the metadata a commit builds on alone (the snapshots the refs name,
-    the current one its parent; no snapshot log; the metadata log, which the commit
-    prunes to ``write.metadata.previous-versions-max``, stays). pyiceberg copies a
-    transaction's whole metadata each time it reads it, some twenty times a commit, which
-    made a publish cost more with every snapshot kept; the catalog applies the commit's
-    updates to the whole metadata it loads itself, once."""
+    pyiceberg also copies a transaction's whole metadata each time it reads it (some
+    twenty times a commit), so a commit cost more with every snapshot and metadata file
+    the table keeps. The catalog applies the transaction's updates to the whole metadata
+    it loads itself, once; the transaction works over it without the snapshot and
+    metadata logs, and with `heads_only` without the snapshots the refs do not name (the
+    current one, a new snapshot's parent, stays). :func:`_drop_old_metadata` then deletes
+    the metadata files the commit dropped from the log, as pyiceberg would have."""
     metadata = table.metadata
     update: dict[str, Any] = {
-        "properties": {**metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}}
-    if trimmed:
+        "properties": {**metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"},
+        "snapshot_log": [], "metadata_log": []}
+    if heads_only:
         heads = {ref.snapshot_id for ref in metadata.refs.values()}
-        update.update(snapshots=[s for s in metadata.snapshots if s.snapshot_id in heads],
-                      snapshot_log=[])
+        update["snapshots"] = [s for s in metadata.snapshots if s.snapshot_id in heads]
     return Table(table.name(), metadata.model_copy(update=update), table.metadata_location,
                  table.io, table.catalog)
+
+
+def _drop_old_metadata(base: Table, committed: Table) -> None:
+    """Delete the metadata files the commit from `base` to `committed` dropped from the
+    table's metadata log (``write.metadata.delete-after-commit.enabled``, whose count
+    ``write.metadata.previous-versions-max`` keeps)."""
+    if committed.metadata_location == base.metadata_location or not property_as_bool(
+            committed.metadata.properties, TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED,
+            TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED_DEFAULT):
+        return
+    kept = {e.metadata_file for e in committed.metadata.metadata_log}
+    dropped = {e.metadata_file for e in base.metadata.metadata_log} - kept
+    for path in sorted(dropped - {committed.metadata_location}):
+        try:
+            committed.io.delete(path)
+        except OSError as exc:  # an orphan Iceberg's cleanup finds; never the table's state
+            _log.warning("could not delete the old Iceberg metadata file %s: %s", path, exc)
 
 
 def publisher_from_options(url: str, storage_options: Mapping[str, Any] | None,

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import ResolveError
+from pyiceberg.exceptions import ResolveError, ValidationError
 from pyiceberg.schema import Schema, promote
+from pyiceberg.table import Transaction
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from markerstore.errors import TableFormatError
+from markerstore.formats.iceberg_files import IcebergPublishError
 
 
 @dataclass(frozen=True)
@@ -102,3 +104,17 @@ def plan_schema(current: Schema, schema: pa.Schema, *, has_files: bool = True
         return None
     union = pa.schema([f if f.name in ours else f.with_nullable(True) for f in schema])
     return Evolution(union, optional)
+
+
+def evolve(tx: Transaction, instant: str, evolved: Evolution) -> None:
+    """The table's schema (and its name mapping) evolved for the files of `instant`, in the
+    transaction of its snapshot: ``union_by_name`` (new columns, nullability widened,
+    Iceberg's type promotions), and the columns its files lack made optional."""
+    try:
+        with tx.update_schema() as update:
+            update.union_by_name(evolved.union)
+            for name in evolved.optional:
+                update.make_column_optional(name)
+    except (ValueError, ValidationError) as exc:
+        raise IcebergPublishError(f"instant {instant}: the table's new columns do not fit "
+                                  f"the Iceberg table's schema: {exc}") from exc

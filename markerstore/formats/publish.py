@@ -58,8 +58,8 @@ def publishers_of(table: Table) -> list[FormatPublisher]:
     return [open_publisher(name, table) for name in table.formats()]
 
 
-def check_write(table: Table, schema: pa.Schema | None, partition_by: Sequence[str] = ()
-                ) -> list[FormatPublisher]:
+def check_write(table: Table, schema: pa.Schema | None, partition_by: Sequence[str] = (),
+                publishers: list[FormatPublisher] | None = None) -> list[FormatPublisher]:
     """Refuse, in one line and before anything is written, a write to `table` that one of
     its formats cannot take (TableFormatError): a column type it has no equivalent for
     (zoned timestamps count as UTC, as they are stored), a schema change it does not
@@ -67,8 +67,9 @@ def check_write(table: Table, schema: pa.Schema | None, partition_by: Sequence[s
     that is wrong or taken. `schema`: the write's columns, partition columns included
     (None: the columns are not known yet, only the rest is checked). What only fails
     later (a catalog that does not answer, a log that cannot be read) is not refused
-    here: the publish reports it. Returns the table's publishers."""
-    publishers = publishers_of(table)
+    here: the publish reports it. `publishers`: the table's, as a publish just read them
+    (their formats are not read again). Returns the table's publishers."""
+    publishers = publishers_of(table) if publishers is None else publishers
     columns = None if schema is None else utc_schema(schema)
     for publisher in publishers:
         check = getattr(publisher, "check_write", None)
