@@ -232,6 +232,8 @@ def _formats(table: Table, findings: list[dict[str, Any]]) -> list[dict[str, Any
 
     try:
         outcomes = status(table)
+    except (CorruptTableError, OSError):  # the table file: its own finding says it
+        return []
     except MarkerStoreError as exc:  # a format this installation cannot publish
         findings.append({"kind": "format_error", "instant": None, "what": str(exc)})
         return []
