@@ -48,7 +48,7 @@ def test_a_publish_reads_each_format_the_same_after_many_commits(
     table = open_table(local_where, markerstore__table__formats="delta,iceberg")
     calls = _counting(monkeypatch)
     per_write = []
-    for n in range(36):
+    for n in range(24):
         calls.clear()
         job = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
         job.commit(run_job_tasks(job, {0: batches(6, start=n * 10, days=2)}))
