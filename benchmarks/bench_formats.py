@@ -1,12 +1,22 @@
-"""Table formats benchmark: what publishing each commit as a Delta version costs.
+"""Table formats benchmark: what publishing each commit as a Delta version costs, and
+whether that cost grows with the table's history.
 
-The same DataFrame (10M rows by default, 7 partition values) written by
-``markerstore.spark.write`` to a local table without formats and to one with
-``markerstore.table.formats=delta``, alternating, in one Spark application. Reports the
-write's wall time with and without, and the publish alone (delta-rs's commit of the
-version: footers read for statistics, one log entry), against the 10% budget of issue 31.
-Rows: ``MARKERSTORE_BENCH_FORMATS_ROWS``. Run: ``python -m benchmarks.bench_formats
-[--quick]``.
+1. The same DataFrame (10M rows by default, 7 partition values) written by
+   ``markerstore.spark.write`` to a local table without formats and to one with
+   ``markerstore.table.formats=delta``, alternating, in one Spark application. Reports the
+   write's wall time with and without, and the publish alone (delta-rs's commit of the
+   version: footers read for statistics, one log entry), against the 10% budget of issue
+   31. Rows: ``MARKERSTORE_BENCH_FORMATS_ROWS``.
+2. 1,000 commits in a row (``MARKERSTORE_BENCH_FORMATS_COMMITS``) to a table that
+   publishes Delta, and to one that publishes Iceberg, through the commit protocol itself
+   (no Spark: a small batch per commit): what publishing costs each write (the formats
+   checked when it starts, recovery's publish, the publish after its commit), the last 10
+   commits against the first 10 (after the one that creates the format's table), against
+   issue 36's 1.5x. Two workloads: each commit replaces one of 7 partitions (the history
+   grows, the table does not), and each appends (both grow).
+
+Run: ``python -m benchmarks.bench_formats [--quick] [--history]`` (``--history``: the
+second part alone).
 """
 
 from __future__ import annotations
@@ -22,6 +32,10 @@ from typing import Any
 ROWS = int(os.environ.get("MARKERSTORE_BENCH_FORMATS_ROWS", "10000000"))
 QUICK_ROWS = 500_000
 BUDGET = 0.10
+COMMITS = int(os.environ.get("MARKERSTORE_BENCH_FORMATS_COMMITS", "1000"))
+QUICK_COMMITS = 100
+GROWTH_BUDGET = 1.5  # the last 10 commits' publish against the first 10's
+WINDOW = 10
 
 
 def _spark() -> Any:
@@ -59,6 +73,10 @@ def _timed_publish() -> list[float]:
 
 
 def run(quick: bool = False) -> str:
+    return _spark_writes(quick) + "\n" + history(quick)
+
+
+def _spark_writes(quick: bool) -> str:
     import markerstore.spark as ms
 
     rows = QUICK_ROWS if quick else ROWS
@@ -126,5 +144,107 @@ def _markdown(rows: int, files: int, repeats: int, timings: dict[str, list[float
     return "\n".join(lines)
 
 
+def _timed_format_work() -> list[tuple[float, float]]:
+    """(wall, CPU) seconds of every piece of format work in this process: the formats
+    checked when a write starts, recovery's publish at its start, the publish after its
+    commit. CPU time is the process's (every thread: delta-rs works in its own), which
+    other work on a shared machine does not inflate."""
+    from markerstore.commit import cleanup, driver, recovery
+
+    spent: list[tuple[float, float]] = []
+
+    def timed(original: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent.append((time.perf_counter() - wall, time.process_time() - cpu))
+        return call
+
+    cleanup.publish = timed(cleanup.publish)
+    recovery.publish = timed(recovery.publish)
+    driver.check_write = timed(driver.check_write)
+    return spent
+
+
+def _commits(folder: str, formats: str, commits: int, mode: str,
+             spent: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """`commits` writes in a row to a new table publishing `formats`; the format work of
+    each ((wall, CPU) seconds)."""
+    import pyarrow as pa
+
+    from markerstore import Table
+    from markerstore.commit import TaskAttempt, WriteJob, run_task
+
+    table = Table(folder, None, {"markerstore.table.formats": formats})
+    per_write = []
+    for n in range(commits):
+        ids = list(range(n * 20, n * 20 + 20))
+        batch = pa.record_batch({"id": pa.array(ids, pa.int64()),
+                                 "day": pa.array([n % 7] * 20, pa.int64()),
+                                 "payload": pa.array([f"row-{i}" for i in ids])})
+        before = len(spent)
+        job = WriteJob(table, partition_by=["day"], conflict_mode=mode,
+                       schema=batch.schema).start()
+        job.commit([run_task(job.spec, [batch], TaskAttempt(0, 1, 0, n))])
+        done = spent[before:]
+        per_write.append((sum(w for w, _ in done), sum(c for _, c in done)))
+    return per_write
+
+
+RUNS = [(mode, formats) for mode in ("replace", "append") for formats in ("delta", "iceberg")]
+
+
+def history(quick: bool = False) -> str:
+    commits = QUICK_COMMITS if quick else COMMITS
+    spent = _timed_format_work()
+    base = tempfile.mkdtemp(prefix="bench-formats-history-")
+    found: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    try:
+        for mode, formats in RUNS:
+            folder = os.path.join(base, f"{mode}-{formats}")
+            found[mode, formats] = _commits(folder, formats, commits, mode, spent)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return _history_markdown(commits, found)
+
+
+def _history_markdown(commits: int, found: dict[tuple[str, str], list[tuple[float, float]]]
+                      ) -> str:
+    load = os.getloadavg()
+    lines = [
+        f"## Table formats: publish cost over {commits:,} commits in a row", "",
+        f"{commits:,} commits in a row to a local table publishing Delta, and to one "
+        "publishing Iceberg (its SQLite catalog under `.markerstore/`), each commit a batch "
+        "of 20 rows through the commit protocol itself (no Spark), partitioned by day (7 "
+        "values). Timed per write: all the format work (the formats checked when the write "
+        "starts, recovery's publish at its start, the publish after its commit). "
+        "`replace`: each commit replaces one partition, so the history grows and the "
+        "table does not; `append`: each adds a file, so both grow. First: commits 2 to "
+        f"{WINDOW + 1} (the first creates the format's table); last: the last {WINDOW}. "
+        "The verdict is on CPU time (the process's, all threads), which other work on a "
+        "shared machine does not inflate; wall time beside it. "
+        f"Load average during the run: {load[0]:.1f} (1 min) / {load[1]:.1f} (5 min) on "
+        f"{os.cpu_count()} cores.", "",
+        "| workload | format | first, CPU ms a write | last, CPU ms | last / first | "
+        "wall ms first, last | verdict |", "|---|---|---:|---:|---:|---:|---|"]
+    for (mode, formats), per_write in found.items():
+        def mean(rows: list[tuple[float, float]], i: int) -> float:
+            return statistics.mean(r[i] for r in rows) * 1000
+
+        head, tail = per_write[1:WINDOW + 1], per_write[-WINDOW:]
+        ratio = mean(tail, 1) / mean(head, 1)
+        verdict = "met" if ratio <= GROWTH_BUDGET else "**not met**"
+        lines.append(f"| {mode} | {formats} | {mean(head, 1):.1f} | {mean(tail, 1):.1f} | "
+                     f"{ratio:.2f}x | {mean(head, 0):.0f}, {mean(tail, 0):.0f} | {verdict} "
+                     f"(budget {GROWTH_BUDGET}x) |")
+    lines.append("")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(run(quick="--quick" in sys.argv))
+    if "--history" in sys.argv:
+        print(history(quick="--quick" in sys.argv))
+    else:
+        print(run(quick="--quick" in sys.argv))

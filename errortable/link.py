@@ -22,7 +22,7 @@ from errortable.hooks import ErrorSinkHook, ValidatorHook
 from errortable.recovery import rollback_error_instant
 from errortable.schema import arrow_schema
 from errortable.taskwriter import ErrorTaskSpec
-from errortable.writer import ErrorCommit
+from errortable.writer import ErrorCommit, check_error_table_formats
 from markerstore.config import REASON_KEY
 from markerstore.table import Table
 
@@ -110,6 +110,10 @@ class ErrorTables:
 
     def location(self, table: Table) -> str:
         return locate(table.storage.url(), ErrorTableConfig.from_options(table.settings)).url
+
+    def check_formats(self, table: Table) -> None:
+        location = locate(table.storage.url(), ErrorTableConfig.from_options(table.settings))
+        check_error_table_formats(table, location)
 
     def open(self, table: Table, instant: str) -> ErrorWriteLink:
         location = locate(table.storage.url(), ErrorTableConfig.from_options(table.settings))

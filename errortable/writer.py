@@ -32,14 +32,17 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable import metrics
+from errortable import schema as S
 from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
 from errortable.expired import expired_paths
 from errortable.files import read_file
 from errortable.registry import forget_open, remember_open, remember_storage_options
 from errortable.taskwriter import (
+    DAY_PREFIX,
     IDENTITY_FILE,
     MESSAGE_MAX_CHARS,
     OPERATION,
@@ -54,7 +57,7 @@ from markerstore.config import (
     resolve,
 )
 from markerstore.errors import CommitConflictError, CorruptErrorFileError, ErrorTableError
-from markerstore.formats import publish
+from markerstore.formats import check_write, publish
 from markerstore.markers import ReconcileResult, RollbackResult
 from markerstore.markers.base import WriteMarkers
 from markerstore.table import Table
@@ -120,8 +123,7 @@ class ErrorCommit:
         location = location or locate(source.storage.url(), config)
         e_options = dict(error_storage_options if error_storage_options is not None
                          else source.storage.storage_options)
-        table = Table(location.url, e_options, _error_table_settings(source, location.url,
-                                                                     e_options, settings))
+        table = _error_table(source, location, e_options, settings)
         table.storage.create_if_absent(table.storage.path(IDENTITY_FILE), json.dumps(
             {"kind": "error_table", "schema": "error_record.avsc"}).encode())
         remember_storage_options(table.storage.url(), e_options)
@@ -284,6 +286,25 @@ def complete_error_instant(table: Table, instant: str, files: list[dict[str, Any
         done = table.commit_metadata(instant)
     publish_formats(table)
     return done
+
+
+DAY_COLUMN = DAY_PREFIX.rstrip("=")  # the error table's partition column
+
+
+def _error_table(source: Table, location: ErrorTableLocation,
+                 storage_options: Mapping[str, Any],
+                 settings: Mapping[str, Any] | Settings | None) -> Table:
+    return Table(location.url, storage_options,
+                 _error_table_settings(source, location.url, storage_options, settings))
+
+
+def check_error_table_formats(source: Table, location: ErrorTableLocation) -> None:
+    """Refuse (TableFormatError), before the write starts, what the formats of the error
+    table of `source` cannot take: its columns (the ErrorRecord schema and the day of
+    its partition folders), its Iceberg identifier and catalog properties."""
+    table = _error_table(source, location, source.storage.storage_options, source.settings)
+    columns = pa.schema([*S.arrow_schema(), pa.field(DAY_COLUMN, pa.string())])
+    check_write(table, columns, (DAY_COLUMN,))
 
 
 def publish_formats(table: Table) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         MarkerTypeError,
         ReconcileError,
         StorageError,
+        TableFormatError,
         TimelineError,
         WriteAbortedError,
         WriteConflictError,
@@ -48,7 +49,8 @@ __all__ = [
     "HeartbeatAliveError", "IOType", "InstantCompletedError", "InstantInfo",
     "InstantNotFoundError", "InvalidMarkerError", "MarkerClient", "MarkerName",
     "MarkerServerError", "MarkerStoreError", "MarkerTypeError", "ReconcileError",
-    "ReconcileResult", "RollbackResult", "StorageError", "Table", "TimelineError",
+    "ReconcileResult", "RollbackResult", "StorageError", "Table", "TableFormatError",
+    "TimelineError",
     "WriteAbortedError", "WriteConflictError", "WriteMarkers", "config",
 ]
 
@@ -61,7 +63,8 @@ _HOMES = {
                      "ErrorBudgetExceeded", "HeartbeatAliveError", "InstantCompletedError",
                      "InstantNotFoundError", "InvalidMarkerError", "MarkerServerError",
                      "MarkerStoreError", "MarkerTypeError", "ReconcileError", "StorageError",
-                     "TimelineError", "WriteAbortedError", "WriteConflictError"),
+                     "TableFormatError", "TimelineError", "WriteAbortedError",
+                     "WriteConflictError"),
                     "markerstore.errors"),
     **dict.fromkeys(("DirectWriteMarkers", "IOType", "MarkerName", "ReconcileResult",
                      "RollbackResult", "WriteMarkers"), "markerstore.markers"),

@@ -2,7 +2,11 @@
 
     MarkerStoreError
     ├── ConfigError (ValueError)             unknown option key, bad option value
-    │   └── SchemaError                      a schema (DDL, Avro) cannot be read or mapped
+    │   ├── SchemaError                      a schema (DDL, Avro) cannot be read or mapped
+    │   └── TableFormatError                 a table format (Delta, Iceberg) cannot take a
+    │                                        write: a type, a schema or partitioning change,
+    │                                        an Iceberg identifier or catalog property;
+    │                                        refused when the write starts
     ├── TableNotFoundError (LookupError)     no markerstore table at the path given
     ├── SqlRefusedError (ValueError)         the SQL sandbox refused a query
     ├── SqlLimitError                        a sandboxed query passed its time or memory limit
@@ -51,6 +55,14 @@ class ConfigError(MarkerStoreError, ValueError):
 class SchemaError(ConfigError):
     """A schema (an ingest DDL string, an Avro schema) cannot be understood, or one of its
     Avro types has no Arrow type in `markerstore.arrow_avro`; names the part that is wrong."""
+
+
+class TableFormatError(ConfigError):
+    """A table format the table publishes (Delta, Iceberg) cannot take this write: a column
+    type it has no equivalent for, a type change it does not allow as a widening, other
+    partition columns, a bad Iceberg identifier or catalog property, an identifier another
+    table holds. Raised when the write starts, before anything is written; names the
+    format, the column or key, and what it can take."""
 
 
 class TableNotFoundError(MarkerStoreError, LookupError):

@@ -218,8 +218,38 @@ def _recovery(table: Table, con: duckdb.DuckDBPyConnection,
         "ORDER BY instant DESC LIMIT 10", [ROLLED_FORWARD]).fetchall()]
     return {"inflight": inflight, "dead_writers": sum(not i["writer_alive"] for i in inflight),
             "pending_uploads": sum(i["pending_uploads"] for i in inflight),
-            "recent_rollbacks": rolled, "recent_roll_forwards": forward, "verify": None,
+            "recent_rollbacks": rolled, "recent_roll_forwards": forward,
+            "formats": _formats(table, findings), "verify": None,
             "last_verify": last_verify(table)}
+
+
+def _formats(table: Table, findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Where each table format stands (Delta's version, Iceberg's snapshot) and its
+    backlog: the completed instants it does not hold, which the next write, recovery or
+    ``verify --repair`` publishes. A backlog, or a format that cannot be read, is a
+    finding."""
+    from markerstore.formats import status
+
+    try:
+        outcomes = status(table)
+    except (CorruptTableError, OSError):  # the table file: its own finding says it
+        return []
+    except MarkerStoreError as exc:  # a format this installation cannot publish
+        findings.append({"kind": "format_error", "instant": None, "what": str(exc)})
+        return []
+    shown = []
+    for outcome in outcomes.values():
+        pending = outcome.pending
+        shown.append({"format": outcome.name, "position": outcome.position,
+                      "backlog": len(pending), "oldest_pending": pending[0] if pending else None,
+                      "reason": outcome.reason})
+        if not outcome.ok:
+            what = (f"{outcome.name}: {len(pending)} completed instant(s) not published"
+                    + (f" (oldest {pending[0]})" if pending else "")
+                    + (f": {outcome.reason}" if outcome.reason else ""))
+            findings.append({"kind": "format_backlog" if pending else "format_error",
+                             "instant": pending[0] if pending else None, "what": what})
+    return shown
 
 
 def _verify(table: Table, findings: list[dict[str, Any]]) -> dict[str, Any]:
@@ -264,4 +294,9 @@ def notes(data: dict[str, Any]) -> dict[str, str]:
               f"{lay['small_files']:,} under {collect.size_label(lay['small_file_bytes'])}.")
     recovery = (f"{len(rec['inflight'])} instant(s) in flight, {rec['dead_writers']} with a "
                 f"dead writer." if rec["inflight"] else "Nothing in flight.")
+    behind = [f for f in rec.get("formats") or [] if f["backlog"] or f["reason"]]
+    if behind:
+        recovery += " " + "; ".join(
+            f"{f['format']}: {f['backlog']} completed instant(s) not published"
+            for f in behind) + " (the next write retries)."
     return {"commits": commits, "quality": quality, "layout": layout, "recovery": recovery}

@@ -28,8 +28,9 @@ def report(table: str, out: str, since: str | None, run_verify: bool,
            storage_options: tuple[str, ...], as_json: bool) -> None:
     """Write a self-contained HTML report of TABLE: commits over time, data quality (error
     rows by reason, checks, top fingerprints with an example), layout (partitions, file
-    sizes), markers and recovery, and a one-line verdict. Charts are inline SVG: the page
-    fetches nothing. With --json, print the same figures instead."""
+    sizes), markers and recovery (with each table format's position and backlog), and a
+    one-line verdict. Charts are inline SVG: the page fetches nothing. With --json, print
+    the same figures instead."""
     from markerstore.audit.report import build, parse_since
 
     parse_since(since)  # a bad --since is refused before the table is read

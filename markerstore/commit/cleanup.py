@@ -8,26 +8,33 @@ import logging
 from markerstore.commit.plan import CommitPlan, delete_plan, plan_path
 from markerstore.commit.staging import staging_for
 from markerstore.errors import CorruptTableError
-from markerstore.formats import publish, publishers_of, referenced_paths
+from markerstore.formats import Published, publish, publishers_of, referenced_paths
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
 
 
-def post_commit(table: Table, plan: CommitPlan) -> None:
+def post_commit(table: Table, plan: CommitPlan) -> Published:
     """After the completed instant: publish it to the table's formats (with any instant a
-    crash left unpublished, oldest first), then delete replaced files, the staging area,
-    the plan. Idempotent; recovery runs it again for a plan a completed instant left
-    behind. A replaced file that a format's retained version still references stays."""
-    publishers = publishers_of(table)
+    crash left unpublished, oldest first; each format on its own), then delete replaced
+    files, the staging area, the plan. Idempotent; recovery runs it again for a plan a
+    completed instant left behind. A replaced file that a format's retained version still
+    references stays, and so does every one of a replace a format has not published yet
+    (with the plan: recovery finishes it once the format has). Returns what each format
+    did."""
     try:
-        publish(table, publishers)
+        publishers = publishers_of(table)
+        published = publish(table, publishers)
     except Exception as exc:  # the commit stands; the plan stays for recovery to retry
         log.warning("instant %s: publishing to the table formats failed (%s); its replaced "
                     "files stay until recovery publishes it", plan.instant, exc)
         staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
                     plan.staging_mode).cleanup()
-        return
+        return Published()
+    if published.pending and plan.replaced_files:  # a format still shows those files
+        staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
+                    plan.staging_mode).cleanup()
+        return published
     if plan.replaced_files:
         replaced = checked_replaced_files(table, plan)
         if publishers:  # the snapshots before the replace are released first (Iceberg)
@@ -38,6 +45,7 @@ def post_commit(table: Table, plan: CommitPlan) -> None:
     staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
                 plan.staging_mode).cleanup()
     delete_plan(table.storage, plan.instant)
+    return published
 
 
 def checked_replaced_files(table: Table, plan: CommitPlan) -> list[str]:

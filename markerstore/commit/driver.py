@@ -28,6 +28,7 @@ from markerstore.commit.staging import resolve_mode, staging_for
 from markerstore.commit.stats import TaskResult
 from markerstore.commit.task import BatchValidator, ErrorSinkFactory
 from markerstore.errors import ConfigError
+from markerstore.formats import check_write, publishers_of
 from markerstore.markers import BATCHED, DIRECT, RollbackResult, ensure_marker_type
 from markerstore.table import Table
 
@@ -54,7 +55,8 @@ class WriteJob:
                  error_sink: ErrorSinkFactory | None = None, task_hook: TaskHook | None = None,
                  metadata: Mapping[str, Any] | None = None,
                  error_table: ErrorTableSpec | None = None,
-                 error_tables: ErrorTables | None = None) -> None:
+                 error_tables: ErrorTables | None = None,
+                 schema: pa.Schema | None = None) -> None:
         settings = table.settings
         self.table = table
         self.partition_by = tuple(partition_by)
@@ -77,13 +79,16 @@ class WriteJob:
         self.error_table = error_table
         self.error_tables = error_tables
         self.error_commit: ErrorWrite | None = None
+        self.schema = schema  # the columns the tasks write, where known at the start
         self.instant = ""
         self.write_uuid = ""
         self.started_at = 0.0
         self._spec: TaskSpec | None = None
 
     def start(self) -> WriteJob:
-        """Recover failed writes, check conflicts that need no data, start the instant."""
+        """Recover failed writes, check conflicts that need no data and what the table's
+        formats cannot take (`schema`, the partition columns, their settings), start the
+        instant."""
         settings = self.table.settings
         write_uuid = settings[config.WRITE_UUID]
         if write_uuid is None and settings[config.UUID_REQUIRED]:
@@ -91,7 +96,13 @@ class WriteJob:
                               f"({config.WRITE_UUID})")
         self.write_uuid = check_write_uuid(write_uuid or str(uuid.uuid4()))
         self.started_at = time.perf_counter()
-        recover(self.table, error_tables=self.error_tables)
+        publishers = publishers_of(self.table)  # each reads its format once for both
+        recover(self.table, error_tables=self.error_tables, publishers=publishers)
+        # The one rule: a write publishes to every format, or fails here, before it writes.
+        check_write(self.table, self.schema, self.partition_by, publishers)
+        if self.error_table is not None:
+            assert self.error_tables is not None
+            self.error_tables.check_formats(self.table)
         if self.conflict_mode == FAIL and not self.partition_by:
             # The directory committer's check: fail before any task runs.
             check_committed(self.table, FAIL, [""])

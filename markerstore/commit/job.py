@@ -57,6 +57,7 @@ from markerstore.errors import (
     MarkerStoreError,
     ReconcileError,
 )
+from markerstore.formats import Published
 from markerstore.markers import ReconcileResult, RollbackResult
 from markerstore.table import DataFile, Table
 from markerstore.timeline import COMPLETED, INFLIGHT, REQUESTED
@@ -165,10 +166,12 @@ class JobCommitter:
                                                           laps, sealed)
         _step("after_complete")
         self._complete_error_instant()
-        self._clean_up(plan)
+        published = self._clean_up(plan)
         laps.lap("cleanup")
         counts = {"errors": errors, "error_files": error_files, "files_cleaned": files_cleaned}
-        return self._result(results, plan, counts, started, before, laps.phases)
+        result = self._result(results, plan, counts, started, before, laps.phases)
+        result.formats = list(published.values())
+        return result
 
     def _check_inflight(self) -> None:
         state = self.table.state(self.instant)
@@ -263,12 +266,15 @@ class JobCommitter:
             log.warning("instant %s: rolling the error instant forward failed (%s); "
                         "readers and recovery finish it", self.instant, exc)
 
-    def _clean_up(self, plan: CommitPlan) -> None:
+    def _clean_up(self, plan: CommitPlan) -> Published:
+        """Publish to the table's formats and clean up; what each format did (a format
+        that did not take the commit is in it with its reason, never only in a log)."""
         try:
-            post_commit(self.table, plan)
+            return post_commit(self.table, plan)
         except Exception as exc:  # the commit stands; recovery finishes the cleanup
             log.warning("instant %s: publishing or cleanup after commit failed (%s); the "
                         "next write or sweep finishes it", self.instant, exc)
+            return Published()
 
     def _result(self, results: list[TaskResult], plan: CommitPlan, counts: Mapping[str, Any],
                 started: float, before: Mapping[str, int], phases: Mapping[str, float]

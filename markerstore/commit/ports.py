@@ -54,6 +54,12 @@ class ErrorTables(Protocol):
         instant's requested info before the instant starts)."""
         ...
 
+    def check_formats(self, table: Table) -> None:
+        """Refuse (TableFormatError), before anything is written, a write whose error
+        table publishes a table format that cannot take it (its Iceberg identifier taken,
+        its catalog properties wrong)."""
+        ...
+
     def open(self, table: Table, instant: str) -> ErrorWrite:
         """Open error instant J for main instant `instant` of `table` (right after the
         main instant started, with :meth:`location` in its requested info)."""

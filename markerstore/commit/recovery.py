@@ -36,7 +36,7 @@ from markerstore.commit.ports import ErrorTables
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area, staging_for
 from markerstore.commit.stats import PendingUpload
 from markerstore.errors import ConfigError, CorruptTableError
-from markerstore.formats import publish, publishers_of
+from markerstore.formats import FormatPublisher, publish, publishers_of
 from markerstore.markers import RollbackResult, marker_folder
 from markerstore.storage import Storage
 from markerstore.table import Table
@@ -202,18 +202,20 @@ def _refuse_if_published(table: Table, instant: str) -> None:
 
 
 def recover(table: Table, *, policy: str | None = None,
-            error_tables: ErrorTables | None = None) -> list[RollbackResult]:
+            error_tables: ErrorTables | None = None,
+            publishers: list[FormatPublisher] | None = None) -> list[RollbackResult]:
     """Recover a table: every failed write (per the failed-writes policy, see
     :meth:`Table.failed_instants`) rolled forward or back with :func:`rollback`, then what
     writers of terminal instants left (:func:`finish_terminal_plans`) and the marker
     folders of terminal instants. Before that cleanup, every completed instant a format of
     the table does not hold yet is published, oldest first
-    (:func:`markerstore.formats.publish`). The next write, ``markerstore rollback`` and
-    ``markerstore sweep`` call it. Idempotent."""
+    (:func:`markerstore.formats.publish`; `publishers`: the table's, where the caller has
+    them). The next write, ``markerstore rollback`` and ``markerstore sweep`` call it.
+    Idempotent."""
     results = [rollback(table, instant, force=True, error_tables=error_tables)
                for instant in table.failed_instants(policy)]
     try:  # roll forward what a crash left unpublished, before any cleanup
-        publish(table)
+        publish(table, publishers)
     except ConfigError:
         raise  # a format this process cannot publish: nothing is written or deleted
     except Exception as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from markerstore.formats.publish import FormatOutcome
 from markerstore.render import figures
 from markerstore.render.charts import charts_html
 from markerstore.render.html import fields_html
@@ -21,6 +22,10 @@ class CommitResult:
     over winning attempts (task_markers, task_write, task_finish, task_upload).
     `source` holds what the tasks' parsers counted in the source, for a write whose
     tasks read it themselves (ingest): ``records`` and ``lines``; empty otherwise.
+    `formats` holds, for a table that publishes Delta or Iceberg, where each format stands
+    after the commit (``position``: ``v12``, ``snapshot <id>``) or which completed
+    instants it does not hold yet and why (``pending``, ``reason``): :attr:`published`
+    says it in one line.
     """
 
     path: str
@@ -38,6 +43,13 @@ class CommitResult:
     error_files: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     source: dict[str, int] = field(default_factory=dict)
+    formats: list[FormatOutcome] = field(default_factory=list)
+
+    @property
+    def published(self) -> str:
+        """``published: delta v12, iceberg pending (reason)``; empty without formats."""
+        return "published: " + ", ".join(f.text() for f in self.formats) \
+            if self.formats else ""
 
     @property
     def num_files(self) -> int:
@@ -61,6 +73,7 @@ class CommitResult:
                 "driver_requests": dict(self.driver_requests),
                 "conflict_mode": self.conflict_mode,
                 "replaced_files": list(self.replaced_files),
+                **({"formats": [f.to_dict() for f in self.formats]} if self.formats else {}),
                 "timings": {k: round(v, 3) for k, v in self.timings.items()}}
 
     def _request_text(self) -> str:
@@ -73,7 +86,8 @@ class CommitResult:
                 f"rows_written={self.rows_written}, error_records={errors}, "
                 f"files_cleaned={self.files_cleaned}, duration={self.duration:.2f}s, "
                 f"requests={self.requests.get('total', 0)} [{self._request_text()}], "
-                f"mode={self.conflict_mode}, path={self.path!r})")
+                f"mode={self.conflict_mode}, path={self.path!r}"
+                f"{', ' + self.published if self.formats else ''})")
 
     def _repr_html_(self) -> str:
         rows = [("path", self.path), ("instant", self.instant), ("write UUID", self.write_uuid),
@@ -88,6 +102,8 @@ class CommitResult:
                 ("duration", f"{self.duration:.2f} s"),
                 ("storage requests", f"{self.requests.get('total', 0)} "
                                      f"({self._request_text()})")]
+        if self.formats:
+            rows.append(("table formats", self.published.removeprefix("published: ")))
         return fields_html(rows, caption="markerstore commit") + charts_html(
             [*figures.partition_charts(self._partition_rows(), chart_prefix="commit"),
              figures.reason_chart(dict(sorted(self.error_records.items(),

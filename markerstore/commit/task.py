@@ -33,7 +33,7 @@ from markerstore.commit.staging import Staging
 from markerstore.commit.stats import FileStats, TaskAttempt, TaskResult, TaskSummary
 from markerstore.config import REASON_KEY
 from markerstore.errors import MarkerStoreError
-from markerstore.formats.commits import partition_schema_metadata
+from markerstore.formats.commits import partition_schema_metadata, utc_batch
 from markerstore.markers import IOType, WriteMarkers
 from markerstore.storage.contain import path_errors
 
@@ -200,7 +200,7 @@ class TaskWriter:
         if batch.num_rows == 0:
             return
         if not self.partition_by:
-            self._append("", batch)
+            self._append("", utc_batch(batch))  # zoned timestamps stored as UTC
             return
         missing = [c for c in self.partition_by if c not in batch.schema.names]
         if missing:
@@ -210,7 +210,9 @@ class TaskWriter:
         if self._partition_metadata is None:  # the partition columns' types, for formats
             self._partition_metadata = partition_schema_metadata(
                 [batch.schema.field(c) for c in self.partition_by])
-        pieces = [(partition_path(self.partition_by, values), rows.select(keep))
+        # The folders hold the partition values as Spark names them (a timestamp's
+        # wall-clock time in the batch's zone, recorded above); the files, UTC.
+        pieces = [(partition_path(self.partition_by, values), utc_batch(rows.select(keep)))
                   for values, rows in split_by_partition(batch, self.partition_by)]
         fresh = [p for p, _ in pieces if p not in self._open and p not in self._marked]
         if len(fresh) > 1:

@@ -16,6 +16,9 @@ Findings (each a :class:`Finding`: kind, path, size, instant, action):
 ``format_missing_instant`` a completed instant a table format (Delta, Iceberg) does not
                        hold yet (repair publishes it, oldest first)
 ``format_unknown_instant`` a format version of an instant the timeline has not completed
+``format_error``       a table format whose own state cannot be read (a corrupt Delta log,
+                       an Iceberg catalog that does not answer) or cannot say what it
+                       holds: nothing it may reference is deleted meanwhile
 
 And one notice, which leaves the table consistent:
 
@@ -285,6 +288,7 @@ class Verifier:
         self.report = VerifyReport(self.storage.url(), repair)
         self.states: dict[str, str] = {}
         self.nested: list[str] = []  # prefixes of nested tables ("archive/")
+        self.unreadable_format: str | None = None  # a format whose retained files are unknown
 
     def _old(self, mtime: float | None) -> bool:
         return mtime is not None and self.now - mtime >= self.grace
@@ -350,6 +354,8 @@ class Verifier:
             return  # an unreadable table file: reported by _table_file
         for f in findings:
             self._add(f["kind"], f["format"], None, f["instant"], f["action"])
+            if f["kind"] == "format_error":  # its retained files are unknown: keep all
+                self.unreadable_format = f["format"]
         if referenced:
             con.executemany("INSERT INTO kept VALUES (?)", [[p] for p in sorted(referenced)])
         if folders:
@@ -400,6 +406,8 @@ class Verifier:
                     action = f"kept: instant {named} is {state}"
                 elif not self._old(mtime):
                     action = "kept: younger than the grace period"
+                elif self.unreadable_format:
+                    action = f"kept: {self.unreadable_format} cannot be read"
                 else:
                     action = "deleted" if self.repair else "would delete"
                     todo.append(path)
@@ -410,6 +418,10 @@ class Verifier:
     def _removed(self, con: duckdb.DuckDBPyConnection) -> None:
         todo = []
         for path, size, instant in con.execute(_REMOVED).fetchall():
+            if self.unreadable_format:
+                self._add("replaced_file", path, size, instant,
+                          f"kept: {self.unreadable_format} cannot be read")
+                continue
             todo.append(path)
             self._add("replaced_file", path, size, instant,
                       "deleted" if self.repair else "would delete")

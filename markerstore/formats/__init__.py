@@ -20,16 +20,20 @@ from markerstore.formats.base import (
 from markerstore.formats.commits import commit_to_publish, hive_partition
 from markerstore.formats.publish import (
     FORMATS,
+    FormatOutcome,
+    Published,
+    check_write,
     drift,
     open_publisher,
     publish,
     publishers_of,
     referenced_paths,
+    status,
 )
 
 __all__ = [
-    "APPEND", "FORMATS", "OVERWRITE", "CommitToPublish", "FormatPublisher", "PublishDeferred",
-    "PublishedFile",
-    "commit_to_publish", "drift", "hive_partition", "open_publisher", "publish",
-    "publishers_of", "referenced_paths",
+    "APPEND", "FORMATS", "OVERWRITE", "CommitToPublish", "FormatOutcome", "FormatPublisher",
+    "PublishDeferred", "Published", "PublishedFile",
+    "check_write", "commit_to_publish", "drift", "hive_partition", "open_publisher",
+    "publish", "publishers_of", "referenced_paths", "status",
 ]

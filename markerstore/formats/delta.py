@@ -25,15 +25,34 @@ from typing import Any
 import pyarrow as pa
 
 from markerstore import config
-from markerstore.errors import ConfigError, MarkerStoreError
-from markerstore.formats.base import INSTANT_KEY, OVERWRITE, CommitToPublish, PublishDeferred
+from markerstore.errors import ConfigError, MarkerStoreError, TableFormatError
+from markerstore.formats.base import (
+    INSTANT_KEY,
+    OVERWRITE,
+    CommitToPublish,
+    PublishDeferred,
+    Settled,
+    TimelineView,
+)
 from markerstore.formats.commits import hive_partition
+from markerstore.formats.delta_evolve import (
+    CHECKPOINT_INTERVAL_KEY,
+    checkpoint_interval,
+    delta_type_json,
+    plan_schema,
+    version_actions,
+    write_version,
+)
 from markerstore.formats.stats import file_stats
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
 
 APP_PREFIX = "markerstore-"
+COMMIT_ATTEMPTS = 8  # a version another writer took first: read the log again, retry
+# A new Delta table checkpoints every 10 versions, as Spark's Delta does (delta-rs's
+# default, 100, leaves up to 99 JSON files for every reader, and every publish, to replay).
+TABLE_CONFIGURATION = {CHECKPOINT_INTERVAL_KEY: "10"}
 
 
 def delta_uri(table: Table) -> str:
@@ -80,6 +99,7 @@ class DeltaPublisher:
         self.table = table
         self.uri = delta_uri(table)
         self.storage_options = delta_storage_options(table)
+        self._delta: Any = None  # the log as this publish last read it (None: read it)
 
     def __repr__(self) -> str:
         return f"DeltaPublisher({self.uri!r})"
@@ -87,10 +107,18 @@ class DeltaPublisher:
     def _load(self) -> Any:
         """The Delta table, or None where the folder has no Delta log yet."""
         from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
 
-        if not DeltaTable.is_deltatable(self.uri, self.storage_options):
+        self._delta = None
+        try:
+            self._delta = DeltaTable(self.uri, storage_options=self.storage_options)
+        except TableNotFoundError:
             return None
-        return DeltaTable(self.uri, storage_options=self.storage_options)
+        return self._delta
+
+    def _current(self) -> Any:
+        """The log as last read in this publish, else read now."""
+        return self._delta if self._delta is not None else self._load()
 
     def versions(self) -> list[tuple[int, str | None]]:
         """Every version the log keeps, oldest first, with the instant it published (None
@@ -104,13 +132,29 @@ class DeltaPublisher:
     def published_instants(self) -> set[str]:
         return {i for _, i in self.versions() if i is not None}
 
+    def unpublished(self, view: TimelineView) -> list[str]:
+        """The completed instants of `view` the log does not hold: the log read once, its
+        latest version's settled mark naming which instants to look up (each by its app
+        transaction, which outlives the commit info Delta's log cleanup removes)."""
+        delta = self._load()
+        if delta is None:
+            return list(view.completed)
+        latest = delta.history(limit=1)
+        mark = Settled.from_summary(latest[0] if latest else None)
+        return [i for i in view.candidates(mark)
+                if delta.transaction_version(APP_PREFIX + i) is None]
+
     def held_among(self, instants: list[str]) -> set[str]:
-        """Those of `instants` the log holds by their app transaction: it outlives the
-        commit info of versions whose log files Delta's log cleanup removed."""
+        """Those of `instants` the log holds by their app transaction."""
         delta = self._load()
         if delta is None or not instants:
             return set()
         return {i for i in instants if delta.transaction_version(APP_PREFIX + i) is not None}
+
+    def position(self) -> str | None:
+        """``v<version>`` of the log's latest version, None before the first."""
+        delta = self._current()
+        return None if delta is None else f"v{delta.version()}"
 
     def referenced_paths(self) -> set[str]:
         """The files of the latest version (older versions' removed files are deleted by
@@ -122,24 +166,54 @@ class DeltaPublisher:
         paths = pa.table(delta.get_add_actions(flatten=True)).column("path").to_pylist()
         return {urllib.parse.unquote(p) for p in paths}
 
+    def check_write(self, schema: pa.Schema | None, partition_by: tuple[str, ...]) -> None:
+        """Refuse, before anything is written, a write the Delta table cannot take: a
+        column type Delta has no equivalent for, other partition columns than the
+        table's, a column whose type changes. A log that cannot be read now is the
+        publish's to report (the write is not refused for it)."""
+        if schema is not None:
+            for field in schema:
+                delta_type_json(field)
+        try:
+            delta = self._current()
+            metadata = None if delta is None else delta.metadata()
+            existing = None if delta is None else json.loads(delta.schema().to_json())
+        except Exception as exc:
+            log.warning("the Delta log of %s cannot be read to check the write (%s); "
+                        "its publish will say", self.uri, exc)
+            return
+        if metadata is None or existing is None:
+            return
+        table_partitions = tuple(metadata.partition_columns)
+        if partition_by != table_partitions:
+            raise TableFormatError(
+                f"this write is partitioned by {list(partition_by)}, the Delta table "
+                f"{self.uri} by {list(table_partitions)}: a Delta table keeps its "
+                "partition columns (write with those, or to a new table)")
+        if schema is not None:
+            plan_schema(existing, schema)
+
     def publish(self, commit: CommitToPublish) -> None:
         from deltalake.transaction import CommitProperties, Transaction
 
-        delta = self._load()
+        delta = self._current()
         app_id = APP_PREFIX + commit.instant
         if delta is not None and delta.transaction_version(app_id) is not None:
             return  # published already
         now = int(time.time() * 1000)
-        actions = self._actions(commit, now)
-        properties = CommitProperties(
-            custom_metadata={INSTANT_KEY: commit.instant, "markerstore.mode": commit.mode},
-            app_transactions=[Transaction(app_id, 1, now)])
+        custom = {INSTANT_KEY: commit.instant, "markerstore.mode": commit.mode,
+                  **(commit.settled.to_summary() if commit.settled is not None else {})}
+        properties = CommitProperties(custom_metadata=custom,
+                                      app_transactions=[Transaction(app_id, 1, now)])
         schema = _delta_schema(commit.schema)
         if delta is None and not commit.added:
             raise PublishDeferred(f"instant {commit.instant} has no file to give the Delta "
                                   f"table {self.uri} its schema")
-        partition_by = self._partitioning(delta, commit, schema)
         try:
+            if delta is not None and self._evolve(delta, commit, custom, app_id):
+                return
+            actions = self._actions(commit, now)
+            partition_by = self._partitioning(delta, commit)
             self._commit(delta, commit, actions, schema, partition_by, properties)
         except Exception as exc:
             # A concurrent publisher of the same instant wins: that is this publish done.
@@ -149,8 +223,35 @@ class DeltaPublisher:
                          commit.instant, exc)
                 return
             raise
-        log.info("instant %s: Delta version published (%d action(s)%s)", commit.instant,
-                 len(actions), ", overwrite" if commit.mode == OVERWRITE else "")
+        log.info("instant %s: Delta version published (%d file(s)%s)", commit.instant,
+                 len(commit.added), ", overwrite" if commit.mode == OVERWRITE else "")
+
+    def _evolve(self, delta: Any, commit: CommitToPublish, custom: dict[str, str],
+                app_id: str) -> bool:
+        """Publish `commit` with a ``metaData`` action where its columns change the table's
+        schema (:mod:`markerstore.formats.delta_evolve`); False when they do not."""
+        for _ in range(COMMIT_ATTEMPTS):
+            existing = json.loads(delta.schema().to_json())
+            merged = plan_schema(existing, _delta_schema(commit.schema),
+                                 has_files=bool(commit.added)) if commit.added else None
+            if merged is None:
+                return False
+            self._partitioning(delta, commit)
+            actions = version_actions(commit, delta.metadata(), delta.protocol(), merged,
+                                      file_stats(self.table, commit), custom, app_id)
+            version = delta.version() + 1
+            if write_version(self.table.storage, version, actions):
+                delta.update_incremental()
+                if version % checkpoint_interval(delta.metadata().configuration) == 0:
+                    delta.create_checkpoint()
+                log.info("instant %s: Delta version %d published with the table's new "
+                         "schema", commit.instant, version)
+                return True
+            delta = self._load()  # another writer took that version: look again
+            if delta.transaction_version(app_id) is not None:
+                return True
+        raise MarkerStoreError(f"instant {commit.instant}: the Delta log of {self.uri} "
+                               f"moved on {COMMIT_ATTEMPTS} times while publishing it")
 
     def _actions(self, commit: CommitToPublish, now: int) -> list[Any]:
         """An ``add`` per file of the commit (statistics from its footer), a ``remove`` per
@@ -165,11 +266,10 @@ class DeltaPublisher:
                    for p in commit.removed]
         return [*adds, *removes]
 
-    def _partitioning(self, delta: Any, commit: CommitToPublish, schema: pa.Schema
-                      ) -> list[str]:
+    def _partitioning(self, delta: Any, commit: CommitToPublish) -> list[str]:
         """The partition columns of the version: the Delta table's, which a commit with
-        files must share; a column the table's schema lacks is named in a warning
-        (delta-rs's transaction keeps the table's schema)."""
+        files must share (refused when the write starts, so only a write from before
+        that check meets this)."""
         partition_by = list(commit.partition_by)
         if delta is None:
             return partition_by
@@ -178,12 +278,6 @@ class DeltaPublisher:
             raise MarkerStoreError(
                 f"instant {commit.instant} is partitioned by {partition_by}, the Delta "
                 f"table {self.uri} by {existing}; a Delta table keeps its partitioning")
-        known = {f.name for f in pa.schema(delta.schema().to_arrow())}
-        new_columns = [f.name for f in schema if f.name not in known]
-        if new_columns:
-            log.warning("instant %s adds column(s) %s that the Delta table %s does not "
-                        "have: Delta readers do not see them", commit.instant, new_columns,
-                        self.uri)
         return existing
 
     def _commit(self, delta: Any, commit: CommitToPublish, actions: list[Any],
@@ -195,14 +289,16 @@ class DeltaPublisher:
             delta.create_write_transaction(actions, mode="append", schema=schema,
                                            partition_by=partition_by or None,
                                            commit_properties=properties)
+            delta.update_incremental()  # the log as it is now, for the next instant
             return
         if commit.removed:
             raise MarkerStoreError(f"instant {commit.instant} replaces files but {self.uri} "
                                    "has no Delta log to remove them from")
         create_table_with_add_actions(
             self.uri, Schema.from_arrow(schema), actions, mode="error",
-            partition_by=partition_by or None, storage_options=self.storage_options,
-            commit_properties=properties)
+            partition_by=partition_by or None, configuration=TABLE_CONFIGURATION,
+            storage_options=self.storage_options, commit_properties=properties)
+        self._load()
 
 
 def _delta_schema(schema: pa.Schema) -> pa.Schema:

@@ -26,10 +26,11 @@ import os
 import random
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import fsspec
+import pyarrow as pa
 
 try:
     from pyiceberg.catalog import Catalog
@@ -41,14 +42,23 @@ from pyiceberg.exceptions import (
     CommitFailedException,
     NoSuchTableError,
     TableAlreadyExistsError,
-    ValidationError,
 )
 from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.update.snapshot import ExpireSnapshots, UpdateSnapshot
 from pyiceberg.utils.properties import property_as_bool
 
 from markerstore.config import ICEBERG_IDENTIFIER as IDENTIFIER
-from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish, PublishDeferred
+from markerstore.errors import ConfigError, TableFormatError
+from markerstore.formats.base import (
+    APPEND,
+    OVERWRITE,
+    SETTLED_BEFORE_KEY,
+    SETTLED_COUNT_KEY,
+    CommitToPublish,
+    PublishDeferred,
+    Settled,
+    TimelineView,
+)
 from markerstore.formats.iceberg_catalog import (
     CATALOG_PREFIX,
     COMMIT_ATTEMPTS,
@@ -58,14 +68,19 @@ from markerstore.formats.iceberg_catalog import (
     METADATA_FOLDER,
     RETRY_WAIT_S,
     catalog_options,
+    check_catalog_properties,
+    check_identifier,
     default_identifier,
     open_catalog,
     resolve_catalog,
     sqlite_file,
     table_location,
 )
+from markerstore.formats.iceberg_evolve import check_types, evolve, plan_schema
 from markerstore.formats.iceberg_files import (
     IcebergPublishError,
+    IcebergTableTaken,
+    MergingOverwrite,
     check_partitioning,
     data_files,
     iceberg_schema,
@@ -80,8 +95,13 @@ __all__ = ["CATALOG_PREFIX", "DEFAULT_CATALOG_FILE", "IDENTIFIER", "INSTANT_PROP
            "METADATA_FOLDER", "IcebergPublishError", "IcebergPublisher",
            "publisher_from_options"]
 
-# The table property that says before which instant the snapshots were expired.
+# The table properties that say before which instant the snapshots were expired, and
+# how many instants the timeline had before it then (:meth:`IcebergPublisher.expire_before`).
 EXPIRED_BEFORE_PROPERTY = "markerstore.expired-before"
+EXPIRED_COUNT_PROPERTY = "markerstore.expired-count"
+# commit.manifest.min-count-to-merge of the tables markerstore creates (Iceberg's default,
+# 100, lets a table of small commits reach 100 manifests, each opened by every commit)
+MIN_MERGE_COUNT = "16"
 _VERSION = re.compile(r"^(\d+)-")
 _log = logging.getLogger(__name__)
 
@@ -98,10 +118,12 @@ class IcebergPublisher:
                  identifier: str | None = None) -> None:
         self.location = table_location(url)
         self.storage_options = dict(storage_options or {})
+        check_catalog_properties(catalog_properties or {})
         self.catalog_properties = resolve_catalog(url, self.location, catalog_properties,
                                                   self.storage_options)
-        self.identifier = identifier or default_identifier(self.location)
+        self.identifier = check_identifier(identifier or default_identifier(self.location))
         self._catalog: Catalog | None = None
+        self._table: Table | None = None  # the table as this publish last read it
 
     # -- the catalog and the table -------------------------------------------------------
 
@@ -122,9 +144,11 @@ class IcebergPublisher:
         except NoSuchTableError:
             return None
         if table.location().rstrip("/") != self.location:
-            raise IcebergPublishError(
-                f"Iceberg table {self.identifier} is at {table.location()}, not at this "
-                f"table's {self.location}: set {IDENTIFIER} to another name")
+            raise IcebergTableTaken(
+                f"the Iceberg identifier {self.identifier} names the table at "
+                f"{table.location()} in this catalog, not this table ({self.location}): "
+                f"set {IDENTIFIER} to a name of its own")
+        self._table = table
         return table
 
     # -- the FormatPublisher protocol ----------------------------------------------------
@@ -140,12 +164,13 @@ class IcebergPublisher:
         if commit.mode not in (APPEND, OVERWRITE):
             raise IcebergPublishError(f"instant {commit.instant}: unknown mode {commit.mode!r}")
         for attempt in range(COMMIT_ATTEMPTS):
-            table = self.table()
+            # the table as this publish last read or committed it; after a lost race, anew
+            table = self._table if attempt == 0 and self._table is not None else self.table()
             if table is None and not commit.added:
                 raise PublishDeferred(f"instant {commit.instant} has no file to give the "
                                       f"Iceberg table {self.identifier} its schema")
             table = table or self._create(commit)
-            if self._holds(table, commit.instant):
+            if self._held(table)(commit.instant):
                 return
             try:
                 self._commit(table, commit)
@@ -162,26 +187,82 @@ class IcebergPublisher:
         table = self.table()
         if table is None or not instants:
             return set()
-        return {i for i in instants if self._holds(table, i)}
+        held = self._held(table)
+        return {i for i in instants if held(i)}
+
+    def unpublished(self, view: TimelineView) -> list[str]:
+        """The completed instants of `view` the table does not hold: its metadata read
+        once. An instant before the point its snapshots were expired up to is held, unless
+        the timeline has more instants before that point than it had then: a writer whose
+        clock is behind started one since, and it cannot be told from those expired (an
+        IcebergPublishError says so)."""
+        table = self.table()
+        if table is None:
+            return list(view.completed)
+        expired = _expired_mark(table)
+        if expired is not None and not view.still_settled(expired):
+            late = view.count_before(expired.before) - expired.count
+            raise IcebergPublishError(
+                f"{late} instant(s) older than {expired.before}, the instant the Iceberg "
+                f"table's snapshots were expired up to, appeared on the timeline since (a "
+                "writer's clock behind the others'): which of them it holds cannot be "
+                "told; publish them by hand or rebuild the Iceberg table")
+        held = self._held(table)
+        return [i for i in view.completed if not held(i)]
+
+    def position(self) -> str | None:
+        """``snapshot <id>`` of the current snapshot, None before the first."""
+        table = self._table if self._table is not None else self.table()
+        current = None if table is None else table.current_snapshot()
+        return None if current is None else f"snapshot {current.snapshot_id}"
+
+    def check_write(self, schema: pa.Schema | None, partition_by: tuple[str, ...]) -> None:
+        """Refuse, before anything is written, a write the Iceberg table cannot take: a
+        column type Iceberg has no equivalent for, other partition columns than the
+        table's, a type change Iceberg does not allow as a widening, an identifier the
+        catalog holds for another table. A catalog that does not answer now is the
+        publish's to report (the write is not refused for it)."""
+        if schema is not None:
+            check_types(schema)
+        try:
+            table = self._table if self._table is not None else self.table()
+        except (TableFormatError, ConfigError):
+            raise
+        except Exception as exc:
+            _log.warning("the Iceberg catalog of %s cannot be read to check the write (%s); "
+                         "its publish will say", self.identifier, exc)
+            return
+        if table is None:
+            return
+        try:
+            check_partitioning(table.metadata, partition_by)
+        except IcebergPublishError as exc:
+            raise TableFormatError(f"{exc}: an Iceberg table published from markerstore "
+                                   "keeps its partition columns") from None
+        if schema is not None:
+            plan_schema(table.schema(), schema)
 
     def referenced_paths(self) -> set[str]:
         """Table-relative paths of the data files any retained snapshot holds."""
         table = self.table()
-        if table is None:
-            return set()
+        return set() if table is None else self._referenced(table)
+
+    def _referenced(self, table: Table) -> set[str]:
         paths = referenced_files(table.io, table.metadata)
         return {rel for rel in (relative(p, self.location) for p in paths) if rel is not None}
 
     # -- beyond the protocol: releasing old snapshots -----------------------------------
 
-    def expire_before(self, instant: str) -> set[str]:
+    def expire_before(self, instant: str, count: int | None = None) -> set[str]:
         """Expire the snapshots of the instants before `instant` (never the current one)
         and return the table-relative paths of the data files no retained snapshot
         references any more: the files a replace replaced, which markerstore may now
-        delete. Call it only when every completed instant before `instant` is published:
-        from then on an instant before it counts as published (:meth:`holds`, and
-        :meth:`publish` is a no-op for it), though :meth:`published_instants` no longer
-        lists the expired ones."""
+        delete. Call it only when every instant before `instant` is terminal and every
+        completed one published (:func:`markerstore.formats.referenced_paths` picks such
+        a point): from then on an instant before it counts as published (:meth:`holds`,
+        and :meth:`publish` is a no-op for it), though :meth:`published_instants` no
+        longer lists the expired ones. `count`: how many instants the timeline has before
+        `instant` (kept, so that one started later with an older id is noticed)."""
         table = self.table()
         if table is None:
             return set()
@@ -189,16 +270,21 @@ class IcebergPublisher:
         expired = [s.snapshot_id for s in table.metadata.snapshots
                    if s.snapshot_id not in kept and s.summary is not None
                    and s.summary.get(INSTANT_PROPERTY, instant) < instant]
-        before, metadata_before = self.referenced_paths(), manifest_files(table)
-        with _without_retries(table).transaction() as tx:
+        before, metadata_before = self._referenced(table), manifest_files(table)
+        after = _without_retries(table)
+        with after.transaction() as tx:
             if expired:
                 ExpireSnapshots(tx).by_ids(expired).commit()
-            if instant > (self.expired_before() or ""):
-                tx.set_properties({EXPIRED_BEFORE_PROPERTY: instant})
-        after = self.table() or table
+            if instant > (table.properties.get(EXPIRED_BEFORE_PROPERTY) or ""):
+                mark = {EXPIRED_BEFORE_PROPERTY: instant}
+                if count is not None:
+                    mark[EXPIRED_COUNT_PROPERTY] = str(count)
+                tx.set_properties(mark)
+        _drop_old_metadata(table, after)
+        self._table = after  # its metadata is the committed one now
         for path in sorted(metadata_before - manifest_files(after)):
             after.io.delete(path)         # what only the expired snapshots referenced
-        return before - self.referenced_paths()
+        return before - self._referenced(after)
 
     def expired_before(self) -> str | None:
         """The instant before which :meth:`expire_before` expired every snapshot (those
@@ -212,12 +298,15 @@ class IcebergPublisher:
         """Whether `instant` is published: a retained snapshot names it, or it is before
         the instant that :meth:`expire_before` expired the snapshots up to."""
         table = self.table()
-        return table is not None and self._holds(table, instant)
+        return table is not None and self._held(table)(instant)
 
     @classmethod
-    def _holds(cls, table: Table, instant: str) -> bool:
+    def _held(cls, table: Table) -> Callable[[str], bool]:
+        """Whether the table holds an instant: its retained snapshots' instants (read once),
+        and the point its snapshots were expired up to."""
+        named = cls._instants(table)
         expired = table.properties.get(EXPIRED_BEFORE_PROPERTY)
-        return instant in cls._instants(table) or expired is not None and instant < expired
+        return lambda i: i in named or (expired is not None and i < expired)
 
     @staticmethod
     def _instants(table: Table) -> set[str]:
@@ -244,8 +333,9 @@ class IcebergPublisher:
                             # metadata files beyond the kept history are deleted
                             TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
                             # a stream's many commits: manifests merged, as Iceberg's Java
-                            # library does by default
-                            TableProperties.MANIFEST_MERGE_ENABLED: "true"})
+                            # library does by default, from 16 (each commit reads them all)
+                            TableProperties.MANIFEST_MERGE_ENABLED: "true",
+                            TableProperties.MANIFEST_MIN_MERGE_COUNT: MIN_MERGE_COUNT})
         except TableAlreadyExistsError:
             self._drop_lost_metadata(None)
             table = self.table()
@@ -292,17 +382,21 @@ class IcebergPublisher:
         if commit.added:  # a commit without files has no partitioning to check
             check_partitioning(table.metadata, tuple(commit.partition_by))
         removed = self._removed(table, commit) if commit.mode == OVERWRITE else []
-        with _without_retries(table).transaction() as tx:
-            new_columns = set(commit.schema.names) - set(tx.table_metadata.schema().column_names)
-            if new_columns:
-                _add_columns(tx, commit)
+        evolved = plan_schema(table.schema(), commit.schema, has_files=True) \
+            if commit.added else None
+        committing = _without_retries(table, heads_only=True)
+        with committing.transaction() as tx:
+            if evolved is not None:
+                evolve(tx, commit.instant, evolved)
             files = data_files(table.io, tx.table_metadata, self.location, commit.added)
             snapshot = tx.update_snapshot(snapshot_properties=self._summary(commit))
-            with (snapshot.overwrite() if removed else _appender(tx, snapshot)) as op:
+            with (MergingOverwrite(snapshot) if removed else _appender(tx, snapshot)) as op:
                 for data_file in removed:
                     op.delete_data_file(data_file)
                 for data_file in files:
                     op.append_data_file(data_file)
+        _drop_old_metadata(table, committing)
+        self._table = committing  # its metadata is the committed one now
 
     def _removed(self, table: Table, commit: CommitToPublish) -> list[Any]:
         live = live_files(table.io, table.metadata)
@@ -316,18 +410,16 @@ class IcebergPublisher:
 
     @staticmethod
     def _summary(commit: CommitToPublish) -> dict[str, str]:
-        return {INSTANT_PROPERTY: commit.instant}
+        settled = commit.settled.to_summary() if commit.settled is not None else {}
+        return {INSTANT_PROPERTY: commit.instant, **settled}
 
 
-def _add_columns(tx: Transaction, commit: CommitToPublish) -> None:
-    """The commit's new columns added to the table's schema (and its name mapping), in the
-    transaction of the commit's snapshot."""
-    try:
-        with tx.update_schema() as update:
-            update.union_by_name(commit.schema)
-    except (ValueError, ValidationError) as exc:
-        raise IcebergPublishError(f"instant {commit.instant}: the table's new columns do not "
-                                  f"fit the Iceberg table's schema: {exc}") from exc
+def _expired_mark(table: Table) -> Settled | None:
+    """The point the table's snapshots were expired up to, with the count of instants
+    before it then; None where none were expired, or before counts were kept."""
+    before = table.properties.get(EXPIRED_BEFORE_PROPERTY)
+    count = table.properties.get(EXPIRED_COUNT_PROPERTY)
+    return Settled.from_summary({SETTLED_BEFORE_KEY: before, SETTLED_COUNT_KEY: count})
 
 
 def _appender(tx: Transaction, snapshot: UpdateSnapshot) -> Any:
@@ -348,16 +440,48 @@ def manifest_files(table: Table) -> set[str]:
     return paths
 
 
-def _without_retries(table: Table) -> Table:
-    """`table` whose transactions do not retry a failed catalog commit themselves.
+def _without_retries(table: Table, *, heads_only: bool = False) -> Table:
+    """`table` for one transaction of markerstore's, which does not retry a failed catalog
+    commit itself, over the part of its metadata a transaction reads.
 
     pyiceberg retries a commit that lost a race by rebuilding it on the new head, which
     would append the same files a second time when the winner published the same instant;
     :meth:`IcebergPublisher.publish` retries instead, after reading the instants again.
-    The setting is the transaction's only: the table's own properties are not changed."""
-    properties = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
-    metadata = table.metadata.model_copy(update={"properties": properties})
-    return Table(table.name(), metadata, table.metadata_location, table.io, table.catalog)
+    The setting is the transaction's only: the table's own properties are not changed.
+
+    pyiceberg also copies a transaction's whole metadata each time it reads it (some
+    twenty times a commit), so a commit cost more with every snapshot and metadata file
+    the table keeps. The catalog applies the transaction's updates to the whole metadata
+    it loads itself, once; the transaction works over it without the snapshot and
+    metadata logs, and with `heads_only` without the snapshots the refs do not name (the
+    current one, a new snapshot's parent, stays). :func:`_drop_old_metadata` then deletes
+    the metadata files the commit dropped from the log, as pyiceberg would have."""
+    metadata = table.metadata
+    update: dict[str, Any] = {
+        "properties": {**metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"},
+        "snapshot_log": [], "metadata_log": []}
+    if heads_only:
+        heads = {ref.snapshot_id for ref in metadata.refs.values()}
+        update["snapshots"] = [s for s in metadata.snapshots if s.snapshot_id in heads]
+    return Table(table.name(), metadata.model_copy(update=update), table.metadata_location,
+                 table.io, table.catalog)
+
+
+def _drop_old_metadata(base: Table, committed: Table) -> None:
+    """Delete the metadata files the commit from `base` to `committed` dropped from the
+    table's metadata log (``write.metadata.delete-after-commit.enabled``, whose count
+    ``write.metadata.previous-versions-max`` keeps)."""
+    if committed.metadata_location == base.metadata_location or not property_as_bool(
+            committed.metadata.properties, TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED,
+            TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED_DEFAULT):
+        return
+    kept = {e.metadata_file for e in committed.metadata.metadata_log}
+    dropped = {e.metadata_file for e in base.metadata.metadata_log} - kept
+    for path in sorted(dropped - {committed.metadata_location}):
+        try:
+            committed.io.delete(path)
+        except OSError as exc:  # an orphan Iceberg's cleanup finds; never the table's state
+            _log.warning("could not delete the old Iceberg metadata file %s: %s", path, exc)
 
 
 def publisher_from_options(url: str, storage_options: Mapping[str, Any] | None,

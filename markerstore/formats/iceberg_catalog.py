@@ -12,6 +12,7 @@ pyiceberg's FileIO properties, so the storage is configured once.
 
 from __future__ import annotations
 
+import difflib
 import os
 import random
 import re
@@ -20,10 +21,12 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import pyiceberg.io
 from pyiceberg.catalog import Catalog, load_catalog
 
 from markerstore.config import ICEBERG_CATALOG_PREFIX as CATALOG_PREFIX
-from markerstore.errors import ConfigError
+from markerstore.config import ICEBERG_IDENTIFIER
+from markerstore.errors import ConfigError, TableFormatError
 from markerstore.formats.base import INSTANT_KEY
 from markerstore.paths import META_SEGMENT
 
@@ -42,6 +45,27 @@ METADATA_FOLDER = "metadata"
 COMMIT_ATTEMPTS = 8    # another writer's commit won: read the instants again, then retry
 RETRY_WAIT_S = 0.05
 
+# The catalog properties pyiceberg reads (its configuration page: every catalog type's,
+# the FileIO's, which pyiceberg.io names too), and the families whose names are the
+# user's (REST headers, table defaults and overrides, auth and TLS settings).
+CATALOG_PROPERTIES = frozenset({
+    "type", "uri", "warehouse", "py-catalog-impl", "py-io-impl", "token", "credential",
+    "scope", "audience", "resource", "oauth2-server-uri", "prefix", "snapshot-loading-mode",
+    "view-endpoints-supported", "rest-page-size", "namespace-separator",
+    "scan-planning-mode", "rest.sigv4-enabled", "rest.signing-region", "rest.signing-name",
+    "rest.sigv4.max-retries", "echo", "pool_pre_ping", "init_catalog_tables", "ugi",
+    "hive.hive2-compatible", "hive.kerberos-authentication", "hive.kerberos-service-name",
+    "table-name", "glue.id", "glue.region", "glue.endpoint", "glue.profile-name",
+    "glue.access-key-id", "glue.secret-access-key", "glue.session-token", "glue.max-retries",
+    "glue.retry-mode", "glue.skip-archive", "dynamodb.region", "dynamodb.profile-name",
+    "dynamodb.access-key-id", "dynamodb.secret-access-key", "dynamodb.session-token",
+    "downcast-ns-timestamp-to-us-on-write", "pyarrow.use-large-types-on-read",
+    "gcs.default-location",
+    *(value for key, value in vars(pyiceberg.io).items()
+      if key.isupper() and isinstance(value, str) and "." in value),
+})
+CATALOG_PROPERTY_FAMILIES = ("header.", "table-default.", "table-override.", "auth.", "ssl.",
+                             "gcp.")
 _LOCAL_SCHEMES = ("", "file")
 _S3_SCHEMES = ("s3", "s3a", "s3n")
 _NAME = re.compile(r"[^A-Za-z0-9_]")
@@ -81,6 +105,33 @@ def io_properties(storage_options: Mapping[str, Any]) -> dict[str, str]:
              "s3.session-token": storage_options.get("token"),
              "s3.region": client.get("region_name") or storage_options.get("region")}
     return {key: str(value) for key, value in pairs.items() if value}
+
+
+def check_catalog_properties(properties: Mapping[str, Any]) -> None:
+    """TableFormatError naming a catalog property pyiceberg does not know (a typo would
+    otherwise be ignored, and the table published into another catalog), with the
+    closest known name."""
+    for key in sorted(properties):
+        if key in CATALOG_PROPERTIES or key.startswith(CATALOG_PROPERTY_FAMILIES):
+            continue
+        close = difflib.get_close_matches(key, sorted(CATALOG_PROPERTIES), n=1, cutoff=0.6)
+        hint = f"; did you mean {CATALOG_PREFIX}{close[0]}?" if close else ""
+        raise TableFormatError(f"unknown Iceberg catalog property {key!r} "
+                               f"({CATALOG_PREFIX}{key}){hint}")
+
+
+def check_identifier(identifier: str) -> str:
+    """`identifier` if it names a table in a namespace (``namespace.table``, nested
+    namespaces dotted), else TableFormatError saying what is wrong."""
+    parts = identifier.split(".")
+    if len(parts) < 2:
+        problem = "it has no namespace"
+    elif any(not part.strip() or part != part.strip() for part in parts):
+        problem = "a part of it is empty or has spaces around it"
+    else:
+        return identifier
+    raise TableFormatError(f"{ICEBERG_IDENTIFIER}={identifier!r}: {problem}; an Iceberg "
+                           "identifier is namespace.table (e.g. lake.events)")
 
 
 def default_identifier(location: str) -> str:

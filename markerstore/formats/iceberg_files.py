@@ -15,7 +15,9 @@ import datetime as _dt
 import decimal
 import logging
 import re
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -28,10 +30,17 @@ from pyiceberg.io.pyarrow import (
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
 )
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestFile
 from pyiceberg.partitioning import PartitionField, PartitionSpec, partition_record_value
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
+from pyiceberg.table import TableProperties
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import (
+    UpdateSnapshot,
+    _MergeAppendFiles,
+    _OverwriteFiles,
+)
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import (
@@ -52,8 +61,9 @@ from pyiceberg.types import (
     UUIDType,
 )
 from pyiceberg.utils.concurrent import ExecutorFactory
+from pyiceberg.utils.properties import property_as_bool, property_as_int
 
-from markerstore.errors import MarkerStoreError
+from markerstore.errors import MarkerStoreError, TableFormatError
 from markerstore.formats.base import PublishedFile
 from markerstore.paths import HIVE_DEFAULT_PARTITION
 
@@ -66,6 +76,11 @@ class IcebergPublishError(MarkerStoreError):
     """A commit cannot become an Iceberg snapshot (a partition value that does not fit its
     column, a file whose columns the table does not have, a table whose partitioning or
     files differ from markerstore's); names what is wrong."""
+
+
+class IcebergTableTaken(TableFormatError, IcebergPublishError):
+    """The table's Iceberg identifier names another table (at another location) in the
+    catalog: refused when a write starts."""
 
 
 def iceberg_schema(schema: pa.Schema) -> Schema:
@@ -224,6 +239,38 @@ def data_files(io: FileIO, metadata: TableMetadata, location: str,
     return list(executor.map(lambda f: data_file(io, metadata, location, f), files))
 
 
+class _ManifestCache:
+    """The live entries of manifests already read, by manifest path: a manifest is never
+    rewritten (a new one gets a new name), and pyiceberg takes milliseconds to open each,
+    while a publish reads the current ones several times (the files a replace removes,
+    those retained snapshots reference before and after their expiry). Bounded by the
+    entries it holds, the oldest read first dropped."""
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self.max_entries = max_entries
+        self._by_path: OrderedDict[str, list[DataFile]] = OrderedDict()
+        self._entries = 0
+        self._lock = threading.Lock()
+
+    def live(self, io: FileIO, manifest: ManifestFile) -> list[DataFile]:
+        with self._lock:
+            found = self._by_path.get(manifest.manifest_path)
+            if found is not None:
+                self._by_path.move_to_end(manifest.manifest_path)
+                return found
+        found = [e.data_file for e in manifest.fetch_manifest_entry(io, discard_deleted=True)]
+        with self._lock:
+            self._by_path[manifest.manifest_path] = found
+            self._entries += len(found)
+            while self._entries > self.max_entries and len(self._by_path) > 1:
+                _, dropped = self._by_path.popitem(last=False)
+                self._entries -= len(dropped)
+        return found
+
+
+MANIFESTS = _ManifestCache()
+
+
 def live_files(io: FileIO, metadata: TableMetadata, snapshot_id: int | None = None
                ) -> dict[str, DataFile]:
     """The data files a snapshot (the current one by default) holds, by full path."""
@@ -233,8 +280,8 @@ def live_files(io: FileIO, metadata: TableMetadata, snapshot_id: int | None = No
         return {}
     found: dict[str, DataFile] = {}
     for manifest in snapshot.manifests(io):
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
-            found[entry.data_file.file_path] = entry.data_file
+        for data_file in MANIFESTS.live(io, manifest):
+            found[data_file.file_path] = data_file
     return found
 
 
@@ -247,9 +294,34 @@ def referenced_files(io: FileIO, metadata: TableMetadata) -> set[str]:
             if manifest.manifest_path in seen:
                 continue
             seen.add(manifest.manifest_path)
-            paths.update(entry.data_file.file_path for entry
-                         in manifest.fetch_manifest_entry(io, discard_deleted=True))
+            paths.update(f.file_path for f in MANIFESTS.live(io, manifest))
     return paths
+
+
+class MergingOverwrite(_OverwriteFiles):
+    """pyiceberg's overwrite, whose manifests are merged as its merge append merges them
+    (``commit.manifest-merge.enabled``, ``commit.manifest.min-count-to-merge``), as every
+    snapshot producer of Iceberg's Java library does: else each replace leaves one more
+    manifest for every reader and every later commit to open."""
+
+    def __init__(self, update: UpdateSnapshot) -> None:
+        metadata = update._transaction.table_metadata
+        super().__init__(
+            operation=Operation.OVERWRITE if metadata.snapshot_by_name(name=update._branch)
+            else Operation.APPEND, transaction=update._transaction, io=update._io,
+            branch=update._branch, snapshot_properties=update._snapshot_properties)
+        properties = metadata.properties
+        self._target_size_bytes = property_as_int(
+            properties, TableProperties.MANIFEST_TARGET_SIZE_BYTES,
+            TableProperties.MANIFEST_TARGET_SIZE_BYTES_DEFAULT)
+        self._min_count_to_merge = property_as_int(
+            properties, TableProperties.MANIFEST_MIN_MERGE_COUNT,
+            TableProperties.MANIFEST_MIN_MERGE_COUNT_DEFAULT)
+        self._merge_enabled = property_as_bool(
+            properties, TableProperties.MANIFEST_MERGE_ENABLED,
+            TableProperties.MANIFEST_MERGE_ENABLED_DEFAULT)
+
+    _process_manifests = _MergeAppendFiles._process_manifests
 
 
 def relative(path: str, location: str) -> str | None:

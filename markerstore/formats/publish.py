@@ -14,13 +14,16 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from markerstore.errors import ConfigError
-from markerstore.formats.base import FormatPublisher, PublishDeferred
-from markerstore.formats.commits import Absent, commit_to_publish
+from markerstore.formats.base import FormatPublisher, PublishDeferred, TimelineView
+from markerstore.formats.commits import Absent, commit_to_publish, utc_schema
 from markerstore.table import Table
-from markerstore.timeline import COMPLETED
 
 log = logging.getLogger(__name__)
 
@@ -55,84 +58,223 @@ def publishers_of(table: Table) -> list[FormatPublisher]:
     return [open_publisher(name, table) for name in table.formats()]
 
 
-def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
-            absent: Absent | None = None) -> dict[str, list[str]]:
-    """Publish every completed instant that a format of `table` does not hold yet, oldest
-    first, and return the instants published now, by format. Idempotent; a failure
-    raises (the instants stay the source of truth: the next call publishes the rest).
-    `absent` names, per commit metadata, files a commit removed besides its
-    ``replaced_files`` (an error table's expire)."""
+def check_write(table: Table, schema: pa.Schema | None, partition_by: Sequence[str] = (),
+                publishers: list[FormatPublisher] | None = None) -> list[FormatPublisher]:
+    """Refuse, in one line and before anything is written, a write to `table` that one of
+    its formats cannot take (TableFormatError): a column type it has no equivalent for
+    (zoned timestamps count as UTC, as they are stored), a schema change it does not
+    allow, other partition columns than it has, an Iceberg identifier or catalog property
+    that is wrong or taken. `schema`: the write's columns, partition columns included
+    (None: the columns are not known yet, only the rest is checked). What only fails
+    later (a catalog that does not answer, a log that cannot be read) is not refused
+    here: the publish reports it. `publishers`: the table's, as a publish just read them
+    (their formats are not read again). Returns the table's publishers."""
     publishers = publishers_of(table) if publishers is None else publishers
-    if not publishers:
-        return {}
-    completed = _completed_instants(table)
-    done: dict[str, list[str]] = {}
+    columns = None if schema is None else utc_schema(schema)
     for publisher in publishers:
-        # Only the missing instants' metadata is read: one GET each, none for the rest.
-        missing = [(i, table.commit_metadata(i))
-                   for i in missing_instants(publisher, completed)]
-        published, deferred = [], []
-        for instant, meta in missing:
-            try:
-                publisher.publish(commit_to_publish(table, instant, meta, absent))
-                published.append(instant)
-            except PublishDeferred:
-                deferred.append((instant, meta))
-        for instant, meta in deferred:  # once a later instant has made the format's table
-            try:
-                publisher.publish(commit_to_publish(table, instant, meta, absent))
-                published.append(instant)
-            except PublishDeferred as exc:
-                log.info("%s: %s; published with a later commit", table, exc)
-        done[publisher.name] = published
-        if published:
-            log.info("%s: %d instant(s) published to %s", table, len(published),
+        check = getattr(publisher, "check_write", None)
+        if check is not None:
+            check(columns, tuple(partition_by))
+    return publishers
+
+
+@dataclass
+class FormatOutcome:
+    """One format after a publish: the instants it took now, where it stands (``v12``, a
+    snapshot id), and the completed instants it does not hold yet with the reason (a
+    catalog that did not answer, a corrupt log): the next write, recovery or ``verify
+    --repair`` publishes them."""
+
+    name: str
+    published: list[str] = field(default_factory=list)
+    position: str | None = None
+    pending: list[str] = field(default_factory=list)
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.pending and self.reason is None
+
+    def text(self) -> str:
+        """``delta v12``, or ``iceberg pending (the reason)``."""
+        if not self.ok:
+            why = self.reason or f"{len(self.pending)} instant(s) to publish"
+            return f"{self.name} pending ({why})"
+        return f"{self.name} {self.position}" if self.position else self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": self.name, "published": list(self.published),
+                "position": self.position, "pending": list(self.pending),
+                "reason": self.reason}
+
+
+class Published(dict[str, FormatOutcome]):
+    """What :func:`publish` did, by format."""
+
+    @property
+    def pending(self) -> list[FormatOutcome]:
+        """The formats that do not hold every completed instant (or cannot be read)."""
+        return [o for o in self.values() if not o.ok]
+
+    def text(self) -> str:
+        """``published: delta v12, iceberg pending (reason)``; empty without formats."""
+        return "published: " + ", ".join(o.text() for o in self.values()) if self else ""
+
+
+def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
+            absent: Absent | None = None) -> Published:
+    """Publish every completed instant that a format of `table` does not hold yet, oldest
+    first, each format on its own: one that fails (a corrupt log, a catalog that does not
+    answer) is reported in its :class:`FormatOutcome` and logged, and the others publish
+    all the same. Idempotent (the instants stay the source of truth: the next call
+    publishes what is pending). `absent` names, per commit metadata, files a commit
+    removed besides its ``replaced_files`` (an error table's expire)."""
+    publishers = publishers_of(table) if publishers is None else publishers
+    outcomes = Published()
+    if not publishers:
+        return outcomes
+    view = TimelineView.of(table.timeline())  # one listing for every format
+    for publisher in publishers:
+        outcome = outcomes[publisher.name] = _publish_format(table, publisher, view, absent)
+        if outcome.published:
+            log.info("%s: %d instant(s) published to %s", table, len(outcome.published),
                      publisher.name)
-    return done
+        if outcome.pending and outcome.reason:
+            log.warning("%s: %d completed instant(s) not published to %s (%s); the next "
+                        "write, recovery or verify --repair publishes them", table,
+                        len(outcome.pending), publisher.name, outcome.reason)
+    return outcomes
 
 
-def _completed_instants(table: Table) -> list[str]:
-    return [i.instant for i in table.timeline() if i.state == COMPLETED]
+def status(table: Table, publishers: list[FormatPublisher] | None = None) -> Published:
+    """Where each format of `table` stands, without publishing anything: its position and
+    the completed instants it does not hold (the backlog the next write, recovery or
+    ``verify --repair`` publishes), or why its state cannot be read."""
+    publishers = publishers_of(table) if publishers is None else publishers
+    outcomes = Published()
+    if not publishers:
+        return outcomes
+    view = TimelineView.of(table.timeline())
+    for publisher in publishers:
+        outcome = outcomes[publisher.name] = FormatOutcome(publisher.name)
+        try:
+            outcome.pending = missing_instants(publisher, view)
+        except Exception as exc:
+            outcome.reason = _one_line(exc)
+            continue
+        outcome.position = _position(publisher)
+    return outcomes
 
 
-def missing_instants(publisher: FormatPublisher, instants: list[str]) -> list[str]:
-    """Those of `instants` the format does not hold. A publisher with ``held_among`` (Delta:
-    each instant's app transaction, in the log's latest state, which Delta's log cleanup
-    keeps) answers for the instants at once; any other, from its published instants."""
-    held_among = getattr(publisher, "held_among", None)
-    held = held_among(instants) if held_among is not None else publisher.published_instants()
-    return [i for i in instants if i not in held]
+def _publish_format(table: Table, publisher: FormatPublisher, view: TimelineView,
+                    absent: Absent | None) -> FormatOutcome:
+    """The missing instants of one format, oldest first (a commit the format cannot take
+    yet, for want of a table, once a later one has made it); a failure leaves the rest
+    pending, with its reason."""
+    outcome = FormatOutcome(publisher.name)
+    missing: list[str] = []
+    deferrals: list[str] = []
+    try:
+        missing = missing_instants(publisher, view)
+        deferred = _in_order(table, publisher, view, missing, absent, outcome, deferrals)
+        if deferred and len(deferred) < len(missing):
+            _in_order(table, publisher, view, deferred, absent, outcome, deferrals)
+    except Exception as exc:  # this format waits; the others publish
+        outcome.reason = _one_line(exc)
+    done = set(outcome.published)
+    outcome.pending = [i for i in missing if i not in done]
+    if outcome.pending and outcome.reason is None and deferrals:
+        outcome.reason = deferrals[-1]
+    outcome.position = _position(publisher)
+    return outcome
+
+
+def _in_order(table: Table, publisher: FormatPublisher, view: TimelineView,
+              instants: list[str], absent: Absent | None, outcome: FormatOutcome,
+              deferrals: list[str]) -> list[str]:
+    """Publish `instants` in order, each version carrying the timeline's settled mark as
+    it stands with the instants still to publish after it; returns those the format
+    could not take yet (:class:`PublishDeferred`, its message kept in `deferrals`)."""
+    deferred: list[str] = []
+    for n, instant in enumerate(instants):
+        settled = view.settled([*deferred, *instants[n + 1:]])
+        commit = commit_to_publish(table, instant, table.commit_metadata(instant), absent,
+                                   settled=settled)
+        try:
+            publisher.publish(commit)
+        except PublishDeferred as exc:
+            deferred.append(instant)
+            deferrals.append(str(exc))
+            continue
+        outcome.published.append(instant)
+    return deferred
+
+
+def _position(publisher: FormatPublisher) -> str | None:
+    position = getattr(publisher, "position", None)
+    try:
+        return position() if position is not None else None
+    except Exception:  # only shown: the publish itself said what failed
+        return None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
+
+def missing_instants(publisher: FormatPublisher, view: TimelineView) -> list[str]:
+    """The completed instants of `view` the format does not hold, oldest first: the
+    publisher's :meth:`~FormatPublisher.unpublished` (its state read once), else its
+    published instants."""
+    unpublished = getattr(publisher, "unpublished", None)
+    if unpublished is not None:
+        return list(unpublished(view))
+    held = publisher.published_instants()
+    return [i for i in view.completed if i not in held]
 
 
 def referenced_paths(table: Table, publishers: list[FormatPublisher] | None = None, *,
                      release_before: str | None = None) -> set[str]:
     """Table-relative paths of every file a retained version/snapshot of a format of
-    `table` references (nothing of markerstore's deletes one). With `release_before`, an
-    instant every completed instant up to which the formats hold, a format that keeps
-    older snapshots' files (Iceberg) first expires its snapshots of the instants before
-    it, as Delta's latest version references only the live files."""
+    `table` references (nothing of markerstore's deletes one). With `release_before`, a
+    format that keeps older snapshots' files (Iceberg) first expires its snapshots of the
+    instants before it, as Delta's latest version references only the live files; never
+    past an instant still open or not yet published: those before the point it expires
+    up to must all be settled (else an older write that completes later would count as
+    published)."""
     publishers = publishers_of(table) if publishers is None else publishers
     if release_before is not None:
+        view = TimelineView.of(table.timeline())
         for publisher in publishers:
             expire_before = getattr(publisher, "expire_before", None)
             if expire_before is not None:
-                expire_before(release_before)
+                mark = view.settled(missing_instants(publisher, view))
+                before = min(release_before, mark.before)
+                expire_before(before, view.count_before(before))
     return {p for publisher in publishers for p in publisher.referenced_paths()}
 
 
 def drift(table: Table, publishers: list[FormatPublisher] | None = None
           ) -> list[dict[str, Any]]:
     """Where a format and the timeline disagree: a completed instant the format does not
-    hold (``format_missing_instant``), or a format version/snapshot of an instant the
-    timeline has not completed (``format_unknown_instant``)."""
+    hold (``format_missing_instant``), a format version/snapshot of an instant the
+    timeline has not completed (``format_unknown_instant``), or a format whose state
+    cannot be read (``format_error``, with the reason)."""
     publishers = publishers_of(table) if publishers is None else publishers
-    completed = _completed_instants(table)
-    known = set(completed)
+    view = TimelineView.of(table.timeline())
+    known = set(view.completed)
     found: list[dict[str, Any]] = []
     for publisher in publishers:
-        held = publisher.published_instants()
+        try:
+            missing = missing_instants(publisher, view)
+            held = publisher.published_instants()
+        except Exception as exc:
+            found.append({"kind": "format_error", "format": publisher.name,
+                          "instant": None, "reason": _one_line(exc)})
+            continue
         found += [{"kind": "format_missing_instant", "format": publisher.name,
-                   "instant": i} for i in missing_instants(publisher, completed)]
+                   "instant": i} for i in missing]
         found += [{"kind": "format_unknown_instant", "format": publisher.name,
                    "instant": i} for i in sorted(held - known)]
     return found
@@ -152,16 +294,30 @@ def check_formats(table: Table, *, repair: bool = False, absent: Absent | None =
     if not publishers:
         return [], set(), []
     findings = drift(table, publishers)
-    if repair and any(f["kind"] == "format_missing_instant" for f in findings):
-        publish(table, publishers, absent=absent)
+    outcomes = Published()
+    if repair and any(f["kind"] != "format_unknown_instant" for f in findings):
+        outcomes = publish(table, publishers, absent=absent)
     for finding in findings:
+        outcome = outcomes.get(finding["format"])
         if finding["kind"] == "format_missing_instant":
-            finding["action"] = "published" if repair else "would publish"
+            failed = outcome is not None and finding["instant"] in outcome.pending
+            finding["action"] = ("would publish" if not repair else
+                                 f"not published: {outcome.reason}" if failed and outcome
+                                 else "published")
+        elif finding["kind"] == "format_error":
+            finding["action"] = (f"none: {finding['reason']} (the next write retries; "
+                                 "restore or repair the format's own files)")
         else:
             finding["action"] = (f"none: {finding['format']} holds a commit of an instant "
                                  "the timeline has not completed (restore the timeline, or "
                                  "revert that version with the format's own tools)")
-    referenced = {p for publisher in publishers for p in publisher.referenced_paths()}
+    referenced: set[str] = set()
+    for publisher in publishers:
+        try:
+            referenced |= publisher.referenced_paths()
+        except Exception as exc:  # unreadable: its finding says so, and nothing is kept
+            log.warning("%s: the files %s references cannot be read: %s", table,
+                        publisher.name, exc)
     folders = [getattr(p, "metadata_folder", None) or METADATA_FOLDERS.get(p.name, "")
                for p in publishers]
     return findings, referenced, [f for f in folders if f]

@@ -104,7 +104,9 @@ class IngestResult:
                 "source_splits": self.source_tasks, "spark_tasks": self.spark_tasks,
                 "files_committed": c.num_files, "files_cleaned": c.files_cleaned,
                 "duration_s": round(self.seconds, 2),
-                "storage_requests": dict(c.requests), **({"hint": hint} if hint else {})}
+                "storage_requests": dict(c.requests), **({"hint": hint} if hint else {}),
+                **({"published": c.published.removeprefix("published: ")}
+                   if c.formats else {})}
 
     def _repr_html_(self) -> str:
         return fields_html(self.summary())

@@ -152,6 +152,9 @@ def _recovery(data: Mapping[str, Any]) -> str:
     if rec.get("recent_roll_forwards"):
         parts.append("<h3>Recently rolled forward</h3>" + table_html(
             [{"instant": i} for i in rec["recent_roll_forwards"]]))
+    if rec.get("formats"):
+        parts.append("<h3>Table formats</h3>" + table_html(
+            rec["formats"], ["format", "position", "backlog", "oldest_pending", "reason"]))
     check = rec["verify"]
     if check is None:
         parts.append(_last_verify(rec.get("last_verify")))

@@ -425,7 +425,9 @@ def last_commit(path: str, storage_options: Mapping[str, Any] | None = None, *,
                 write_uuid: str | None = None) -> CommitResult | None:
     """The latest completed commit of the table (with `write_uuid`: that write's), as a
     CommitResult (from its commit metadata: the data source's commit runs in a Spark
-    worker, not in your process)."""
+    worker, not in your process), with where the table's formats stand now
+    (``formats``, ``published``: read from them)."""
+    from markerstore.formats import status
     from markerstore.table import DataFile
 
     table = Table(path, storage_options)
@@ -446,4 +448,4 @@ def last_commit(path: str, storage_options: Mapping[str, Any] | None = None, *,
         duration=float((meta.get("metrics") or {}).get("commit_seconds") or 0.0),
         conflict_mode=str(meta.get("conflict_mode", "append")),
         replaced_files=list(meta.get("replaced_files", [])),
-        error_files=list(meta.get("error_files", [])))
+        error_files=list(meta.get("error_files", [])), formats=list(status(table).values()))

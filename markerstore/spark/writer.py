@@ -35,7 +35,12 @@ from markerstore.commit import (
 )
 from markerstore.commit.driver import ErrorTableSpec
 from markerstore.commit.runner import TaskHook
-from markerstore.errors import ConfigError, MarkerStoreError, WriteAbortedError
+from markerstore.errors import (
+    ConfigError,
+    MarkerStoreError,
+    TableFormatError,
+    WriteAbortedError,
+)
 from markerstore.table import Table
 
 if TYPE_CHECKING:
@@ -277,8 +282,31 @@ def start_job(table: Table, schema: StructType, *, partition_by: Sequence[str] =
     job = WriteJob(table, partition_by=partition_by, marker_url=marker_url,
                    marker_token=marker_token, validator=validator, error_sink=error_sink,
                    task_hook=task_hook, error_table=error_table, metadata=metadata,
-                   error_tables=ErrorTables())
+                   error_tables=ErrorTables(), schema=_written_schema(schema, table))
     return job.start()
+
+
+def _written_schema(schema: StructType, table: Table) -> pa.Schema | None:
+    """The Arrow columns the tasks write (timestamps in UTC, as they are stored), for the
+    checks of the table's formats at the start; None for a table without formats. A
+    column Arrow has no type for is refused there, in one line."""
+    if not table.formats():
+        return None
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = []
+    for column in schema.fields:
+        if column.name == ERROR_COLUMN:
+            continue
+        try:
+            arrow = to_arrow_type(column.dataType, timezone="UTC")
+        except Exception as exc:
+            raise TableFormatError(
+                f"column {column.name!r} of type {column.dataType.simpleString()} cannot be "
+                f"published to the table's formats ({', '.join(table.formats())}): "
+                f"{cause_line(exc)}") from None
+        fields.append(pa.field(column.name, arrow, nullable=column.nullable))
+    return pa.schema(fields)
 
 
 def commit_job(job: WriteJob, results: Iterable[TaskResult],

@@ -268,6 +268,11 @@ class Storage:
         self.check_in_table(path)
 
         def run() -> list[str]:
+            if self.is_local:  # os.listdir: fsspec makes a path object per entry
+                try:
+                    return sorted(os.listdir(path))
+                except (FileNotFoundError, NotADirectoryError):
+                    return []
             try:
                 entries = self.fs.ls(path, detail=False)
             except FileNotFoundError:

@@ -17,6 +17,7 @@ reported inflight, so recovery finishes its rollback.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Iterator
@@ -79,6 +80,7 @@ def parse_instant(instant: str) -> datetime:
     return base.replace(microsecond=int(instant[14:]) * 1000)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # every listing of the timeline asks it of every name
 def is_instant(text: str) -> bool:
     """Whether `text` is an instant id: 17 ASCII digits that make a date and time (a name
     such as 99999999999999999 is a stray file, not an instant)."""

@@ -12,11 +12,16 @@ from typing import Any
 import markerstore.spark as ms
 from markerstore.commit import CommitResult
 from markerstore.commit.runner import TaskHook
-from markerstore.errors import ConfigError, WriteAbortedError, WriteConflictError
+from markerstore.errors import (
+    ConfigError,
+    TableFormatError,
+    WriteAbortedError,
+    WriteConflictError,
+)
 from markerstore.spark.source import MarkerStoreDataSource
 
 ENTRIES = ["function", "format"]
-_MARKERSTORE_ERRORS = (WriteConflictError, WriteAbortedError, ConfigError)
+_MARKERSTORE_ERRORS = (WriteConflictError, WriteAbortedError, TableFormatError, ConfigError)
 
 
 def format_name(spark: Any, task_hook: TaskHook | None = None) -> str:
