@@ -147,7 +147,7 @@ class WriteJob:
                 marker_type=self.marker_type, marker_url=self.marker_url,
                 marker_token=self.marker_token,
                 validator=self.validator, error_sink=self.error_sink,
-                task_hook=self.task_hook)
+                task_hook=self.task_hook, formats=self.table.formats())
         return self._spec
 
     def committer(self) -> JobCommitter:

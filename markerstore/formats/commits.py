@@ -7,7 +7,6 @@ recorded there)."""
 from __future__ import annotations
 
 import base64
-import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -15,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish, PublishedFile
+from markerstore.formats.values import unescape
 from markerstore.paths import HIVE_DEFAULT_PARTITION
 from markerstore.table import Table
 
@@ -28,14 +28,15 @@ Absent = Callable[[Mapping[str, Any]], Iterable[str]]
 
 def hive_partition(path: str) -> dict[str, str | None]:
     """The partition values of a file's folders (``day=2026-11-27/h=3/f.parquet`` ->
-    {"day": "2026-11-27", "h": "3"}), unescaped; None for Hive's default (null) one."""
+    {"day": "2026-11-27", "h": "3"}), unescaped once as Spark unescapes them (``%2F`` is
+    ``/``); None for Hive's default (null) one."""
     values: dict[str, str | None] = {}
     for part in path.split("/")[:-1]:
         key, sep, value = part.partition("=")
         if not sep:
             continue
-        value = urllib.parse.unquote(value)
-        values[urllib.parse.unquote(key)] = None if value == HIVE_DEFAULT_PARTITION else value
+        value = unescape(value)
+        values[unescape(key)] = None if value == HIVE_DEFAULT_PARTITION else value
     return values
 
 

@@ -29,6 +29,7 @@ from markerstore.errors import ConfigError, MarkerStoreError
 from markerstore.formats.base import INSTANT_KEY, OVERWRITE, CommitToPublish, PublishDeferred
 from markerstore.formats.commits import hive_partition
 from markerstore.formats.stats import file_stats
+from markerstore.formats.values import delta_partition_value
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
@@ -158,10 +159,12 @@ class DeltaPublisher:
         from deltalake.transaction import AddAction, RemoveAction
 
         stats = file_stats(self.table, commit)
-        adds = [AddAction(f.path, f.size, dict(f.partition), now, True,
-                          json.dumps(stats.get(f.path, {"numRecords": f.rows})))
+        types = {f.name: f.type for f in commit.schema}
+        adds = [AddAction(f.path, f.size, _partition_values(f.partition, types), now, True,
+                          stats.get(f.path, json.dumps({"numRecords": f.rows})))
                 for f in commit.added]
-        removes = [RemoveAction(p, True, now, None, _partition_values(p))
+        removes = [RemoveAction(p, True, now, None,
+                                _partition_values(hive_partition(p), types) or None)
                    for p in commit.removed]
         return [*adds, *removes]
 
@@ -211,9 +214,11 @@ def _delta_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.remove_metadata() for f in schema])
 
 
-def _partition_values(path: str) -> dict[str, str | None] | None:
-    values = hive_partition(path)
-    return dict(values) if values else None
+def _partition_values(values: Mapping[str, str | None], types: Mapping[str, pa.DataType]
+                      ) -> dict[str, str | None]:
+    """A file's partition values as Delta keeps them (:func:`delta_partition_value`)."""
+    return {name: delta_partition_value(text, types.get(name, pa.string()))
+            for name, text in values.items()}
 
 
 def publisher(table: Table) -> DeltaPublisher:

@@ -71,6 +71,7 @@ from markerstore.formats.iceberg_files import (
     iceberg_schema,
     identity_spec,
     live_files,
+    optional_partition_columns,
     referenced_files,
     relative,
 )
@@ -233,7 +234,8 @@ class IcebergPublisher:
                 f"instant {commit.instant} replaces {len(commit.removed)} file(s) but the "
                 f"Iceberg table {self.identifier} does not exist yet: the formats have "
                 "drifted (publish the table's instants from its first)")
-        schema = iceberg_schema(commit.schema)
+        schema = iceberg_schema(optional_partition_columns(commit.schema,
+                                                           commit.partition_by))
         spec = identity_spec(schema, commit.partition_by)
         self._create_namespace()
         try:
