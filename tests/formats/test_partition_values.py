@@ -222,3 +222,22 @@ def test_a_folder_is_unescaped_once_as_spark_unescapes_it(folder: str, value: st
 
     got = hive_partition(folder)
     assert got == ({"a=b": "x"} if value is None else {"s": value})
+
+
+@pytest.mark.spark
+def test_a_spark_current_date_partition_column_reads_back(spark: Any, tmp_path: Path) -> None:
+    """Spark's current_date() is a NOT NULL column: written through Spark, partitioned by
+    it, both formats' readers see its value."""
+    from pyspark.sql import functions as F
+
+    import markerstore.spark as ms
+
+    url = str(tmp_path / "today")
+    frame = spark.range(3).withColumn("day", F.current_date())
+    assert not frame.schema["day"].nullable
+    ms.write(frame, url, partition_by=["day"], options=BOTH)
+    today = frame.select("day").first()[0]
+    table = Table(url)
+    want = [{"id": i, "day": today} for i in range(3)]
+    assert by_id(iceberg_table(table).scan().to_arrow().to_pylist()) == want
+    assert by_id(delta_table(table).to_pyarrow_table().to_pylist()) == want
