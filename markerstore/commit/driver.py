@@ -28,6 +28,7 @@ from markerstore.commit.staging import resolve_mode, staging_for
 from markerstore.commit.stats import TaskResult
 from markerstore.commit.task import BatchValidator, ErrorSinkFactory
 from markerstore.errors import ConfigError
+from markerstore.formats.repair import refuse_foreign_commits_of
 from markerstore.markers import BATCHED, DIRECT, RollbackResult, ensure_marker_type
 from markerstore.table import Table
 
@@ -92,6 +93,7 @@ class WriteJob:
         self.write_uuid = check_write_uuid(write_uuid or str(uuid.uuid4()))
         self.started_at = time.perf_counter()
         recover(self.table, error_tables=self.error_tables)
+        refuse_foreign_commits_of(self.table)  # nothing is published over another tool's
         if self.conflict_mode == FAIL and not self.partition_by:
             # The directory committer's check: fail before any task runs.
             check_committed(self.table, FAIL, [""])

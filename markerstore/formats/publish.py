@@ -14,9 +14,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+from collections.abc import Collection
 from typing import Any
 
-from markerstore.errors import ConfigError
+from markerstore.errors import ConfigError, ForeignCommitError
 from markerstore.formats.base import FormatPublisher, PublishDeferred
 from markerstore.formats.commits import Absent, commit_to_publish
 from markerstore.table import Table
@@ -68,6 +69,7 @@ def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
     completed = _completed_instants(table)
     done: dict[str, list[str]] = {}
     for publisher in publishers:
+        refuse_foreign_commits(table, publisher)
         # Only the missing instants' metadata is read: one GET each, none for the rest.
         missing = [(i, table.commit_metadata(i))
                    for i in missing_instants(publisher, completed)]
@@ -91,6 +93,22 @@ def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
     return done
 
 
+def refuse_foreign_commits(table: Table, publisher: FormatPublisher) -> None:
+    """ForeignCommitError (one line) where the format holds another tool's version or
+    snapshot after markerstore's last one: nothing is published over it."""
+    foreign_commits = getattr(publisher, "foreign_commits", None)
+    found = foreign_commits() if foreign_commits is not None else []
+    if not found:
+        return
+    named = ", ".join(f"{c['id']} ({c['what']})" for c in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    raise ForeignCommitError(
+        f"{publisher.name}: {named}{more} of table {table.storage.url()} was not written by "
+        "markerstore, which publishes nothing over it: `markerstore verify --repair` "
+        "publishes one that holds the timeline's files again (the other tool's files stay "
+        "on storage, unreferenced), or undo it with that tool")
+
+
 def _completed_instants(table: Table) -> list[str]:
     return [i.instant for i in table.timeline() if i.state == COMPLETED]
 
@@ -105,19 +123,40 @@ def missing_instants(publisher: FormatPublisher, instants: list[str]) -> list[st
 
 
 def referenced_paths(table: Table, publishers: list[FormatPublisher] | None = None, *,
-                     release_before: str | None = None) -> set[str]:
+                     release_before: str | None = None, since: str | None = None
+                     ) -> set[str]:
     """Table-relative paths of every file a retained version/snapshot of a format of
     `table` references (nothing of markerstore's deletes one). With `release_before`, an
     instant every completed instant up to which the formats hold, a format that keeps
     older snapshots' files (Iceberg) first expires its snapshots of the instants before
-    it, as Delta's latest version references only the live files."""
+    it, as Delta's latest version references only the live files; with `since`, the
+    paths are those that would be referenced once they were expired (nothing changes)."""
     publishers = publishers_of(table) if publishers is None else publishers
     if release_before is not None:
         for publisher in publishers:
             expire_before = getattr(publisher, "expire_before", None)
             if expire_before is not None:
                 expire_before(release_before)
-    return {p for publisher in publishers for p in publisher.referenced_paths()}
+    return {p for publisher in publishers for p in _referenced(publisher, since)}
+
+
+def _referenced(publisher: FormatPublisher, since: str | None) -> set[str]:
+    referenced_since = getattr(publisher, "referenced_paths_since", None)
+    if since is None or referenced_since is None:
+        return publisher.referenced_paths()
+    return set(referenced_since(since))
+
+
+def release_point(publishers: list[FormatPublisher], cutoff_ms: int) -> str | None:
+    """The oldest instant a format must keep a snapshot of for time travel back to
+    `cutoff_ms` (epoch ms; Iceberg: the snapshot current then); None: keep every one."""
+    points = []
+    for publisher in publishers:
+        retained_from = getattr(publisher, "retained_from", None)
+        point = retained_from(cutoff_ms) if retained_from is not None else None
+        if point is not None:
+            points.append(point)
+    return min(points) if points else None
 
 
 def drift(table: Table, publishers: list[FormatPublisher] | None = None
@@ -143,14 +182,19 @@ def drift(table: Table, publishers: list[FormatPublisher] | None = None
 METADATA_FOLDERS = {"delta": "_delta_log/", "iceberg": "metadata/"}
 
 
-def check_formats(table: Table, *, repair: bool = False, absent: Absent | None = None
+def check_formats(table: Table, *, repair: bool = False, absent: Absent | None = None,
+                  cutoff_ms: int | None = None, skip: Collection[str] = ()
                   ) -> tuple[list[dict[str, Any]], set[str], list[str]]:
     """For ``verify``: the drift findings (each with the action taken: with `repair`, the
     missing instants are published, oldest first), then the files the formats' retained
-    versions reference (never deleted) and the formats' own folders (not orphans)."""
-    publishers = publishers_of(table)
-    if not publishers:
+    versions reference (never deleted; with `cutoff_ms`, as they will be once the
+    snapshots superseded before it are expired) and the formats' own folders (not
+    orphans). The formats named in `skip` (lost, or holding another tool's commits) are
+    left out but for their folders."""
+    every = publishers_of(table)
+    if not every:
         return [], set(), []
+    publishers = [p for p in every if p.name not in skip]
     findings = drift(table, publishers)
     if repair and any(f["kind"] == "format_missing_instant" for f in findings):
         publish(table, publishers, absent=absent)
@@ -161,7 +205,8 @@ def check_formats(table: Table, *, repair: bool = False, absent: Absent | None =
             finding["action"] = (f"none: {finding['format']} holds a commit of an instant "
                                  "the timeline has not completed (restore the timeline, or "
                                  "revert that version with the format's own tools)")
-    referenced = {p for publisher in publishers for p in publisher.referenced_paths()}
+    since = None if cutoff_ms is None else release_point(publishers, cutoff_ms)
+    referenced = {p for publisher in publishers for p in _referenced(publisher, since)}
     folders = [getattr(p, "metadata_folder", None) or METADATA_FOLDERS.get(p.name, "")
-               for p in publishers]
+               for p in every]
     return findings, referenced, [f for f in folders if f]
