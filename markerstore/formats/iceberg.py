@@ -353,7 +353,7 @@ def _expirable(table: Table, instant: str) -> list[int]:
     kept = {ref.snapshot_id for ref in table.metadata.refs.values()}  # heads, tags
     return [s.snapshot_id for s in table.metadata.snapshots
             if s.snapshot_id not in kept and s.summary is not None
-            and s.summary.get(INSTANT_PROPERTY, instant) < instant]
+            and (s.summary.get(INSTANT_PROPERTY) or instant) < instant]
 
 
 def _add_columns(tx: Transaction, commit: CommitToPublish) -> None:

@@ -190,7 +190,7 @@ def check_formats(table: Table, *, repair: bool = False, absent: Absent | None =
     versions reference (never deleted; with `cutoff_ms`, as they will be once the
     snapshots superseded before it are expired) and the formats' own folders (not
     orphans). The formats named in `skip` (lost, or holding another tool's commits) are
-    left out but for their folders."""
+    left out but for their folders and the files they reference."""
     every = publishers_of(table)
     if not every:
         return [], set(), []
@@ -207,6 +207,13 @@ def check_formats(table: Table, *, repair: bool = False, absent: Absent | None =
                                  "revert that version with the format's own tools)")
     since = None if cutoff_ms is None else release_point(publishers, cutoff_ms)
     referenced = {p for publisher in publishers for p in _referenced(publisher, since)}
+    for publisher in every:  # another tool's files a format in `skip` still references
+        if publisher.name in skip:
+            try:
+                referenced |= publisher.referenced_paths()
+            except Exception as exc:  # a lost or moved format references nothing it can read
+                log.info("%s: %s references no file it can read (%s)", table, publisher.name,
+                         exc)
     folders = [getattr(p, "metadata_folder", None) or METADATA_FOLDERS.get(p.name, "")
                for p in every]
     return findings, referenced, [f for f in folders if f]

@@ -106,7 +106,8 @@ def _problem(table: Table, publisher: FormatPublisher, repair: bool
              ) -> dict[str, Any] | None:
     """The finding of a lost, moved or unregistered format (repaired with `repair`)."""
     problem = getattr(publisher, "problem", None)
-    found = problem(_completed(table)) if problem is not None else None
+    with_files = [i for i, meta in table.completed() if meta.get("files")]
+    found = problem(with_files) if problem is not None else None
     if found is None:
         return None
     kind, detail = found["kind"], found["detail"]
