@@ -158,8 +158,9 @@ class IcebergRestore:
     def _stale_entries(self) -> list[str]:
         """The other tables of the table's embedded catalog (it belongs to this table
         alone: another is what the catalog knew the table as before it moved)."""
-        if not self._embedded_catalog():
-            return []
+        db = sqlite_file(self.catalog_properties)
+        if not self._embedded_catalog() or db is None or not os.path.exists(db):
+            return []  # (opening a SQLite catalog that is not there would create it)
         return sorted(".".join(identifier) for namespace in self.catalog.list_namespaces()
                       for identifier in self.catalog.list_tables(namespace)
                       if ".".join(identifier) != self.identifier)

@@ -81,9 +81,11 @@ def test_deleted_iceberg_metadata_is_rebuilt_from_the_timeline(tmp_path: Path) -
 def test_a_deleted_iceberg_catalog_is_registered_again(tmp_path: Path) -> None:
     table = _history(str(tmp_path / "t"))
     snapshots = len(iceberg_table(table).snapshots())
-    (tmp_path / "t" / ".markerstore" / "iceberg" / "catalog.db").unlink()
+    catalog = tmp_path / "t" / ".markerstore" / "iceberg" / "catalog.db"
+    catalog.unlink()
     report = verify(table, grace="0")
     assert [f.kind for f in report.findings] == ["format_catalog_lost"]
+    assert not catalog.exists()  # verify changes nothing
     assert report.findings[0].path.startswith("metadata/")
     assert report.findings[0].path.endswith(".metadata.json")
     _repaired_then_written(table)
