@@ -13,6 +13,7 @@ from ever deleting them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -135,3 +136,27 @@ def test_a_foreign_iceberg_commit(tmp_path: Path, operation: str) -> None:
     _refused(table, "iceberg", f"snapshot {snapshot.snapshot_id}")
     _repaired(table)
     assert_delta_matches(table)
+
+
+@pytest.mark.parametrize("where", [pytest.param("s3", marks=pytest.mark.s3)], indirect=True)
+def test_a_foreign_delta_append_on_s3(where: Any) -> None:
+    """The same on S3 (moto over HTTP): the log read through the table's storage, the
+    restore version published with S3's conditional writes."""
+    from deltalake import write_deltalake
+
+    from markerstore.formats.delta import delta_storage_options, delta_uri
+    from tests.support.commit_checks import open_table
+    from tests.support.formats import DELTA
+
+    table = open_table(where, **{k.replace(".", "__"): v for k, v in DELTA.items()})
+    commit_all(table, split(40, 2), partition_by=["day"], conflict_mode="append")
+    write_deltalake(delta_uri(table), pa.table(FOREIGN), mode="append", partition_by=["day"],
+                    storage_options=delta_storage_options(table))
+    version = delta_table(table).version()
+    _found(table, ("format_foreign_commit", f"delta version {version}"), "WRITE (Append)")
+    _refused(table, "delta", f"version {version}")
+    verify(table, repair=True, grace="0")
+    commit_all(table, split(5, 1, start=5000), partition_by=["day"], conflict_mode="append")
+    columns, expected = snapshot_rows(table)
+    got = pa.table(delta_table(table).to_pyarrow_table()).to_pylist()
+    assert sorted(tuple(r[c] for c in columns) for r in got) == sorted(expected)
