@@ -26,13 +26,12 @@ pytest.importorskip("pyiceberg")
 
 
 def _history(url: str) -> Table:
-    """Appends, then a replace whose replaced files are deleted at once (a retention of
+    """An append, then a replace whose replaced files are deleted at once (a retention of
     0): the first instant's files are gone, so no format can be rebuilt by publishing
     every instant again (the first file of a replaced instant cannot be read)."""
     table = Table(url, None, {**BOTH, **NO_RETENTION})
     commit_all(table, split(60, 2), partition_by=["day"], conflict_mode="append")
     commit_all(table, split(30, 1, start=1000), partition_by=["day"], conflict_mode="replace")
-    commit_all(table, split(9, 1, start=2000), partition_by=["day"], conflict_mode="append")
     return table
 
 
