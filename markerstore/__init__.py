@@ -15,6 +15,7 @@ if TYPE_CHECKING:
         ConfigError,
         CorruptTableError,
         ErrorBudgetExceeded,
+        ForeignCommitError,
         HeartbeatAliveError,
         InstantCompletedError,
         InstantNotFoundError,
@@ -45,7 +46,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CommitConflictError", "ConfigError", "CorruptTableError", "DataFile", "DirectWriteMarkers",
-    "ErrorBudgetExceeded",
+    "ErrorBudgetExceeded", "ForeignCommitError",
     "HeartbeatAliveError", "IOType", "InstantCompletedError", "InstantInfo",
     "InstantNotFoundError", "InvalidMarkerError", "MarkerClient", "MarkerName",
     "MarkerServerError", "MarkerStoreError", "MarkerTypeError", "ReconcileError",
@@ -60,7 +61,8 @@ __all__ = [
 # scripts install their Ctrl-C handler before numpy, pyarrow or fsspec load.
 _HOMES = {
     **dict.fromkeys(("CommitConflictError", "ConfigError", "CorruptTableError",
-                     "ErrorBudgetExceeded", "HeartbeatAliveError", "InstantCompletedError",
+                     "ErrorBudgetExceeded", "ForeignCommitError", "HeartbeatAliveError",
+                     "InstantCompletedError",
                      "InstantNotFoundError", "InvalidMarkerError", "MarkerServerError",
                      "MarkerStoreError", "MarkerTypeError", "ReconcileError", "StorageError",
                      "TableFormatError", "TimelineError", "WriteAbortedError",

@@ -25,6 +25,7 @@ from markerstore.option_values import (
     csv_line_sep,
     csv_quote,
     csv_separator,
+    duration,
     field_paths,
     folder_name,
     int_min,
@@ -125,6 +126,7 @@ INGEST_PRIMITIVES_AS_STRING = "markerstore.ingest.json.primitivesAsString"
 INGEST_INFER_RECORDS = "markerstore.ingest.infer.records"
 TABLE_FORMATS = "markerstore.table.formats"
 DELTA_STORAGE_OPTIONS = "markerstore.table.formats.delta.storage_options"
+TABLE_RETENTION = "markerstore.table.replaced_files.retention"
 ICEBERG_IDENTIFIER = "markerstore.table.iceberg.identifier"     # namespace.table
 ICEBERG_CATALOG_PREFIX = "markerstore.table.iceberg.catalog."   # + a pyiceberg property
 # Spark's reader options for the structure of records
@@ -460,6 +462,14 @@ _DEFINITIONS: tuple[Option, ...] = (
            "from the table's own (S3 endpoint, keys, region; conditional_put=etag). Where "
            "the store has no put-if-absent, name a locking provider here (e.g. "
            "{\"AWS_S3_LOCKING_PROVIDER\": \"dynamodb\", \"DELTA_DYNAMO_TABLE_NAME\": ...}).",
+           ()),
+    Option(TABLE_RETENTION, "7d", duration,
+           "How long the files a replace replaced stay, so that snapshot(as_of=...), "
+           "Delta's older versions and Iceberg's older snapshots still read them (Delta's "
+           "delta.deletedFileRetentionDuration, 7 days): 7d, 12h, 30m, 45s, or 0 to delete "
+           "them once the replace is published. Once it has passed, the next write, "
+           "markerstore expire and verify --repair delete them (no file a retained "
+           "version or snapshot references) and expire Iceberg's older snapshots.",
            ()),
     Option(ICEBERG_IDENTIFIER, None, optional_str,
            "Iceberg publishing: the table's identifier (namespace.table) in its catalog "

@@ -34,6 +34,8 @@
     │                                        rolled back; the cause is chained
     ├── ErrorBudgetExceeded                  a write's error rows exceeded the error budget;
     │                                        it was rolled back, data and error rows alike
+    ├── ForeignCommitError                   a table format holds a version or snapshot
+    │                                        another tool wrote: refused at write start
     └── ErrorTableError                      an error table cannot be used as asked
         ├── NotAnErrorTableError (LookupError)   the path holds no error table
         └── CorruptErrorFileError (ValueError)   an error file cannot be read (names the file)
@@ -168,6 +170,13 @@ class ErrorBudgetExceeded(MarkerStoreError):
         self.rows_in = rows_in
         self.error_records = dict(error_records or {})
         self.commonest_message = commonest_message
+
+
+class ForeignCommitError(MarkerStoreError):
+    """A table format (Delta, Iceberg) holds a version or snapshot that another tool wrote
+    after markerstore's last one: a write refuses to start, so that nothing is published
+    over it (`markerstore verify --repair` publishes one that restores the timeline's
+    files)."""
 
 
 class ErrorTableError(MarkerStoreError):

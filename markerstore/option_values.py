@@ -97,6 +97,26 @@ def memory_size(value: Any) -> str:
     return text
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 1}
+
+
+def duration_seconds(value: Any) -> float:
+    """'7d', '12h', '30m', '45s', '2w', or a number of seconds ('0') as seconds."""
+    if hasattr(value, "total_seconds"):
+        return float(value.total_seconds())
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError(f"expected a duration like 7d, 12h, 30m, 45s or 0, got {value!r}")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def duration(value: Any) -> str:
+    """A duration as its text ('7d', '12h', '0'), checked (:func:`duration_seconds`)."""
+    duration_seconds(value)
+    return str(value).strip()
+
+
 def text(value: Any) -> str:
     """A string as given (spaces kept: a CSV token may be one); None is empty."""
     return "" if value is None else str(value)

@@ -56,8 +56,9 @@ class Snapshot:
     def of(cls, storage: Storage, completed: list[tuple[str, dict[str, Any]]],
            as_of: str | None = None) -> Snapshot:
         """The snapshot at `as_of` (a completed instant) or at the latest completed one.
-        Refuses an instant that is not completed, and one whose files a later commit
-        replaced (they are deleted, or about to be)."""
+        Refuses an instant that is not completed, and one whose files a later replace
+        replaced once they are deleted (they stay for the retention,
+        ``markerstore.table.replaced_files.retention``, for time travel)."""
         instants = [i for i, _ in completed]
         if as_of is not None and as_of not in instants:
             raise SnapshotError(f"instant {as_of} is not a completed instant of "
@@ -67,10 +68,12 @@ class Snapshot:
                  for i, e in live_files(completed, instant)]
         if as_of is not None:
             later = {p for i, m in completed if i > as_of for p in m.get("replaced_files", [])}
-            gone = [f.path for f in files if f.path in later]
+            gone = [f.path for f in files
+                    if f.path in later and not storage.exists(storage.path(f.path))]
             if gone:
                 raise SnapshotError(f"the snapshot at {as_of} is gone: a later replace "
-                                    f"deleted {len(gone)} of its files (e.g. {gone[0]})")
+                                    f"replaced {len(gone)} of its files and they were "
+                                    f"deleted, past the retention (e.g. {gone[0]})")
         return cls(storage, instant, files)
 
     @property

@@ -38,6 +38,7 @@ COMMANDS = {
                     "markerstore.cli.core"),
     "serve": "markerstore.cli.serve",
     "sweep": "markerstore.cli.sweep",
+    "expire": "markerstore.cli.expire",
     "verify": "markerstore.cli.verify",
     "report": "markerstore.cli.report",
     "ingest": "markerstore.cli.ingest",

@@ -22,8 +22,11 @@ COLUMNS = ["kind", "path", "size", "instant", "action"]
 @click.option("--repair", is_flag=True,
               help="Delete orphans older than the grace period (never a file of an inflight "
                    "instant or one a completed commit references), abort orphaned uploads, "
-                   "delete what terminal instants left, publish what a table format lacks. "
-                   "Without it nothing of the table's data or state is changed.")
+                   "delete what terminal instants left and the files replaces replaced more "
+                   "than the retention ago; publish what a table format lacks, and make a "
+                   "format another tool committed to, or one that is lost or moved, hold the "
+                   "timeline's files again. Without it nothing of the table's data or state "
+                   "is changed.")
 @click.option("--grace", default="1d", show_default=True, metavar="DURATION",
               help="Orphans younger than this are reported, never deleted (1d, 12h, 30m, 0).")
 @click.option("--record/--no-record", default=True, show_default=True,
@@ -37,8 +40,9 @@ def verify(table: str, repair: bool, grace: str, record: bool,
     """Compare what is on storage with what the timeline says, for TABLE and its error
     tables: orphan files, committed files missing or of the wrong size, open uploads of
     finished writes, marker folders, plans, staging areas and heartbeats left by finished
-    instants, an unreadable table id; for a table that publishes Delta or Iceberg, each
-    completed instant a format does not hold and a format that cannot be read. A folder
+    instants, an unreadable table id; and each table format (Delta, Iceberg) against the
+    timeline: instants it lacks, a format that cannot be read, another tool's versions or
+    snapshots, a log, metadata or catalog entry that is lost, a table that moved. A folder
     with its own .markerstore/ is another table: it is skipped and listed (kind
     nested_table), and nothing of it is deleted. Exit 0 when consistent, 1 with the
     findings."""

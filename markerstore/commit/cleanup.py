@@ -1,14 +1,17 @@
-"""After a completed instant: delete the files a replace replaced, the staging area and
-the plan. Job commit runs it; recovery runs it again for a plan a completed instant left."""
+"""After a completed instant: publish it, keep the files a replace replaced for the
+retention (:mod:`markerstore.commit.retention`) and delete those whose retention has
+passed, then the staging area and the plan. Job commit runs it; recovery runs it again
+for a plan a completed instant left."""
 
 from __future__ import annotations
 
 import logging
 
 from markerstore.commit.plan import CommitPlan, delete_plan, plan_path
+from markerstore.commit.retention import expire, retain
 from markerstore.commit.staging import staging_for
 from markerstore.errors import CorruptTableError
-from markerstore.formats import Published, publish, publishers_of, referenced_paths
+from markerstore.formats import Published, publish, publishers_of
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
@@ -16,12 +19,12 @@ log = logging.getLogger(__name__)
 
 def post_commit(table: Table, plan: CommitPlan) -> Published:
     """After the completed instant: publish it to the table's formats (with any instant a
-    crash left unpublished, oldest first; each format on its own), then delete replaced
-    files, the staging area, the plan. Idempotent; recovery runs it again for a plan a
-    completed instant left behind. A replaced file that a format's retained version still
-    references stays, and so does every one of a replace a format has not published yet
-    (with the plan: recovery finishes it once the format has). Returns what each format
-    did."""
+    crash left unpublished, oldest first; each format on its own), then record a replace's
+    replaced files as retained and delete those of replaces past the retention, then the
+    staging area and the plan. Idempotent; recovery runs it again for a plan a completed
+    instant left behind. A replaced file that a format's retained version still references
+    stays, and so does every one of a replace a format has not published yet (with the
+    plan: recovery finishes it once the format has). Returns what each format did."""
     try:
         publishers = publishers_of(table)
         published = publish(table, publishers)
@@ -36,12 +39,9 @@ def post_commit(table: Table, plan: CommitPlan) -> Published:
                     plan.staging_mode).cleanup()
         return published
     if plan.replaced_files:
-        replaced = checked_replaced_files(table, plan)
-        if publishers:  # the snapshots before the replace are released first (Iceberg)
-            kept = referenced_paths(table, publishers, release_before=plan.instant)
-            replaced = [p for p in replaced if p not in kept]
-        table.storage.delete_many([table.storage.path(p) for p in replaced],
-                                  table.parallelism)
+        checked_replaced_files(table, plan)
+        retain(table, plan.instant)
+    expire(table, publishers=publishers)  # this replace's files too, with a retention of 0
     staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
                 plan.staging_mode).cleanup()
     delete_plan(table.storage, plan.instant)

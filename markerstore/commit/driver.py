@@ -29,6 +29,7 @@ from markerstore.commit.stats import TaskResult
 from markerstore.commit.task import BatchValidator, ErrorSinkFactory
 from markerstore.errors import ConfigError
 from markerstore.formats import check_write, publishers_of
+from markerstore.formats.repair import refuse_foreign_commits_of
 from markerstore.markers import BATCHED, DIRECT, RollbackResult, ensure_marker_type
 from markerstore.table import Table
 
@@ -98,6 +99,7 @@ class WriteJob:
         self.started_at = time.perf_counter()
         publishers = publishers_of(self.table)  # each reads its format once for both
         recover(self.table, error_tables=self.error_tables, publishers=publishers)
+        refuse_foreign_commits_of(self.table, publishers)  # nothing published over another tool's
         # The one rule: a write publishes to every format, or fails here, before it writes.
         check_write(self.table, self.schema, self.partition_by, publishers)
         if self.error_table is not None:
@@ -158,7 +160,7 @@ class WriteJob:
                 marker_type=self.marker_type, marker_url=self.marker_url,
                 marker_token=self.marker_token,
                 validator=self.validator, error_sink=self.error_sink,
-                task_hook=self.task_hook)
+                task_hook=self.task_hook, formats=self.table.formats())
         return self._spec
 
     def committer(self) -> JobCommitter:

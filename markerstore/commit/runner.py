@@ -47,6 +47,7 @@ class TaskSpec:
     validator: BatchValidator | None = None
     error_sink: ErrorSinkFactory | None = None
     task_hook: TaskHook | None = None
+    formats: tuple[str, ...] = ()       # the table's formats (Delta, Iceberg)
 
     def settings(self) -> config.Settings:
         return config.resolve(dict(self.options))
@@ -99,7 +100,7 @@ def task_writer(spec: TaskSpec, attempt: TaskAttempt) -> TaskWriter:
     markers = markers_for(spec, storage)
     return TaskWriter(markers, staging, attempt, partition_by=spec.partition_by,
                       settings=settings, validator=spec.validator,
-                      error_sink=spec.error_sink)
+                      error_sink=spec.error_sink, formats=spec.formats)
 
 
 def run_task(spec: TaskSpec, batches: Iterable[pa.RecordBatch],

@@ -34,6 +34,8 @@ from markerstore.commit.stats import FileStats, TaskAttempt, TaskResult, TaskSum
 from markerstore.config import REASON_KEY
 from markerstore.errors import MarkerStoreError
 from markerstore.formats.commits import partition_schema_metadata, utc_batch
+from markerstore.formats.stats import nan_columns, nan_metadata
+from markerstore.formats.values import check_partition_types, check_partition_values
 from markerstore.markers import IOType, WriteMarkers
 from markerstore.storage.contain import path_errors
 
@@ -142,6 +144,7 @@ class _OpenFile:
     buffered: int = 0
     buffered_rows: int = 0
     rows: int = 0
+    nan_columns: set[str] = field(default_factory=set)  # float columns holding a NaN
 
     def position(self) -> int:
         return int(self.sink.tell())
@@ -154,7 +157,8 @@ class TaskWriter:
     def __init__(self, markers: WriteMarkers, staging: Staging, attempt: TaskAttempt, *,
                  partition_by: Sequence[str] = (), settings: config.Settings | None = None,
                  validator: BatchValidator | None = None,
-                 error_sink: ErrorSinkFactory | None = None) -> None:
+                 error_sink: ErrorSinkFactory | None = None,
+                 formats: Sequence[str] = ()) -> None:
         self.markers = markers
         self.staging = staging
         self.storage = staging.storage
@@ -162,6 +166,7 @@ class TaskWriter:
         self.instant = staging.instant
         self.write_uuid = staging.write_uuid
         self.partition_by = tuple(partition_by)
+        self.formats = tuple(formats)  # the table's formats: values they cannot hold fail
         self.settings = settings or staging.settings
         self.validator = validator
         self.error_sink = error_sink(attempt, markers) if error_sink is not None else None
@@ -207,13 +212,17 @@ class TaskWriter:
             raise ValueError(f"partition column(s) {missing} are not in the data "
                              f"(columns: {batch.schema.names})")
         keep = [n for n in batch.schema.names if n not in self.partition_by]
+        fields = [batch.schema.field(c) for c in self.partition_by]
         if self._partition_metadata is None:  # the partition columns' types, for formats
-            self._partition_metadata = partition_schema_metadata(
-                [batch.schema.field(c) for c in self.partition_by])
+            check_partition_types(self.formats, fields)
+            self._partition_metadata = partition_schema_metadata(fields)
         # The folders hold the partition values as Spark names them (a timestamp's
         # wall-clock time in the batch's zone, recorded above); the files, UTC.
-        pieces = [(partition_path(self.partition_by, values), utc_batch(rows.select(keep)))
-                  for values, rows in split_by_partition(batch, self.partition_by)]
+        pieces = []
+        for values, rows in split_by_partition(batch, self.partition_by):
+            check_partition_values(self.formats, fields, values)
+            pieces.append((partition_path(self.partition_by, values),
+                           utc_batch(rows.select(keep))))
         fresh = [p for p, _ in pieces if p not in self._open and p not in self._marked]
         if len(fresh) > 1:
             self._mark_many(fresh)
@@ -319,6 +328,7 @@ class TaskWriter:
             return
         started = time.perf_counter()
         table = pa.Table.from_batches(handle.buffer)
+        handle.nan_columns.update(nan_columns(table))
         handle.writer.write_table(table, row_group_size=max(1, table.num_rows))
         handle.rows += table.num_rows
         handle.buffer.clear()
@@ -328,6 +338,7 @@ class TaskWriter:
     def _close(self, handle: _OpenFile) -> None:
         self._flush(handle)
         started = time.perf_counter()
+        handle.writer.add_key_value_metadata(nan_metadata(handle.nan_columns))
         handle.writer.close()
         size = handle.position()
         handle.sink.close()

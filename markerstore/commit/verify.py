@@ -6,8 +6,10 @@ Findings (each a :class:`Finding`: kind, path, size, instant, action):
                        and no inflight instant's markers name
 ``missing_file``       a file a completed commit references that is not on storage
 ``size_mismatch``      ... that is there with another size than the commit recorded
-``replaced_file``      a file a later commit replaced (or an expire removed) that is still
-                       there: the cleanup after that commit did not finish
+``replaced_file``      a file a later commit replaced more than the retention ago (or an
+                       expire removed) that is still there and no format's retained
+                       version references (repair deletes it; within the retention it is
+                       kept for time travel, and no finding)
 ``orphan_upload``      (S3) an open multipart upload of this table's write whose instant
                        is terminal (or not on the timeline and older than the grace period)
 ``leftover_markers`` / ``leftover_plan`` / ``leftover_staging`` / ``leftover_heartbeat``
@@ -19,6 +21,11 @@ Findings (each a :class:`Finding`: kind, path, size, instant, action):
 ``format_error``       a table format whose own state cannot be read (a corrupt Delta log,
                        an Iceberg catalog that does not answer) or cannot say what it
                        holds: nothing it may reference is deleted meanwhile
+``format_foreign_commit`` / ``format_lost`` / ``format_catalog_lost`` / ``format_moved``
+                       another tool's version or snapshot, a format's log or metadata
+                       gone, Iceberg's catalog entry gone, the table moved: see
+                       :mod:`markerstore.formats.repair` (repair makes the format hold the
+                       timeline's files again)
 
 And one notice, which leaves the table consistent:
 
@@ -48,6 +55,7 @@ that no commit references, as a rollback would). Without it nothing is changed.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
@@ -68,10 +76,13 @@ from markerstore.commit.cleanup import post_commit
 from markerstore.commit.listing import CHUNK, LISTING, Spool, listing
 from markerstore.commit.names import parse_path
 from markerstore.commit.plan import PLANS_DIR, delete_plan, read_plan
+from markerstore.commit.retention import expire, retention_seconds
 from markerstore.commit.staging import STAGING_DIR, remove_staging_area
 from markerstore.errors import ConfigError, CorruptTableError
-from markerstore.formats.publish import check_formats
+from markerstore.formats.publish import check_formats, referenced_paths
+from markerstore.formats.repair import check_outside_changes
 from markerstore.markers import MARKERS_DIR, read_markers
+from markerstore.option_values import duration_seconds
 from markerstore.table import TABLE_FILE, Table
 from markerstore.tablefile import parse_table_file, parse_table_formats
 from markerstore.timeline import COMPLETED, INFLIGHT, META_DIR, REQUESTED, ROLLEDBACK, Timeline
@@ -83,10 +94,11 @@ MEMORY_LIMIT = "128MB"  # DuckDB's; beyond it the joins spill to the temporary f
 LIVE = (REQUESTED, INFLIGHT)
 TERMINAL = (COMPLETED, ROLLEDBACK)
 COMMITTED = pa.schema([("path", pa.string()), ("size", pa.int64()), ("instant", pa.string())])
-GONE = pa.schema([("path", pa.string()), ("instant", pa.string())])
+# A file a later commit removed; `replaced_at` (ms): when a replace replaced it (it stays
+# for the retention), null for what an expire removed (gone at once).
+GONE = pa.schema([("path", pa.string()), ("instant", pa.string()),
+                  ("replaced_at", pa.int64())])
 _OURS = re.compile(r"_(\d{17})\.[A-Za-z0-9]+$")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "": 1}
 
 NESTED = "nested_table"
 NOTICES = frozenset({NESTED})  # reported, but the table is consistent
@@ -100,10 +112,11 @@ def parse_grace(text: str | timedelta) -> timedelta:
     """'1d', '12h', '30m', '45s', '2w', or a number of seconds ('0')."""
     if isinstance(text, timedelta):
         return text
-    match = _DURATION.match(str(text))
-    if not match:
-        raise ConfigError(f"expected a grace period like 1d, 12h, 30m, 45s or 0, got {text!r}")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    try:
+        return timedelta(seconds=duration_seconds(text))
+    except ValueError:
+        raise ConfigError(f"expected a grace period like 1d, 12h, 30m, 45s or 0, got "
+                          f"{text!r}") from None
 
 
 @dataclass
@@ -151,7 +164,7 @@ def _committed(table: Table, instants: list[str], spools: dict[str, Spool],
     removed into `gone`; one commit's metadata at a time, read in parallel."""
     timeline = Timeline(table.storage)
     rows: dict[str, list[Any]] = {"path": [], "size": [], "instant": []}
-    gone: dict[str, list[Any]] = {"path": [], "instant": []}
+    gone: dict[str, list[Any]] = {"path": [], "instant": [], "replaced_at": []}
     total = 0
 
     def read(instant: str) -> tuple[str, dict[str, Any]]:
@@ -177,10 +190,12 @@ def _committed(table: Table, instants: list[str], spools: dict[str, Spool],
                 rows["size"].append(entry.get("size"))
                 rows["instant"].append(instant)
                 total += 1
-            removed = list(meta.get("replaced_files") or [])
-            removed += list(absent(meta)) if absent is not None else []
+            replaced = list(meta.get("replaced_files") or [])
+            removed = replaced + (list(absent(meta)) if absent is not None else [])
             gone["path"].extend(str(p) for p in removed)
             gone["instant"].extend([instant] * len(removed))
+            gone["replaced_at"].extend([meta.get("timestamp")] * len(replaced)
+                              + [None] * (len(removed) - len(replaced)))
             flush()
     flush(force=True)
     return total
@@ -245,9 +260,11 @@ WHERE NOT starts_with(l.path, '{META_DIR}/')
   AND {_NOT_NESTED}
 ORDER BY l.path"""
 
+# Replaced files within the retention are kept for time travel: no finding.
 _REMOVED = f"""
 SELECT l.path, l.size, min(g.instant) FROM listing l JOIN gone g USING (path)
 WHERE {_NOT_NESTED} AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.path = l.path)
+  AND (g.replaced_at IS NULL OR g.replaced_at <= $cutoff)
 GROUP BY l.path, l.size ORDER BY l.path"""
 
 _MISSING = """
@@ -285,6 +302,8 @@ class Verifier:
         self.grace = parse_grace(grace).total_seconds()
         self.absent = absent
         self.now = time.time() if now is None else now
+        # what a replace replaced before this (ms) is past the retention
+        self.cutoff_ms = int((self.now - retention_seconds(table)) * 1000)
         self.report = VerifyReport(self.storage.url(), repair)
         self.states: dict[str, str] = {}
         self.nested: list[str] = []  # prefixes of nested tables ("archive/")
@@ -348,12 +367,21 @@ class Verifier:
         missing); the files their retained versions reference are kept, their own
         folders are not orphans."""
         try:
+            outside, broken = check_outside_changes(self.table, repair=self.repair)
             findings, referenced, folders = check_formats(self.table, repair=self.repair,
-                                                            absent=self.absent)
+                                                            absent=self.absent,
+                                                            cutoff_ms=self.cutoff_ms,
+                                                            skip=broken)
+            if self.repair:  # replaced files past the retention, Iceberg's snapshots first
+                expire(self.table, now=self.now)
+                # a format that cannot be read: what it referenced before
+                with contextlib.suppress(Exception):
+                    referenced = referenced_paths(self.table)
         except (CorruptTableError, OSError):
             return  # an unreadable table file: reported by _table_file
-        for f in findings:
-            self._add(f["kind"], f["format"], None, f["instant"], f["action"])
+        for f in [*outside, *findings]:
+            self._add(f["kind"], f.get("path") or f["format"], None, f["instant"],
+                      f["action"])
             if f["kind"] == "format_error":  # its retained files are unknown: keep all
                 self.unreadable_format = f["format"]
         if referenced:
@@ -417,7 +445,8 @@ class Verifier:
 
     def _removed(self, con: duckdb.DuckDBPyConnection) -> None:
         todo = []
-        for path, size, instant in con.execute(_REMOVED).fetchall():
+        for path, size, instant in con.execute(_REMOVED, {"cutoff": self.cutoff_ms}
+                                               ).fetchall():
             if self.unreadable_format:
                 self._add("replaced_file", path, size, instant,
                           f"kept: {self.unreadable_format} cannot be read")

@@ -114,8 +114,8 @@ class PublishedFile:
     path: str
     size: int
     rows: int | None = None
-    # Hive-style partition values of the file's folder, as written in its path
-    # (``day=2026-11-27/...`` -> {"day": "2026-11-27"}); None for a null partition.
+    # Hive-style partition values of the file's folder, unescaped once (``s=50%2525/...``
+    # -> {"s": "50%25"}); None for a null partition.
     partition: Mapping[str, str | None] = field(default_factory=dict)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import urllib.parse
 import zoneinfo
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -30,6 +29,7 @@ from markerstore.formats.base import (
     PublishedFile,
     Settled,
 )
+from markerstore.formats.values import unescape
 from markerstore.paths import HIVE_DEFAULT_PARTITION
 from markerstore.table import Table
 
@@ -43,14 +43,15 @@ Absent = Callable[[Mapping[str, Any]], Iterable[str]]
 
 def hive_partition(path: str) -> dict[str, str | None]:
     """The partition values of a file's folders (``day=2026-11-27/h=3/f.parquet`` ->
-    {"day": "2026-11-27", "h": "3"}), unescaped; None for Hive's default (null) one."""
+    {"day": "2026-11-27", "h": "3"}), unescaped once as Spark unescapes them (``%2F`` is
+    ``/``); None for Hive's default (null) one."""
     values: dict[str, str | None] = {}
     for part in path.split("/")[:-1]:
         key, sep, value = part.partition("=")
         if not sep:
             continue
-        value = urllib.parse.unquote(value)
-        values[urllib.parse.unquote(key)] = None if value == HIVE_DEFAULT_PARTITION else value
+        value = unescape(value)
+        values[unescape(key)] = None if value == HIVE_DEFAULT_PARTITION else value
     return values
 
 

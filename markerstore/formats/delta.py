@@ -15,6 +15,7 @@ On S3 the Delta log needs put-if-absent: delta-rs's conditional put (``condition
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -44,6 +45,7 @@ from markerstore.formats.delta_evolve import (
     write_version,
 )
 from markerstore.formats.stats import file_stats
+from markerstore.formats.values import delta_partition_value
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,11 @@ COMMIT_ATTEMPTS = 8  # a version another writer took first: read the log again, 
 # A new Delta table checkpoints every 10 versions, as Spark's Delta does (delta-rs's
 # default, 100, leaves up to 99 JSON files for every reader, and every publish, to replay).
 TABLE_CONFIGURATION = {CHECKPOINT_INTERVAL_KEY: "10"}
+# The commit info key of a version markerstore published to make the Delta table hold the
+# timeline's files again (after another tool's commit, or a lost log): the instant whose
+# snapshot it holds.
+RESTORED_KEY = "markerstore.restored"
+FOREIGN_LIMIT = 100  # versions after markerstore's last one read, at most
 
 
 def delta_uri(table: Table) -> str:
@@ -193,6 +200,80 @@ class DeltaPublisher:
         if schema is not None:
             plan_schema(existing, schema)
 
+    # -- another tool's versions, a lost log: the timeline's files again -----------------
+
+    def _log_actions(self, version: int) -> list[dict[str, Any]] | None:
+        """The actions of one version's log file (None once Delta's log cleanup removed
+        it)."""
+        path = self.table.storage.path("_delta_log", f"{version:020d}.json")
+        try:
+            raw = self.table.storage.get(path)
+        except FileNotFoundError:
+            return None
+        return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+
+    def foreign_commits(self) -> list[dict[str, Any]]:
+        """The versions after markerstore's last one that add or remove files without an
+        instant (another tool's appends, overwrites, compactions), newest first: each
+        ``{"id": "version 7", "what": "WRITE (Overwrite) by delta-rs:py-1.6.6"}``."""
+        delta = self._current()
+        if delta is None:
+            return []
+        found = []
+        latest = delta.version()
+        for version in range(latest, max(-1, latest - FOREIGN_LIMIT), -1):
+            actions = self._log_actions(version)
+            if actions is None:
+                break
+            info: dict[str, Any] = next(
+                (a["commitInfo"] for a in actions if "commitInfo" in a), {})
+            if INSTANT_KEY in info or RESTORED_KEY in info:
+                break
+            if any("add" in a or "remove" in a for a in actions):
+                mode = (info.get("operationParameters") or {}).get("mode")
+                by = info.get("engineInfo") or info.get("clientVersion") or "another tool"
+                what = f"{info.get('operation', 'a commit')}{f' ({mode})' if mode else ''}"
+                found.append({"id": f"version {version}", "what": f"{what} by {by}"})
+        return found
+
+    def problem(self, completed: list[str]) -> dict[str, str] | None:
+        """What is lost of the Delta table: its log, while the timeline has completed
+        instants (None: nothing)."""
+        if not completed or self._load() is not None:
+            return None
+        return {"kind": "format_lost", "path": "_delta_log/",
+                "detail": f"the Delta log of {self.uri} is missing (deleted, or never "
+                          f"published): it holds none of the {len(completed)} completed "
+                          "instant(s)"}
+
+    def restore(self, commit: CommitToPublish, instants: list[str]) -> str:
+        """One version that makes the Delta table hold exactly `commit.added` (the
+        timeline's files as of `commit.instant`): the log created anew where it is
+        missing, with `instants` (every completed instant up to `commit.instant`) as held;
+        else another tool's files removed and markerstore's added. Returns the version."""
+        from deltalake.transaction import CommitProperties, RemoveAction, Transaction
+
+        now = int(time.time() * 1000)
+        delta = self._load()
+        properties = CommitProperties(
+            custom_metadata={RESTORED_KEY: commit.instant, "markerstore.mode": "restore"},
+            app_transactions=[Transaction(APP_PREFIX + i, 1, now) for i in instants]
+            if delta is None else None)
+        schema = _delta_schema(commit.schema)
+        if delta is None:
+            self._commit(None, commit, self._actions(commit, now), schema,
+                         list(commit.partition_by), properties)
+            return "version 0"
+        current = {urllib.parse.unquote(p) for p in pa.table(delta.get_add_actions(
+            flatten=True)).column("path").to_pylist()}
+        wanted = {f.path for f in commit.added}
+        adds = self._actions(only_files(commit, wanted - current), now)
+        removes = [RemoveAction(p, True, now) for p in sorted(current - wanted)]
+        delta.create_write_transaction([*adds, *removes], mode="append", schema=schema,
+                                       partition_by=list(delta.metadata().partition_columns)
+                                       or None, commit_properties=properties)
+        return f"version {delta.version() + 1}"
+
     def publish(self, commit: CommitToPublish) -> None:
         from deltalake.transaction import CommitProperties, Transaction
 
@@ -259,10 +340,12 @@ class DeltaPublisher:
         from deltalake.transaction import AddAction, RemoveAction
 
         stats = file_stats(self.table, commit)
-        adds = [AddAction(f.path, f.size, dict(f.partition), now, True,
-                          json.dumps(stats.get(f.path, {"numRecords": f.rows})))
+        types = {f.name: f.type for f in commit.schema}
+        adds = [AddAction(f.path, f.size, _partition_values(f.partition, types), now, True,
+                          stats.get(f.path, json.dumps({"numRecords": f.rows})))
                 for f in commit.added]
-        removes = [RemoveAction(p, True, now, None, _partition_values(p))
+        removes = [RemoveAction(p, True, now, None,
+                                _partition_values(hive_partition(p), types) or None)
                    for p in commit.removed]
         return [*adds, *removes]
 
@@ -307,9 +390,17 @@ def _delta_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.remove_metadata() for f in schema])
 
 
-def _partition_values(path: str) -> dict[str, str | None] | None:
-    values = hive_partition(path)
-    return dict(values) if values else None
+def _partition_values(values: Mapping[str, str | None], types: Mapping[str, pa.DataType]
+                      ) -> dict[str, str | None]:
+    """A file's partition values as Delta keeps them (:func:`delta_partition_value`)."""
+    return {name: delta_partition_value(text, types.get(name, pa.string()))
+            for name, text in values.items()}
+
+
+def only_files(commit: CommitToPublish, paths: set[str]) -> CommitToPublish:
+    """`commit` with only those of its added files at `paths`, and nothing removed."""
+    return dataclasses.replace(commit, added=tuple(f for f in commit.added if f.path in paths),
+                               removed=())
 
 
 def publisher(table: Table) -> DeltaPublisher:

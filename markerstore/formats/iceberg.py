@@ -86,9 +86,11 @@ from markerstore.formats.iceberg_files import (
     iceberg_schema,
     identity_spec,
     live_files,
+    optional_partition_columns,
     referenced_files,
     relative,
 )
+from markerstore.formats.iceberg_restore import IcebergRestore
 from markerstore.table import Table as MarkerstoreTable
 
 __all__ = ["CATALOG_PREFIX", "DEFAULT_CATALOG_FILE", "IDENTIFIER", "INSTANT_PROPERTY",
@@ -106,12 +108,14 @@ _VERSION = re.compile(r"^(\d+)-")
 _log = logging.getLogger(__name__)
 
 
-class IcebergPublisher:
-    """The Iceberg format of one markerstore table (a :class:`FormatPublisher`)."""
+class IcebergPublisher(IcebergRestore):
+    """The Iceberg format of one markerstore table (a :class:`FormatPublisher`); what can
+    go wrong with it from outside, and its repair: :class:`IcebergRestore`."""
 
     name = "iceberg"
     # Iceberg's own folder in the table: verify counts nothing in it as an orphan.
     metadata_folder = METADATA_FOLDER
+    held_before_property = EXPIRED_BEFORE_PROPERTY
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None,
                  catalog_properties: Mapping[str, str] | None = None,
@@ -244,11 +248,21 @@ class IcebergPublisher:
 
     def referenced_paths(self) -> set[str]:
         """Table-relative paths of the data files any retained snapshot holds."""
-        table = self.table()
-        return set() if table is None else self._referenced(table)
+        return self.referenced_paths_since(None)
 
-    def _referenced(self, table: Table) -> set[str]:
-        paths = referenced_files(table.io, table.metadata)
+    def referenced_paths_since(self, instant: str | None) -> set[str]:
+        """:meth:`referenced_paths` as they will be once :meth:`expire_before` `instant`
+        has expired the older snapshots (None: as they are)."""
+        table = self.table()
+        return set() if table is None else self._referenced(table, instant)
+
+    def _referenced(self, table: Table, instant: str | None = None) -> set[str]:
+        metadata = table.metadata
+        if instant is not None:
+            expired = set(_expirable(table, instant))
+            metadata = metadata.model_copy(update={"snapshots": [
+                s for s in metadata.snapshots if s.snapshot_id not in expired]})
+        paths = referenced_files(table.io, metadata)
         return {rel for rel in (relative(p, self.location) for p in paths) if rel is not None}
 
     # -- beyond the protocol: releasing old snapshots -----------------------------------
@@ -266,10 +280,7 @@ class IcebergPublisher:
         table = self.table()
         if table is None:
             return set()
-        kept = {ref.snapshot_id for ref in table.metadata.refs.values()}  # heads, tags
-        expired = [s.snapshot_id for s in table.metadata.snapshots
-                   if s.snapshot_id not in kept and s.summary is not None
-                   and s.summary.get(INSTANT_PROPERTY, instant) < instant]
+        expired = _expirable(table, instant)
         before, metadata_before = self._referenced(table), manifest_files(table)
         after = _without_retries(table)
         with after.transaction() as tx:
@@ -285,6 +296,22 @@ class IcebergPublisher:
         for path in sorted(metadata_before - manifest_files(after)):
             after.io.delete(path)         # what only the expired snapshots referenced
         return before - self._referenced(after)
+
+    def retained_from(self, cutoff_ms: int) -> str | None:
+        """The instant of the snapshot that was current at `cutoff_ms` (epoch ms): time
+        travel back to the cutoff reads it, so it and the later ones are kept, and
+        :meth:`expire_before` it expires the older ones. None where no snapshot of an
+        instant is that old."""
+        table = self.table()
+        if table is None:
+            return None
+        old = [s for s in table.metadata.snapshots
+               if s.timestamp_ms <= cutoff_ms and s.summary is not None
+               and s.summary.get(INSTANT_PROPERTY)]
+        if not old:
+            return None
+        latest = max(old, key=lambda s: (s.timestamp_ms, s.sequence_number or 0))
+        return str(latest.summary.get(INSTANT_PROPERTY)) if latest.summary else None
 
     def expired_before(self) -> str | None:
         """The instant before which :meth:`expire_before` expired every snapshot (those
@@ -322,7 +349,8 @@ class IcebergPublisher:
                 f"instant {commit.instant} replaces {len(commit.removed)} file(s) but the "
                 f"Iceberg table {self.identifier} does not exist yet: the formats have "
                 "drifted (publish the table's instants from its first)")
-        schema = iceberg_schema(commit.schema)
+        schema = iceberg_schema(optional_partition_columns(commit.schema,
+                                                           commit.partition_by))
         spec = identity_spec(schema, commit.partition_by)
         self._create_namespace()
         try:
@@ -420,6 +448,15 @@ def _expired_mark(table: Table) -> Settled | None:
     before = table.properties.get(EXPIRED_BEFORE_PROPERTY)
     count = table.properties.get(EXPIRED_COUNT_PROPERTY)
     return Settled.from_summary({SETTLED_BEFORE_KEY: before, SETTLED_COUNT_KEY: count})
+
+
+def _expirable(table: Table, instant: str) -> list[int]:
+    """The snapshots :meth:`IcebergPublisher.expire_before` `instant` expires: those of the
+    instants before it, never one a branch or tag points at."""
+    kept = {ref.snapshot_id for ref in table.metadata.refs.values()}  # heads, tags
+    return [s.snapshot_id for s in table.metadata.snapshots
+            if s.snapshot_id not in kept and s.summary is not None
+            and (s.summary.get(INSTANT_PROPERTY) or instant) < instant]
 
 
 def _appender(tx: Transaction, snapshot: UpdateSnapshot) -> Any:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import logging
-import re
 import threading
 import uuid
 from collections import OrderedDict
@@ -67,7 +66,6 @@ from markerstore.errors import MarkerStoreError, TableFormatError
 from markerstore.formats.base import PublishedFile
 from markerstore.paths import HIVE_DEFAULT_PARTITION
 
-_ESCAPED = re.compile(r"%([0-9A-Fa-f]{2})")
 FIRST_PARTITION_FIELD_ID = 1000  # Iceberg's first partition field id
 _log = logging.getLogger(__name__)
 
@@ -89,6 +87,17 @@ def iceberg_schema(schema: pa.Schema) -> Schema:
         return assign_fresh_schema_ids(Catalog._convert_schema_if_needed(schema))
     except (TypeError, ValueError) as exc:
         raise IcebergPublishError(f"the table's schema has no Iceberg equivalent: {exc}") from exc
+
+
+def optional_partition_columns(schema: pa.Schema, partition_by: Iterable[str]) -> pa.Schema:
+    """`schema` with its partition columns optional. A partition column is in no data file,
+    and Iceberg readers fill it from the partition value (the spec's column projection),
+    which pyiceberg refuses for a required field ("Field is required, and could not be
+    found in the file"); a NOT NULL partition column (Spark's ``current_date()``) is
+    published optional, its values unchanged."""
+    names = set(partition_by)
+    return pa.schema([f.with_nullable(True) if f.name in names else f for f in schema],
+                     metadata=schema.metadata)
 
 
 def identity_spec(schema: Schema, partition_by: Iterable[str]) -> PartitionSpec:
@@ -118,11 +127,6 @@ def check_partitioning(metadata: TableMetadata, partition_by: tuple[str, ...]) -
             f"identity on [{', '.join(partition_by)}]")
 
 
-def unescape(text: str) -> str:
-    """A partition folder's text as the value it names (Hive's %XX escapes undone)."""
-    return _ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), text)
-
-
 def _bool(text: str) -> bool:
     lowered = text.lower()
     if lowered not in ("true", "false"):
@@ -147,13 +151,11 @@ _PARSERS: dict[type[IcebergType], Callable[[str], Any]] = {
 }
 
 
-def partition_value(text: str | None, column_type: IcebergType) -> Any:
-    """The Python value of a partition folder's text for a column of `column_type`
-    (None for Hive's default partition); ValueError when it does not fit."""
-    if text is None:
-        return None
-    value = unescape(text)
-    if value == HIVE_DEFAULT_PARTITION:
+def partition_value(value: str | None, column_type: IcebergType) -> Any:
+    """The Python value of a partition folder's text, unescaped (``hive_partition``),
+    for a column of `column_type` (None for Hive's default partition); ValueError when it
+    does not fit."""
+    if value is None or value == HIVE_DEFAULT_PARTITION:
         return None
     parser = _PARSERS.get(type(column_type))
     if parser is None:
@@ -164,13 +166,9 @@ def partition_value(text: str | None, column_type: IcebergType) -> Any:
         raise ValueError(f"{value!r} is not a {column_type}") from exc
 
 
-def _folder_values(file: PublishedFile) -> dict[str, str | None]:
-    return {unescape(key): text for key, text in file.partition.items()}
-
-
 def partition_record(file: PublishedFile, metadata: TableMetadata) -> Record:
     """The partition record of `file`, from its folder, typed by the table's schema."""
-    schema, values = metadata.schema(), _folder_values(file)
+    schema, values = metadata.schema(), file.partition
     record = []
     for spec_field in metadata.spec().fields:
         column = schema.find_field(spec_field.source_id)

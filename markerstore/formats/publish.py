@@ -14,13 +14,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from markerstore.errors import ConfigError
+from markerstore.errors import ConfigError, ForeignCommitError
 from markerstore.formats.base import FormatPublisher, PublishDeferred, TimelineView
 from markerstore.formats.commits import Absent, commit_to_publish, utc_schema
 from markerstore.table import Table
@@ -166,6 +166,22 @@ def status(table: Table, publishers: list[FormatPublisher] | None = None) -> Pub
     return outcomes
 
 
+def refuse_foreign_commits(table: Table, publisher: FormatPublisher) -> None:
+    """ForeignCommitError (one line) where the format holds another tool's version or
+    snapshot after markerstore's last one: nothing is published over it."""
+    foreign_commits = getattr(publisher, "foreign_commits", None)
+    found = foreign_commits() if foreign_commits is not None else []
+    if not found:
+        return
+    named = ", ".join(f"{c['id']} ({c['what']})" for c in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    raise ForeignCommitError(
+        f"{publisher.name}: {named}{more} of table {table.storage.url()} was not written by "
+        "markerstore, which publishes nothing over it: `markerstore verify --repair` "
+        "publishes one that holds the timeline's files again (the other tool's files stay "
+        "on storage, unreferenced), or undo it with that tool")
+
+
 def _publish_format(table: Table, publisher: FormatPublisher, view: TimelineView,
                     absent: Absent | None) -> FormatOutcome:
     """The missing instants of one format, oldest first (a commit the format cannot take
@@ -176,6 +192,8 @@ def _publish_format(table: Table, publisher: FormatPublisher, view: TimelineView
     deferrals: list[str] = []
     try:
         missing = missing_instants(publisher, view)
+        if missing:  # nothing is published over another tool's commits
+            refuse_foreign_commits(table, publisher)
         deferred = _in_order(table, publisher, view, missing, absent, outcome, deferrals)
         if deferred and len(deferred) < len(missing):
             _in_order(table, publisher, view, deferred, absent, outcome, deferrals)
@@ -235,14 +253,16 @@ def missing_instants(publisher: FormatPublisher, view: TimelineView) -> list[str
 
 
 def referenced_paths(table: Table, publishers: list[FormatPublisher] | None = None, *,
-                     release_before: str | None = None) -> set[str]:
+                     release_before: str | None = None, since: str | None = None
+                     ) -> set[str]:
     """Table-relative paths of every file a retained version/snapshot of a format of
     `table` references (nothing of markerstore's deletes one). With `release_before`, a
     format that keeps older snapshots' files (Iceberg) first expires its snapshots of the
     instants before it, as Delta's latest version references only the live files; never
     past an instant still open or not yet published: those before the point it expires
     up to must all be settled (else an older write that completes later would count as
-    published)."""
+    published). With `since`, the paths are those that would be referenced once the
+    snapshots before it were expired (nothing changes)."""
     publishers = publishers_of(table) if publishers is None else publishers
     if release_before is not None:
         view = TimelineView.of(table.timeline())
@@ -252,7 +272,26 @@ def referenced_paths(table: Table, publishers: list[FormatPublisher] | None = No
                 mark = view.settled(missing_instants(publisher, view))
                 before = min(release_before, mark.before)
                 expire_before(before, view.count_before(before))
-    return {p for publisher in publishers for p in publisher.referenced_paths()}
+    return {p for publisher in publishers for p in _referenced(publisher, since)}
+
+
+def _referenced(publisher: FormatPublisher, since: str | None) -> set[str]:
+    referenced_since = getattr(publisher, "referenced_paths_since", None)
+    if since is None or referenced_since is None:
+        return publisher.referenced_paths()
+    return set(referenced_since(since))
+
+
+def release_point(publishers: list[FormatPublisher], cutoff_ms: int) -> str | None:
+    """The oldest instant a format must keep a snapshot of for time travel back to
+    `cutoff_ms` (epoch ms; Iceberg: the snapshot current then); None: keep every one."""
+    points = []
+    for publisher in publishers:
+        retained_from = getattr(publisher, "retained_from", None)
+        point = retained_from(cutoff_ms) if retained_from is not None else None
+        if point is not None:
+            points.append(point)
+    return min(points) if points else None
 
 
 def drift(table: Table, publishers: list[FormatPublisher] | None = None
@@ -285,14 +324,19 @@ def drift(table: Table, publishers: list[FormatPublisher] | None = None
 METADATA_FOLDERS = {"delta": "_delta_log/", "iceberg": "metadata/"}
 
 
-def check_formats(table: Table, *, repair: bool = False, absent: Absent | None = None
+def check_formats(table: Table, *, repair: bool = False, absent: Absent | None = None,
+                  cutoff_ms: int | None = None, skip: Collection[str] = ()
                   ) -> tuple[list[dict[str, Any]], set[str], list[str]]:
     """For ``verify``: the drift findings (each with the action taken: with `repair`, the
     missing instants are published, oldest first), then the files the formats' retained
-    versions reference (never deleted) and the formats' own folders (not orphans)."""
-    publishers = publishers_of(table)
-    if not publishers:
+    versions reference (never deleted; with `cutoff_ms`, as they will be once the
+    snapshots superseded before it are expired) and the formats' own folders (not
+    orphans). The formats named in `skip` (lost, or holding another tool's commits) are
+    left out but for their folders and the files they reference."""
+    every = publishers_of(table)
+    if not every:
         return [], set(), []
+    publishers = [p for p in every if p.name not in skip]
     findings = drift(table, publishers)
     outcomes = Published()
     if repair and any(f["kind"] != "format_unknown_instant" for f in findings):
@@ -311,13 +355,15 @@ def check_formats(table: Table, *, repair: bool = False, absent: Absent | None =
             finding["action"] = (f"none: {finding['format']} holds a commit of an instant "
                                  "the timeline has not completed (restore the timeline, or "
                                  "revert that version with the format's own tools)")
+    since = None if cutoff_ms is None else release_point(publishers, cutoff_ms)
     referenced: set[str] = set()
-    for publisher in publishers:
+    for publisher in every:  # a format in `skip` keeps another tool's files it references
         try:
-            referenced |= publisher.referenced_paths()
-        except Exception as exc:  # unreadable: its finding says so, and nothing is kept
+            referenced |= (publisher.referenced_paths() if publisher.name in skip
+                           else _referenced(publisher, since))
+        except Exception as exc:  # unreadable, lost or moved: its finding says so
             log.warning("%s: the files %s references cannot be read: %s", table,
                         publisher.name, exc)
     folders = [getattr(p, "metadata_folder", None) or METADATA_FOLDERS.get(p.name, "")
-               for p in publishers]
+               for p in every]
     return findings, referenced, [f for f in folders if f]

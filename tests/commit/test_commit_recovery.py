@@ -94,8 +94,9 @@ def test_next_write_recovers_a_crashed_commit(location: Any, step: str) -> None:
 @pytest.mark.parametrize("step", ["after_reconcile", "publish", "after_complete"])
 def test_markerstore_rollback_recovers_a_crashed_commit(location: Any, step: str) -> None:
     """`markerstore rollback` rolls a failed write back or forward; after a writer that
-    died once its replace was completed, it deletes the replaced files that writer had
-    yet to delete."""
+    died once its replace was completed, it finishes that writer's cleanup: the replaced
+    files stay for the retention (the command's default, 7 days), and `markerstore
+    expire --retention 0` deletes them."""
     if (location.kind, step) not in (("local", "after_reconcile"), ("s3", "publish"),
                                      ("local", "after_complete")):
         pytest.skip("one storage per step (the next-write test covers every pair)")
@@ -118,6 +119,10 @@ def test_markerstore_rollback_recovers_a_crashed_commit(location: Any, step: str
     if completed:
         assert rows == []  # nothing to roll back: the commit stands, its cleanup is done
         assert read_plan(table.storage, crashed["instant"]) is None
+        assert len(data_files(table)) > len(live_paths(table))  # kept for time travel
+        expire = [*cli[:3], "expire", table.path, "--retention", "0", *cli[7:]]
+        done = subprocess.run(expire, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
     else:
         assert [r["instant"] for r in rows] == [crashed["instant"]]
         assert (rows[0]["rolled_forward"], rows[0]["noop"]) == (outcome == "forward", False)

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from markerstore.commit.names import FileName, partition_path, relative_path
 from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish, PublishedFile
+from markerstore.formats.commits import hive_partition
 
 _seq = itertools.count(1)
 _clock = itertools.count(1)
@@ -65,8 +66,8 @@ class Lake:
             self.fs.makedirs(full.rpartition("/")[0], exist_ok=True)
             with self.fs.open(full, "wb") as out:
                 pq.write_table(table, out)
-            partition = dict(part.split("=", 1) for part in folder.split("/")) if folder else {}
-            files.append(PublishedFile(path, self.fs.size(full), len(group), partition))
+            files.append(PublishedFile(path, self.fs.size(full), len(group),
+                                       hive_partition(path)))
             self.rows[path] = list(group)
         return files
 

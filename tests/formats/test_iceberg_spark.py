@@ -14,6 +14,7 @@ import pytest
 import markerstore.spark as ms
 from markerstore import Table
 from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish, PublishedFile
+from markerstore.formats.commits import hive_partition
 from markerstore.formats.iceberg import IcebergPublisher
 from tests.formats.iceberg_support import sort_rows
 
@@ -24,15 +25,10 @@ SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.date32
 PARTITION_BY = ("day", "region")
 
 
-def folder_values(path: str) -> dict[str, str]:
-    """The Hive-style values of a file's folders, as written in its path."""
-    return dict(part.split("=", 1) for part in path.split("/")[:-1])
-
-
 def to_publish(table: Table, instant: str) -> CommitToPublish:
     meta = table.commit_metadata(instant)
     added = tuple(PublishedFile(e["path"], int(e["size"]), e.get("rows"),
-                                folder_values(e["path"])) for e in meta["files"])
+                                hive_partition(e["path"])) for e in meta["files"])
     removed = tuple(meta.get("replaced_files", []))
     return CommitToPublish(instant, OVERWRITE if removed else APPEND, added, removed,
                            PARTITION_BY, SCHEMA)

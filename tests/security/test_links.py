@@ -24,7 +24,7 @@ from markerstore import CorruptTableError, Table
 from markerstore.commit import WriteJob
 from markerstore.commit import rollback as commit_rollback
 from markerstore.commit.verify import verify
-from tests.support.commit_checks import run_job_tasks, split
+from tests.support.commit_checks import NO_RETENTION, run_job_tasks, split
 from tests.support.files import marked_write
 
 OUTSIDE_ERROR = "resolves outside the table"
@@ -165,7 +165,7 @@ OPERATIONS = {"reconcile": _reconcile, "rollback": _rollback, "replace": _replac
 def test_deletes_never_follow_a_link_out(tmp_path: Path, operation: str, linked: str
                                          ) -> None:
     outside = victim(tmp_path)
-    table = Table(str(tmp_path / "t"))
+    table = Table(str(tmp_path / "t"), None, NO_RETENTION)  # a replace deletes at once
     path = _planted(table, operation.split()[-1])
     (tmp_path / "t" / path).parent.mkdir(parents=True, exist_ok=True)
     if linked == "file":  # the file is a link to a file outside

@@ -17,7 +17,11 @@ from markerstore.commit import add_step_hook, remove_step_hook
 from markerstore.snapshot import SnapshotError
 
 pytestmark = pytest.mark.spark
-KW = {"partition_by": "day", "options": {"markerstore.write.target_file_size": 8000}}
+# A replace's files deleted once it is published (retention 0): a folder listing then
+# shows one side only.
+RETENTION = "markerstore.table.replaced_files.retention"
+KW = {"partition_by": "day",
+      "options": {"markerstore.write.target_file_size": 8000, RETENTION: "0"}}
 
 
 def frame(spark: Any, rows: int, start: int = 0, day: int | None = None) -> Any:
@@ -94,8 +98,11 @@ def test_as_of_an_older_instant(spark: Any, tmp_path: Any) -> None:
     assert old.count() == 300 and sorted(old.columns) == ["day", "id", "payload"]
     assert ms.read(spark, url, as_of=second.instant).count() == 420
     assert Table(url).snapshot(first.instant).dataset().count_rows() == 300
-    ms.write(frame(spark, 10, start=2000, day=0), url, mode="overwrite", **KW)
-    with pytest.raises(SnapshotError, match="gone"):  # day=0 of the first was deleted
+    kept = {**KW, "options": {**KW["options"], RETENTION: "7d"}}
+    ms.write(frame(spark, 10, start=2000, day=0), url, mode="overwrite", **kept)
+    assert ms.read(spark, url, as_of=first.instant).count() == 300  # kept for 7 days
+    ms.write(frame(spark, 10, start=3000, day=0), url, mode="overwrite", **KW)
+    with pytest.raises(SnapshotError, match="gone"):  # a retention of 0: deleted
         ms.read(spark, url, as_of=first.instant)
     with pytest.raises(SnapshotError, match="not a completed instant"):
         ms.read(spark, url, as_of="20000101000000000")

@@ -13,6 +13,7 @@ from markerstore.commit import FileStats, TaskAttempt
 from markerstore.errors import ConfigError, WriteAbortedError, WriteConflictError
 from markerstore.sql import sql as sql_views
 from tests.support.commit_checks import (
+    NO_RETENTION,
     assert_clean,
     assert_exactly_committed,
     data_files,
@@ -24,7 +25,7 @@ from tests.support.entry_points import ENTRIES, write_with
 
 pytestmark = pytest.mark.spark
 ROWS = 6000
-SMALL = {"markerstore.write.target_file_size": 8000}
+SMALL = {"markerstore.write.target_file_size": 8000, **NO_RETENTION}
 
 
 def frame(spark: Any, rows: int = ROWS, start: int = 0, days: int = 3, parts: int = 4) -> Any:

@@ -17,7 +17,11 @@ from markerstore.markers import MARKERS_DIR
 from markerstore.server import MarkerServer
 from markerstore.sql import sql as sql_views
 
-SMALL = {"markerstore.write.target_file_size": 16000}
+# Small files; and a replace's files deleted once it is published (retention 0): these
+# tables check that nothing but the committed files stays (time travel: tests/formats/
+# test_time_travel.py, with the default retention).
+NO_RETENTION = {"markerstore.table.replaced_files.retention": "0"}
+SMALL = {"markerstore.write.target_file_size": 16000, **NO_RETENTION}
 TINY = {"markerstore__write__target_file_size": 4000}  # for tests that need many files
 
 
