@@ -16,6 +16,7 @@ On S3 the Delta log needs put-if-absent: delta-rs's conditional put (``condition
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import time
@@ -311,6 +312,7 @@ class DeltaPublisher:
                 app_id: str) -> bool:
         """Publish `commit` with a ``metaData`` action where its columns change the table's
         schema (:mod:`markerstore.formats.delta_evolve`); False when they do not."""
+        types = {f.name: f.type for f in commit.schema}
         for _ in range(COMMIT_ATTEMPTS):
             existing = json.loads(delta.schema().to_json())
             merged = plan_schema(existing, _delta_schema(commit.schema),
@@ -319,7 +321,8 @@ class DeltaPublisher:
                 return False
             self._partitioning(delta, commit)
             actions = version_actions(commit, delta.metadata(), delta.protocol(), merged,
-                                      file_stats(self.table, commit), custom, app_id)
+                                      file_stats(self.table, commit), custom, app_id,
+                                      functools.partial(_partition_values, types=types))
             version = delta.version() + 1
             if write_version(self.table.storage, version, actions):
                 delta.update_incremental()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -152,9 +152,13 @@ def protocol_action(protocol: Any, schema: Mapping[str, Any]) -> dict[str, Any] 
 
 
 def version_actions(commit: CommitToPublish, metadata: Any, protocol: Any,
-                    schema: Mapping[str, Any], stats: Mapping[str, Any],
-                    properties: Mapping[str, str], app_id: str) -> list[dict[str, Any]]:
-    """The actions of one version publishing `commit` with the table's new `schema`."""
+                    schema: Mapping[str, Any], stats: Mapping[str, str],
+                    properties: Mapping[str, str], app_id: str,
+                    partition_values: Callable[[Mapping[str, str | None]], Any] = dict
+                    ) -> list[dict[str, Any]]:
+    """The actions of one version publishing `commit` with the table's new `schema`
+    (`stats`: each added file's statistics as JSON text; `partition_values`: a file's
+    folder values as Delta keeps them)."""
     now = int(time.time() * 1000)
     partition_by = list(metadata.partition_columns)
     actions: list[dict[str, Any]] = [
@@ -172,13 +176,15 @@ def version_actions(commit: CommitToPublish, metadata: Any, protocol: Any,
         "schemaString": json.dumps(schema, separators=(",", ":")),
         "partitionColumns": partition_by, "createdTime": metadata.created_time,
         "configuration": dict(metadata.configuration)}})
-    actions += [{"add": {"path": encode_path(f.path), "partitionValues": dict(f.partition),
+    actions += [{"add": {"path": encode_path(f.path),
+                         "partitionValues": partition_values(f.partition),
                          "size": f.size, "modificationTime": now, "dataChange": True,
-                         "stats": json.dumps(stats.get(f.path, {"numRecords": f.rows}))}}
+                         "stats": stats.get(f.path) or json.dumps({"numRecords": f.rows})}}
                 for f in commit.added]
     actions += [{"remove": {"path": encode_path(path), "deletionTimestamp": now,
                             "dataChange": True, "extendedFileMetadata": False,
-                            "partitionValues": _folder_values(path, partition_by)}}
+                            "partitionValues":
+                                partition_values(_folder_values(path, partition_by))}}
                 for path in commit.removed]
     return actions
 

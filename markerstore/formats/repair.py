@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol, cast
 
-from markerstore.errors import MarkerStoreError
+from markerstore.errors import ForeignCommitError, MarkerStoreError
 from markerstore.formats.base import OVERWRITE, CommitToPublish, FormatPublisher, PublishedFile
 from markerstore.formats.commits import hive_partition, table_schema
 from markerstore.formats.publish import (
@@ -57,7 +57,13 @@ def refuse_foreign_commits_of(table: Table, publishers: list[FormatPublisher] | 
     """ForeignCommitError, in one line, where a format of `table` holds another tool's
     commits after markerstore's last one (a write calls it before it starts)."""
     for publisher in publishers_of(table) if publishers is None else publishers:
-        refuse_foreign_commits(table, publisher)
+        try:
+            refuse_foreign_commits(table, publisher)
+        except ForeignCommitError:
+            raise
+        except Exception as exc:  # a format that cannot be read: its publish reports it
+            log.warning("%s: %s cannot be read to look for another tool's commits (%s)",
+                        table, publisher.name, exc)
 
 
 def restore_point(table: Table) -> str | None:
