@@ -104,10 +104,10 @@ def test_options_are_defined_once_and_never_added_at_import() -> None:
         config._index((config.OPTIONS[config.MARKERS_TYPE],) * 2)
 
 
-def _readme_options() -> dict[str, list[str]]:
-    """The README's configuration table: key -> [default, aliases, doc] cells."""
-    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-    section = readme.read_text().split("## Configuration", 1)[1]
+def _page_options() -> dict[str, list[str]]:
+    """docs/CONFIGURATION.md's option table: key -> [default, aliases, doc] cells."""
+    page = pathlib.Path(__file__).resolve().parents[2] / "docs" / "CONFIGURATION.md"
+    section = page.read_text().split("<!-- options:", 1)[1]
     rows: dict[str, list[str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -117,7 +117,7 @@ def _readme_options() -> dict[str, list[str]]:
 
 
 def _shown(default: object) -> set[str]:
-    """How the README may show a default: (none), (empty), `value`, or `N MiB` for whole
+    """How the page may show a default: (none), (empty), `value`, or `N MiB` for whole
     MiB."""
     if default is None:
         return {"(none)"}
@@ -129,9 +129,9 @@ def _shown(default: object) -> set[str]:
     return {f"`{default}`"}
 
 
-def test_readme_table_matches_config() -> None:
-    """README's configuration table: every key, with config.py's default, aliases, doc."""
-    rows = _readme_options()
+def test_configuration_page_matches_config() -> None:
+    """docs/CONFIGURATION.md's table: every key, with its definition's default, aliases, doc."""
+    rows = _page_options()
     assert sorted(rows) == sorted([*config.OPTIONS, *config.PREFIX_KEYS])
     for key, (default, aliases, doc) in rows.items():
         if key in config.PREFIX_KEYS:
