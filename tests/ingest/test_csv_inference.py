@@ -84,9 +84,9 @@ INFER_DECIMALS = (
     b"0009999999999999999999,123456789012345678901234567890123456789,1.5\n"
     b"2,123456789012345678901234,99999999999999999999,99999999999999999999,5,1,1,"
     b"99999999999999999999\n")
-NO_TIME_OF_DAY = {"tod": ("timestamp", "string")}  # README: a time of day is text
-SPACES = {"spaces": ("double", "string")}  # docs/ERROR_TABLE.md: ` 1.5` is no number
-LEADING_ZEROS = {"zeros": ("decimal(19,0)", "string")}  # README: codes with leading zeros
+NO_TIME_OF_DAY = {"tod": ("timestamp", "string")}  # docs/INGEST.md: a time of day is text
+SPACES = {"spaces": ("double", "string")}  # docs/INGEST.md: ` 1.5` is no number
+LEADING_ZEROS = {"zeros": ("decimal(19,0)", "string")}  # docs/INGEST.md: codes with leading zeros
 
 
 def _kind(name: str) -> str:

@@ -8,7 +8,7 @@ it-IT, nl-NL, pl-PL and ja-JP:
   exponent as java.text.DecimalFormat reads one), every month's wide name in a
   `dateFormat`, every month's abbreviated name and the AM/PM markers in a
   `timestampFormat`, and a month's name in a `timestampNTZFormat`; the cases that
-  differ are exactly those of docs/ERROR_TABLE.md's :data:`SECTION`, with both outcomes
+  differ are exactly those of docs/INGEST.md's :data:`SECTION`, with both outcomes
   (tests/ingest/test_spark_differential.py's method);
 - a property: the vectorized pass (CSV text cast column by column, JSON values cast by
   Arrow) and the reference parser (errortable's per-record conversion) read every
@@ -219,7 +219,7 @@ def test_every_difference_from_sparks_locale_is_documented(outcomes: list[Outcom
     documented = differential.documented_in(SECTION, "\n#")
     missing, stale = differential.undocumented(_differences(outcomes), documented, outcomes)
     assert not missing and not stale, (
-        f"docs/ERROR_TABLE.md's {SECTION!r} is out of date.\nNot documented so:\n"
+        f"docs/INGEST.md's {SECTION!r} is out of date.\nNot documented so:\n"
         + "\n".join(missing) + "\nDocumented cases that no longer differ: " + ", ".join(stale))
 
 

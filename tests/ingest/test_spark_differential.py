@@ -3,7 +3,7 @@
 PERMISSIVE mode (`multiLine` for CSV, whose records may span lines), the ingest commits
 it, and each source record's outcome is compared: the same row, or a corrupt record in
 Spark and an error record in the ingest. Every case where they differ is in the table of
-docs/ERROR_TABLE.md ("Where the ingest and Spark's readers differ"), with both outcomes
+docs/INGEST.md ("Where the ingest and Spark's readers differ"), with both outcomes
 as this test renders them, and no other case is: the docs cannot drift.
 
 The ingest's outcomes are read back from the committed files (data rows by their `id`,
@@ -30,7 +30,7 @@ from tests.support.spec_corpus import Case, Corpus, corpora
 
 pytestmark = pytest.mark.spark
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "ERROR_TABLE.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "INGEST.md"
 SECTION = "## Where the ingest and Spark's readers differ"
 CORRUPT = "_corrupt_record"
 Outcome = tuple[Any, ...]  # ("row", values...) or ("bad", reason)
@@ -190,15 +190,15 @@ def differences(found: list[Outcomes]) -> dict[str, tuple[str, str]]:
 
 
 def documented() -> dict[str, tuple[str, str]]:
-    """The table of docs/ERROR_TABLE.md's section: case -> (Spark, ingest)."""
+    """The table of docs/INGEST.md's section: case -> (Spark, ingest)."""
     return documented_in()
 
 
 def documented_in(heading: str = SECTION, ends: str = "\n## ") -> dict[str, tuple[str, str]]:
-    """The table of a section of docs/ERROR_TABLE.md (from `heading` to `ends`): case ->
+    """The table of a section of docs/INGEST.md (from `heading` to `ends`): case ->
     (Spark, ingest)."""
     text = DOC.read_text()
-    assert heading in text, f"docs/ERROR_TABLE.md has no section {heading!r}"
+    assert heading in text, f"docs/INGEST.md has no section {heading!r}"
     section = text.split(heading, 1)[1].split(ends, 1)[0]
     rows = {}
     for line in section.splitlines():
@@ -218,7 +218,7 @@ def _input(case: Case) -> str:
 def test_every_difference_from_spark_is_documented(outcomes: list[Outcomes]) -> None:
     missing, stale = undocumented(differences(outcomes), documented(), outcomes)
     assert not missing and not stale, (
-        "docs/ERROR_TABLE.md's table of differences from Spark is out of date.\n"
+        "docs/INGEST.md's table of differences from Spark is out of date.\n"
         "Cases that differ as follows and are not documented so:\n" + "\n".join(missing)
         + "\nDocumented cases that no longer differ: " + ", ".join(stale))
 

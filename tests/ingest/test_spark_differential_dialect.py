@@ -7,7 +7,7 @@ used for escaping quoted values where the separator can be part of the value"),
 `ignoreLeadingWhiteSpace` / `ignoreTrailingWhiteSpace` ("whether or not leading /
 trailing whitespaces from values being read should be skipped"). Per record: the same row
 where Spark is right, and where not, the difference documented with both outcomes in
-docs/ERROR_TABLE.md's section below (exactly those, so the docs cannot drift); per
+docs/INGEST.md's section below (exactly those, so the docs cannot drift); per
 corpus, every source record is one committed row or one committed error record."""
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def outcomes(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> list[Outco
 
 
 def documented() -> dict[str, tuple[str, str]]:
-    """The table of this section of docs/ERROR_TABLE.md: case -> (Spark, ingest)."""
+    """The table of this section of docs/INGEST.md: case -> (Spark, ingest)."""
     return documented_in(SECTION, "\n## ")
 
 
@@ -101,7 +101,7 @@ def test_every_difference_from_spark_in_the_structure_of_records_is_documented(
         outcomes: list[Outcomes]) -> None:
     missing, stale = undocumented(differences(outcomes), documented(), outcomes)
     assert not missing and not stale, (
-        "docs/ERROR_TABLE.md's table of differences in the structure of records is out of "
+        "docs/INGEST.md's table of differences in the structure of records is out of "
         "date.\nCases that differ as follows and are not documented so:\n"
         + "\n".join(missing) + "\nDocumented cases that no longer differ: " + ", ".join(stale))
 

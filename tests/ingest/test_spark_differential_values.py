@@ -6,7 +6,7 @@ Patterns for Formatting and Parsing": the pattern letters, the defaults, the exa
 read by both with the same options, and compared per record as
 tests/ingest/test_spark_differential.py does: the same row, or a corrupt record in Spark
 and an error record in the ingest. The cases that differ are exactly those of the table
-in docs/ERROR_TABLE.md's section :data:`SECTION`, with both outcomes."""
+in docs/INGEST.md's section :data:`SECTION`, with both outcomes."""
 
 from __future__ import annotations
 
@@ -180,14 +180,14 @@ def differences(found: list[Outcomes]) -> dict[str, tuple[str, str]]:
 
 
 def documented() -> dict[str, tuple[str, str]]:
-    """The table of this section of docs/ERROR_TABLE.md: case -> (Spark, ingest)."""
+    """The table of this section of docs/INGEST.md: case -> (Spark, ingest)."""
     return documented_in(SECTION, "\n#")
 
 
 def test_every_difference_from_spark_is_documented(outcomes: list[Outcomes]) -> None:
     missing, stale = undocumented(differences(outcomes), documented(), outcomes)
     assert not missing and not stale, (
-        f"docs/ERROR_TABLE.md's {SECTION!r} is out of date.\nNot documented so:\n"
+        f"docs/INGEST.md's {SECTION!r} is out of date.\nNot documented so:\n"
         + "\n".join(missing) + "\nDocumented cases that no longer differ: " + ", ".join(stale))
 
 
@@ -204,7 +204,7 @@ def test_a_file_whose_only_oddity_is_a_value_option_loses_nothing(
         outcomes: list[Outcomes]) -> None:
     """The cases written as the option says (no `bad` in Spark) are rows in the ingest;
     but a grouping comma that groups no three digits is not what en-US writes, though
-    Spark drops it (docs/ERROR_TABLE.md: stricter than Spark)."""
+    Spark drops it (docs/INGEST.md: stricter than Spark)."""
     for out in (o for o in outcomes if o.corpus.options):
         for case in out.corpus.cases:
             if f"{out.corpus.name}/{case.name}" in NOT_AS_WRITTEN:

@@ -68,7 +68,7 @@ def test_bad_options_fail_in_spark_before_any_work(spark: Any, tmp_path: Any) ->
 
 
 def test_what_spark_refuses_for_python_sources(spark: Any, tmp_path: Any) -> None:
-    """Documented in the README: partitionBy, and the save modes error and ignore."""
+    """Documented in docs/API.md: partitionBy, and the save modes error and ignore."""
     ms.register(spark)
     url = str(tmp_path / "t")
     with pytest.raises(Exception, match="partitioning or clustering columns do not match"):
