@@ -353,7 +353,7 @@ _DEFINITIONS: tuple[Option, ...] = (
            ("timestampFormat",)),
     Option(INGEST_INFER_SCHEMA, True, parse_bool,
            "Ingest, CSV (Spark's inferSchema, whose default there is false): without a "
-           "schema, each column's type is inferred from the sampled records (README, "
+           "schema, each column's type is inferred from the sampled records (docs/INGEST.md, "
            "Inferred schema); false: every column is STRING, as Spark reads one by default.",
            ("inferSchema",)),
     Option(INGEST_PREFER_DATE, True, parse_bool,
