@@ -11,6 +11,7 @@ The SQL view ``files`` is built from :func:`live_files` too.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from markerstore.storage import Storage
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
 
@@ -101,12 +103,43 @@ class Snapshot:
 
     def dataset(self) -> ds.Dataset:
         """A pyarrow dataset over exactly these files, partition columns from the folder
-        names (hive style)."""
+        names (hive style). Its schema holds every column a commit wrote: a later
+        commit's new columns (null in the older files' rows) and widened types, as Delta
+        and Iceberg readers see the table (one footer read per instant after the first;
+        the files of one instant share a schema)."""
         import pyarrow.dataset as ds
 
         paths = self._checked_paths(".parquet")
-        return ds.dataset(paths, filesystem=self.storage.fs, format="parquet",
-                          partitioning="hive", partition_base_dir=self.storage.root)
+        dataset = ds.dataset(paths, filesystem=self.storage.fs, format="parquet",
+                             partitioning="hive", partition_base_dir=self.storage.root)
+        unified = self._unified_schema(dataset.schema)
+        if unified is None or unified.equals(dataset.schema):
+            return dataset
+        return ds.dataset(paths, schema=unified, filesystem=self.storage.fs,
+                          format="parquet", partitioning="hive",
+                          partition_base_dir=self.storage.root)
+
+    def _unified_schema(self, first: pa.Schema) -> pa.Schema | None:
+        """`first` (the oldest file's schema with the partition columns) with the columns
+        of every later instant's files; None where one instant holds them all, or where
+        they do not unify (the dataset then reads with the oldest file's schema)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        firsts: dict[str, str] = {}
+        for f in self.files:
+            if f.path.endswith(".parquet"):
+                firsts.setdefault(f.instant, self.storage.path(f.path))
+        later = list(firsts.values())[1:]
+        if not later:
+            return None
+        with ThreadPoolExecutor(max_workers=min(8, len(later))) as pool:
+            schemas = list(pool.map(lambda p: pq.read_schema(p, filesystem=self.storage.fs),
+                                    later))
+        try:
+            return pa.unify_schemas([first, *schemas], promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, NotImplementedError):
+            return None
 
     def duckdb(self, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyRelation:
         """A DuckDB relation over :meth:`dataset` (scanned lazily)."""

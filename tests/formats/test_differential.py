@@ -1,5 +1,6 @@
 """The formats never diverge from the timeline, whatever a table goes through: random
-sequences of appends, replaces, empty commits, expires, another tool's commits and kills (a
+sequences of appends, replaces, schema changes (a new column, a null where every row had
+a value), empty commits, expires, another tool's commits and kills (a
 writer SIGKILLed at a step of job commit, in a process of its own), on a table that
 publishes Delta and Iceberg at once. After each step both formats' rows (delta-rs's
 reader and pyiceberg's scan, never markerstore's) equal markerstore's snapshot, and
@@ -35,9 +36,9 @@ pytest.importorskip("deltalake")
 pytest.importorskip("pyiceberg")
 
 FORMAT_KINDS = ("format_",)
-# The steps that change the schema (a new column, a widened type, a column made
-# nullable) belong to the schema-evolution part of the work: add them as rules of
-# `Sequences` below, next to `append`; the invariant already compares every column.
+# The columns a schema change may add, each with its type (a later change may add the
+# same column again: the same type, as a format requires).
+NEW_COLUMNS = {"note": pa.string(), "score": pa.float64()}
 
 
 def _rows(data: Any, columns: list[str]) -> list[tuple[Any, ...]]:
@@ -54,6 +55,7 @@ class Sequences(RuleBasedStateMachine):
         self.folder = Path(tempfile.mkdtemp(prefix="markerstore-differential-"))
         self.table = Table(str(self.folder / "t"), None, BOTH)
         self.next_id = 0
+        self.added: dict[str, pa.DataType] = {}  # the columns schema changes added
 
     def teardown(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -72,6 +74,25 @@ class Sequences(RuleBasedStateMachine):
     def replace(self, day: int, rows: int) -> None:
         commit_all(self.table, {0: day_batches(rows, day, start=self._ids(rows))},
                    partition_by=["day"], conflict_mode="replace")
+
+    @rule(column=st.sampled_from(sorted(NEW_COLUMNS)), rows=st.integers(1, 10),
+          null_id=st.booleans())
+    def change_schema(self, column: str, rows: int, null_id: bool) -> None:
+        """A write with a column the table did not have (Delta: a ``metaData`` action;
+        Iceberg: ``union_by_name``), and with `null_id` a null id, where every earlier
+        row had one (nullability widened)."""
+        start = self._ids(rows)
+        ids = [None if null_id and n == 0 else start + n for n in range(rows)]
+        kind = NEW_COLUMNS[column]
+        values = [f"n{start + n}" if kind == pa.string() else (start + n) / 4
+                  for n in range(rows)]
+        batch = pa.record_batch({"id": pa.array(ids, pa.int64()),
+                                 "day": pa.array([n % 3 for n in range(rows)], pa.int64()),
+                                 "payload": pa.array([f"row-{i}" for i in ids]),
+                                 column: pa.array(values, kind)})
+        commit_all(self.table, {0: [batch]}, partition_by=["day"], conflict_mode="append",
+                   schema=batch.schema)
+        self.added[column] = kind
 
     @rule()
     def empty_commit(self) -> None:
@@ -117,11 +138,13 @@ class Sequences(RuleBasedStateMachine):
             return  # no format table yet
         before = {p for p in self._files()}
         data = {"id": pa.array([-1, -2], pa.int64()), "day": pa.array([0, 1], pa.int64()),
-                "payload": pa.array(["other", "tool"])}
+                "payload": pa.array(["other", "tool"]),
+                **{name: pa.nulls(2, kind) for name, kind in self.added.items()}}
         if format_name == "delta":
             from deltalake import write_deltalake
 
-            write_deltalake(self.table.storage.root, pa.table(data),
+            columns = [f.name for f in delta_table(self.table).schema().fields]
+            write_deltalake(self.table.storage.root, pa.table(data).select(columns),
                             mode="overwrite" if overwrite else "append", partition_by=["day"])
         else:
             iceberg = iceberg_table(self.table)
@@ -173,6 +196,7 @@ EVERY_STEP: list[tuple[str, dict[str, Any]]] = [
     ("kill", {"step": "after_complete", "mode": "append"}),
     ("append", {"rows": 20, "tasks": 2}),
     ("replace", {"day": 1, "rows": 5}),
+    ("change_schema", {"column": "note", "rows": 4, "null_id": True}),
     ("foreign_commit", {"format_name": "delta", "overwrite": True}),
     ("foreign_commit", {"format_name": "iceberg", "overwrite": False}),
     ("expire", {"retention": "0"}),
