@@ -8,7 +8,7 @@ Same task and job code as :func:`markerstore.spark.write` (:func:`start_job`,
 :func:`run_spark_task`, :func:`commit_job`, :func:`abort_job`). Spark runs ``writer()`` in
 one Python worker on the driver and ``commit``/``abort`` in another, so the job is
 started in ``writer()`` and travels, pickled, in the writer; its heartbeat and marker
-server live in a job host process (:mod:`markerstore.server.jobhost`), not in a worker
+server live in a job host process (:mod:`markerstore.spark.jobhost`), not in a worker
 Spark may kill. A streaming sink gets a fresh ``streamWriter()`` for each micro-batch's
 tasks and another for its commit: the batch's job starts when the tasks' writer is
 pickled (only that one is), and reaches commit in the tasks' messages. A streaming
@@ -44,7 +44,7 @@ from markerstore.commit import CommitResult, TaskResult, TaskSpec, WriteJob
 from markerstore.commit.runner import TaskHook
 from markerstore.errors import ConfigError
 from markerstore.option_values import json_or_text
-from markerstore.server.jobhost import JobHost, attach_query_host
+from markerstore.spark.jobhost import JobHost, attach_query_host
 from markerstore.spark.writer import (
     DriverAddress,
     _settings,
