@@ -112,8 +112,8 @@ def _phases(result: Any, wall: float) -> dict[str, float]:
 def parse_rate(base: str, rows: int) -> dict[str, float]:
     """Parse + validate alone (no writing), one process: records per CPU-second."""
     import errortable
-    from markerstore.commit import TaskSpec
     from markerstore.cli import sample
+    from markerstore.commit import TaskSpec
     from markerstore.ingest.schema import ddl_to_arrow
     from markerstore.ingest.sources import list_tasks
     from markerstore.ingest.task import IngestTask

@@ -17,9 +17,9 @@ import errortable
 from errortable import ErrorTables
 from harness.s3 import MotoS3
 from markerstore import Table
+from markerstore.cli import sample
 from markerstore.cli.demo import read_back
 from markerstore.commit import recover
-from markerstore.cli import sample
 from markerstore.ingest.pipeline import ingest
 from markerstore.sql import sql as sql_views
 from tests.support.readback import assert_records
