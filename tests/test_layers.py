@@ -26,7 +26,7 @@ CORE = ("markerstore.storage", "markerstore.timeline", "markerstore.markers",
         "markerstore.errors", "markerstore.tablefile", "markerstore.arrow_avro",
         "markerstore.render", "markerstore.snapshot", "markerstore.paths_arrow",
         "markerstore._optional",
-        "markerstore.metrics", "markerstore.duck")
+        "markerstore.metrics", "markerstore.duck", "markerstore.backoff")
 # What is above the core. `markerstore` itself is the package facade (its __init__).
 ABOVE = ("markerstore.table", "markerstore.formats", "markerstore.server", "markerstore.sql",
          "markerstore.commit",

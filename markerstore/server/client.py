@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import threading
 import time
 import uuid
@@ -40,6 +39,7 @@ import pyarrow as pa
 import urllib3
 
 from markerstore import config
+from markerstore.backoff import backoff
 from markerstore.errors import (
     InvalidMarkerError,
     MarkerConflictError,
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_BACKOFF_S, _BACKOFF_CAP_S = 0.05, 2.0  # a retry's first pause, and the longest
 CHUNK = 2000  # markers per request in create_many (stays under the default body limit)
 
 _warned: set[tuple[str, str]] = set()
@@ -194,7 +195,7 @@ class MarkerClient(WriteMarkers):
                         f"{connecting:.1f} s: {_reason(exc)}); executors must reach it there: "
                         f"set spark.driver.host (or {config.SERVER_HOST}) to an address they "
                         f"reach, or raise {config.CLIENT_CONNECT_TIMEOUT_MS}") from exc
-                pause = min(2.0, 0.05 * 2 ** attempt * (0.5 + random.random()), left)
+                pause = min(backoff(attempt, _BACKOFF_S, _BACKOFF_CAP_S), left)
                 time.sleep(max(0.0, pause))
                 connecting += max(0.0, pause)
                 attempt += 1
@@ -207,7 +208,7 @@ class MarkerClient(WriteMarkers):
             else:
                 if response.status != 503 or attempt >= self.retries:
                     return self._answer(response, method, path)
-            time.sleep(min(2.0, 0.05 * 2 ** attempt * (0.5 + random.random())))
+            time.sleep(backoff(attempt, _BACKOFF_S, _BACKOFF_CAP_S))
             attempt += 1
 
     def _answer(self, response: urllib3.BaseHTTPResponse, method: str, path: str
