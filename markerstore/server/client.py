@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -206,7 +207,7 @@ class MarkerClient(WriteMarkers):
                         f"marker server {self.url} cannot be reached ({method} {path or '/'}, "
                         f"{attempt + 1} tries): {type(exc).__name__}: {exc}") from exc
             else:
-                if response.status != 503 or attempt >= self.retries:
+                if response.status != HTTPStatus.SERVICE_UNAVAILABLE or attempt >= self.retries:
                     return self._answer(response, method, path)
             time.sleep(backoff(attempt, _BACKOFF_S, _BACKOFF_CAP_S))
             attempt += 1
@@ -219,13 +220,13 @@ class MarkerClient(WriteMarkers):
             payload = {"message": response.data[:200].decode("utf-8", "replace")}
         if not isinstance(payload, dict):
             payload = {"message": str(payload)[:200]}
-        if response.status == 200:
+        if response.status == HTTPStatus.OK:
             return payload
         message = payload.get("message") or f"HTTP {response.status}"
         where = f"marker server {self.url}: {method} {path or '/'} of instant {self.instant}"
-        if response.status == 400:
+        if response.status == HTTPStatus.BAD_REQUEST:
             raise InvalidMarkerError(f"{where}: {message}")
-        if response.status == 409 and payload.get("error") == "conflict":
+        if response.status == HTTPStatus.CONFLICT and payload.get("error") == "conflict":
             raise MarkerConflictError(f"{where}: {message}")
         raise MarkerServerError(f"{where} failed ({response.status}): {message}")
 
