@@ -47,10 +47,11 @@ from markerstore.option_values import json_or_text
 from markerstore.spark.jobhost import JobHost, attach_query_host
 from markerstore.spark.writer import (
     DriverAddress,
-    _settings,
     abort_job,
+    checked_partition_columns,
     commit_job,
     run_spark_task,
+    settings_for_mode,
     start_job,
 )
 from markerstore.table import Table
@@ -111,16 +112,6 @@ def parse_options(options: Mapping[str, str]) -> SourceRequest:
         digest = hashlib.sha256(checkpoint.rstrip("/").encode()).hexdigest()[:16]
         query_id = f"checkpoint-{digest}"
     return SourceRequest(str(path), settings, storage, partition_by, key, checks, query_id)
-
-
-def _partition_columns(schema: StructType, columns: tuple[str, ...]) -> tuple[str, ...]:
-    missing = [c for c in columns if c not in schema.names]
-    if missing:
-        raise ConfigError(f"{config.SOURCE_PARTITION_BY}: column(s) {missing} are not in the "
-                          f"DataFrame (columns: {schema.names})")
-    if columns and len(columns) >= len(schema.names):
-        raise ConfigError("partition_by names every column; a data file needs at least one")
-    return columns
 
 
 # --- the job, carried from writer() to the tasks and to commit ----------------------------------
@@ -198,8 +189,9 @@ def start_source_job(request: SourceRequest, schema: StructType, overwrite: bool
     spark.driver.bindAddress, default `driver_host`) and executors reach it at
     `driver_host` (spark.driver.host) unless ``markerstore.markers.server.host`` says
     otherwise; always with a token."""
-    settings = _settings(request.options, "overwrite" if overwrite else "append")
-    columns = _partition_columns(schema, request.partition_by)
+    settings = settings_for_mode(request.options, "overwrite" if overwrite else "append")
+    columns = checked_partition_columns(request.partition_by, schema.names,
+                                        f"{config.SOURCE_PARTITION_BY}:")
     if streaming and request.query_id is None:
         raise ConfigError("a streaming write needs a checkpointLocation (or the option "
                           f"{config.STREAM_QUERY_ID})")
