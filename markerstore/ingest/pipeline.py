@@ -29,6 +29,7 @@ from markerstore.ingest.header import (
     with_skip,
 )
 from markerstore.ingest.infer import csv_headers, infer_schema, separator_hint
+from markerstore.ingest.options import read_options
 from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
 from markerstore.ingest.session import is_connect, progress_bar, spark_session
@@ -40,7 +41,6 @@ from markerstore.ingest.sources import (
     pack,
     recut,
 )
-from markerstore.ingest.task import read_options
 from markerstore.render.html import fields_html
 
 __all__ = ["IngestResult", "infer_schema", "ingest", "spark_session"]

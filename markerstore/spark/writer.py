@@ -292,7 +292,8 @@ def start_job(table: Table, schema: StructType, *, partition_by: Sequence[str] =
     job = WriteJob(table, partition_by=partition_by, marker_url=marker_url,
                    marker_token=marker_token, validator=validator, error_sink=error_sink,
                    task_hook=task_hook, error_table=error_table, metadata=metadata,
-                   error_tables=ErrorTables(), schema=_written_schema(schema, table))
+                   error_tables=ErrorTables(), schema=_written_schema(schema, table),
+                   failfast=table.settings[config.INGEST_MODE] == "FAILFAST")
     return job.start()
 
 
