@@ -48,7 +48,7 @@ from pyiceberg.utils.properties import property_as_bool
 
 from markerstore.backoff import backoff
 from markerstore.config import ICEBERG_IDENTIFIER as IDENTIFIER
-from markerstore.errors import ConfigError, TableFormatError
+from markerstore.errors import ConfigError, IcebergPublishError, IcebergTableTaken, TableFormatError
 from markerstore.formats.base import (
     APPEND,
     OVERWRITE,
@@ -78,8 +78,6 @@ from markerstore.formats.iceberg_catalog import (
 )
 from markerstore.formats.iceberg_evolve import check_types, evolve, plan_schema
 from markerstore.formats.iceberg_files import (
-    IcebergPublishError,
-    IcebergTableTaken,
     MergingOverwrite,
     check_partitioning,
     data_files,

@@ -24,10 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from markerstore.config import INGEST_ENCODING_ERRORS as ENCODING_ERRORS
+from markerstore.errors import SourceError
 from markerstore.ingest.blocks import BOM, Block, ReadOptions, open_task
 from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, codec
 from markerstore.ingest.skip import Skipped, SkippedTooLong, skipped
-from markerstore.ingest.sources import SourceError, SourceTask, recut
+from markerstore.ingest.sources import SourceTask, recut
 
 HEADER_BYTES = 64 * 1024  # read a block at a time: a header may be longer
 

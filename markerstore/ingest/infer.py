@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from markerstore import config
-from markerstore.errors import SchemaError
+from markerstore.errors import SchemaError, SourceError
 from markerstore.ingest.blocks import ENCODING, ReadOptions, read_blocks
 from markerstore.ingest.csvtypes import Rules, csv_schema
 from markerstore.ingest.header import (
@@ -26,7 +26,7 @@ from markerstore.ingest.header import (
 )
 from markerstore.ingest.jsontypes import JsonRules, json_schema
 from markerstore.ingest.options import IngestOptions
-from markerstore.ingest.sources import SourceError, SourceTask
+from markerstore.ingest.sources import SourceTask
 
 SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
 

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.commit.result import CommitResult
+from markerstore.errors import SourceError
 from markerstore.ingest.charsets import UTF16
 from markerstore.ingest.header import (
     Header,
@@ -34,7 +35,6 @@ from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
 from markerstore.ingest.session import is_connect, progress_bar, spark_session
 from markerstore.ingest.sources import (
-    SourceError,
     SourceTask,
     implied_separator,
     list_tasks,
