@@ -290,6 +290,7 @@ _DEFINITIONS: tuple[Option, ...] = (
     *formats.DEFINITIONS,
 )
 
+
 def _index(definitions: tuple[Option, ...]) -> tuple[dict[str, Option], dict[str, str]]:
     """Every option by key, and every alias to its key; a key or alias given twice is a
     ConfigError (a mistake in the table above)."""
