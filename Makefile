@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml | $(PY)
 setup: $(STAMP) java browser
 
 java:
-	@$(PY) -m markerstore.testing.javacheck
+	@$(PY) -m harness.javacheck
 
 # Headless Chromium (Debian's package) for the report's browser test; without it (no root,
 # no apt) that test is skipped with a message.
@@ -65,7 +65,7 @@ bench: setup
 SOAK_ARGS ?=
 
 soak: setup
-	$(PY) -m markerstore.testing.soak $(SOAK_ARGS)
+	$(PY) -m harness.soak $(SOAK_ARGS)
 
 # The tests marked `campaign` (long fault campaigns, Spark driver and executor kills), the
 # Spark driver kills of tests/soak included; CI runs them after `make test`.
@@ -73,8 +73,8 @@ soak-test: setup
 	MARKERSTORE_SOAK_SPARK=1 $(PY) -m pytest -m campaign $(PYTEST_ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check markerstore errortable tests benchmarks
-	$(VENV)/bin/mypy markerstore errortable
+	$(VENV)/bin/ruff check markerstore errortable harness tests benchmarks
+	$(VENV)/bin/mypy markerstore errortable harness
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -55,10 +55,11 @@ def task_path(src: str, split: int | None) -> tuple[float, float, int]:
     validated in turn, records) of `src` in ranges of `split` (None: one task)."""
     import errortable
     from markerstore.commit import TaskSpec
+    from markerstore.ingest.options import read_options
     from markerstore.ingest.quotestates import quote_states
     from markerstore.ingest.schema import ddl_to_arrow
     from markerstore.ingest.sources import list_tasks
-    from markerstore.ingest.task import IngestTask, read_options
+    from markerstore.ingest.task import IngestTask
 
     task = IngestTask(TaskSpec("file:///unused", "i", "u", "direct"),
                       errortable.Validator(ddl_to_arrow(SCHEMA)), errortable.CaptureContext)
@@ -94,9 +95,9 @@ def task_rounds(flip: str, twin: str, rounds: int) -> dict[str, tuple[float, flo
 
 def pass_rate(flip: str) -> float:
     """MB/s of the driver's first pass over the quote-flip file in ranges of 1 MiB."""
+    from markerstore.ingest.options import read_options
     from markerstore.ingest.quotestates import quote_states
     from markerstore.ingest.sources import list_tasks
-    from markerstore.ingest.task import read_options
 
     ranges = list_tasks(flip, split_bytes=MIB)
     started = time.perf_counter()

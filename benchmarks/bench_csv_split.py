@@ -230,9 +230,9 @@ def profile(src: str, split: int | None, top: int = 12) -> dict[str, Any]:
 def look_back_cost(src: str, split: int | None) -> dict[str, float]:
     """What finding every range's quote state costs, alone (the price of exactness): the
     driver's first pass (markerstore.ingest.quotestates)."""
+    from markerstore.ingest.options import read_options
     from markerstore.ingest.quotestates import quote_states
     from markerstore.ingest.sources import list_tasks
-    from markerstore.ingest.task import read_options
 
     ranges = list_tasks(src, split_bytes=split) if split else list_tasks(src)
     started = time.perf_counter()

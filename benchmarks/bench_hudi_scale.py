@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks import bench_markers as bm
+from harness.s3 import MotoS3, storage_options
 from markerstore import MarkerClient, Table
-from markerstore.testing.s3 import MotoS3, storage_options
 
 CLIENTS = 150
 PROCESSES = 6

@@ -112,8 +112,8 @@ def _phases(result: Any, wall: float) -> dict[str, float]:
 def parse_rate(base: str, rows: int) -> dict[str, float]:
     """Parse + validate alone (no writing), one process: records per CPU-second."""
     import errortable
+    from markerstore.cli import sample
     from markerstore.commit import TaskSpec
-    from markerstore.ingest import sample
     from markerstore.ingest.schema import ddl_to_arrow
     from markerstore.ingest.sources import list_tasks
     from markerstore.ingest.task import IngestTask
@@ -174,7 +174,7 @@ print(f"{t1 - t0:.3f} {time.perf_counter() - t1:.3f}")
 
 def cold(base: str) -> dict[str, float]:
     """Fresh processes, the demo's 100,000 rows: the CLI ingest and the hand-written job."""
-    from markerstore.ingest import sample
+    from markerstore.cli import sample
 
     src = os.path.join(base, "demo-src")
     sample.generate(src, rows=100_000, files=4)

@@ -58,8 +58,8 @@ def _results(path: str, schema: pa.Schema, header: bool) -> Iterator[tuple[Any, 
     """The task's blocks of `path` (good rows, error rows), as a Spark task reads them."""
     import errortable
     from markerstore.ingest.header import read_header_at
+    from markerstore.ingest.options import read_options
     from markerstore.ingest.sources import list_tasks
-    from markerstore.ingest.task import read_options
 
     task = _task(schema)
     for split in list_tasks(path):

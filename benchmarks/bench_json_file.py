@@ -26,7 +26,7 @@ ONE_TASK = str(64 * 1024 * 1024)  # split_bytes as given: the file read whole, a
 
 
 def _timed(spark: Any, src: str, out: str, options: dict[str, str]) -> tuple[float, Any]:
-    from markerstore.ingest import sample
+    from markerstore.cli import sample
     from markerstore.ingest.pipeline import ingest
 
     started = time.perf_counter()
@@ -103,7 +103,7 @@ def markdown(size: int, rows: int, found: dict[str, Any], load: str) -> str:
 def run(quick: bool = False, rows: int | None = None, rounds: int | None = None) -> str:
     """The section: `rows` records (265,000: about 36 MB), `rounds` runs of each plan in
     each session."""
-    from markerstore.ingest import sample
+    from markerstore.cli import sample
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     load = "{:.1f} (1 min), {:.1f} (5 min)".format(*os.getloadavg()[:2])

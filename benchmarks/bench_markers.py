@@ -37,11 +37,12 @@ from typing import Any
 
 import urllib3
 
+from harness import child_env
+from harness.s3 import MotoS3, storage_options
+from harness.server_kills import start_server_process, stop_server_process
 from markerstore import MarkerClient, Table
 from markerstore.markers import DirectWriteMarkers, marker_folder
 from markerstore.markers.segments import list_segments
-from markerstore.testing.s3 import MotoS3, storage_options
-from markerstore.testing.server_kills import start_server_process, stop_server_process
 
 CLIENTS = 64
 DELAY_MS = 20
@@ -254,13 +255,14 @@ class ProxyProcess:
     """:class:`S3Proxy` in its own process, so that its latency does not depend on how
     busy the clients of this process keep the interpreter."""
 
-    CODE = ("import sys; from markerstore.testing.s3 import S3Proxy; "
+    CODE = ("import sys; from harness.s3 import S3Proxy; "
             "p = S3Proxy(sys.argv[1], delay_ms=float(sys.argv[2])).start(); "
             "print(p.endpoint, flush=True); sys.stdin.read(); p.stop()")
 
     def __init__(self, upstream: str, delay_ms: float) -> None:
         self.proc = subprocess.Popen([sys.executable, "-c", self.CODE, upstream, str(delay_ms)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     env=child_env())
         assert self.proc.stdout is not None
         self.endpoint = self.proc.stdout.readline().strip()
         if not self.endpoint.startswith("http://"):

@@ -32,9 +32,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import urllib3
 
+from harness.server_kills import server_url
 from markerstore.server.client import MarkerClient
 from markerstore.table import Table
-from markerstore.testing.server_kills import server_url
 
 CLIENTS = 4
 PER_CALL = 1000

@@ -58,7 +58,7 @@ def bench_batch(spark: Any, rows: int, partitions: int, rounds: int) -> dict[str
 
 def _recording_source(log_path: str) -> type:
     """The sink, recording each batch's CommitResult timings in `log_path`."""
-    from markerstore.testing.spark_sources import hooked_stream_source
+    from harness.spark_sources import hooked_stream_source
 
     def committed(self: Any, result: Any, batch_id: int) -> None:
         with open(log_path, "a") as out:

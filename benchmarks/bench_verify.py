@@ -30,8 +30,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from harness.s3 import MotoS3
 from markerstore.table import Table
-from markerstore.testing.s3 import MotoS3
 
 BODY = b"PAR1" + b"\0" * 96 + b"PAR1"  # 104 bytes: the size is checked, not the content
 PARTITIONS = 100

@@ -186,9 +186,9 @@ def _raw_completions(storage: Any, count: int, threads: int) -> float:
 
 
 def bench_s3(files: int, threads: int) -> dict[str, Any]:
+    from harness.s3 import MotoS3, S3Proxy
     from markerstore import Table
     from markerstore.commit import WriteJob
-    from markerstore.testing.s3 import MotoS3, S3Proxy
 
     with MotoS3(process=True) as moto:
         moto.create_bucket("bench-writer")

@@ -24,7 +24,7 @@ import json, sys, time
 t0 = time.perf_counter()
 import errortable  # noqa: F401
 import markerstore.spark  # noqa: F401 - before the session, as the CLI imports it
-from markerstore.ingest import sample
+from markerstore.cli import sample
 from markerstore.ingest.pipeline import ingest, spark_session
 t1 = time.perf_counter()
 spark = spark_session("local[2]")

@@ -16,7 +16,7 @@ import random
 import time
 from typing import Any
 
-from markerstore.ingest import sample
+from markerstore.cli import sample
 
 GOOD_SQL = ("event_id IS NOT NULL AND day IS NOT NULL AND "
             "coalesce(amount >= 0, true) AND coalesce(currency IN ('EUR', 'USD', 'GBP'), true)")

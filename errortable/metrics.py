@@ -1,10 +1,10 @@
 """The failed-record count metric: per commit, by reason.
 
 The same counts go to the main commit's metadata (``error_records``), the log (one line
-per commit), the process-wide registry :mod:`markerstore.metrics` (counter
+per commit) and the process-wide registry :mod:`markerstore.metrics` (counter
 ``markerstore_failed_records_total`` by table and reason, shown on every marker server's
-``/metrics``), and a registry of this module (:func:`snapshot`, :func:`prometheus_lines`)
-for processes without a marker server.
+``/metrics``). :func:`snapshot` and :func:`prometheus_lines` read that counter, for
+processes without a marker server; this module keeps only each table's last commit.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from markerstore.config import FAILED_RECORDS_HELP, FAILED_RECORDS_METRIC
 log = logging.getLogger("errortable")
 
 _lock = threading.Lock()
-_totals: Counter[tuple[str, str]] = Counter()          # (table, reason) -> rows
 _last: dict[str, dict[str, Any]] = {}                  # table -> last commit's counts
 
 
@@ -41,28 +40,23 @@ def record_commit(table: str, instant: str, counts: Mapping[str, int]) -> None:
     log.info("commit %s of %s: %d failed record(s) (%s)", instant, table, total, detail)
     with _lock:
         for reason, n in counts.items():
-            _totals[(table, reason)] += int(n)
+            process_metrics.failed_records(table, reason, int(n))
         _last[table] = {"instant": instant, "total": total, "by_reason": dict(counts)}
-    _to_process_registry(table, counts)
-
-
-def _to_process_registry(table: str, counts: Mapping[str, int]) -> None:
-    for reason, n in counts.items():
-        process_metrics.failed_records(table, reason, int(n))
 
 
 def snapshot() -> dict[str, Any]:
     """Totals since the process started, by table and reason, and each table's last commit."""
     with _lock:
         totals: dict[str, dict[str, int]] = {}
-        for (table, reason), n in sorted(_totals.items()):
+        for (table, reason), n in sorted(process_metrics.failed_record_totals().items()):
             totals.setdefault(table, {})[reason] = n
         return {"totals": totals, "last_commit": {k: dict(v) for k, v in _last.items()}}
 
 
 def reset() -> None:
+    """Start counting afresh (the process registry's failed-record counter too)."""
     with _lock:
-        _totals.clear()
+        process_metrics.REGISTRY.forget(FAILED_RECORDS_METRIC)
         _last.clear()
 
 

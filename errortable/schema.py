@@ -45,10 +45,6 @@ def parsed_schema() -> Any:
     return fastavro.parse_schema(avro_schema())
 
 
-def field_names() -> list[str]:
-    return [f["name"] for f in avro_schema()["fields"]]
-
-
 @lru_cache(maxsize=1)
 def arrow_schema() -> pa.Schema:
     """ErrorRecord as an Arrow schema: the same fields, types and nullability."""

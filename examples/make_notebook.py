@@ -19,7 +19,7 @@ CELLS = [
         "import errortable\n"
         "from markerstore import Table\n"
         "from markerstore.sql import sql\n"
-        "from markerstore.ingest import sample\n"
+        "from markerstore.cli import sample\n"
         "from markerstore.ingest.pipeline import ingest\n\n"
         "folder = tempfile.mkdtemp(prefix='audit-')\n"
         "info = sample.generate(f'{folder}/source', rows=20_000, files=2)\n"

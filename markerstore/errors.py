@@ -150,6 +150,25 @@ class CorruptTableError(MarkerStoreError, ValueError):
         return (type(self), (self.file, self.entry))
 
 
+class SnapshotError(MarkerStoreError, LookupError):
+    """The asked-for snapshot does not exist (any more)."""
+
+
+class SourceError(ConfigError):
+    """The ingest source is missing, empty of data files, or of an unknown format."""
+
+
+class IcebergPublishError(MarkerStoreError):
+    """A commit cannot become an Iceberg snapshot (a partition value that does not fit its
+    column, a file whose columns the table does not have, a table whose partitioning or
+    files differ from markerstore's); names what is wrong."""
+
+
+class IcebergTableTaken(TableFormatError, IcebergPublishError):
+    """The table's Iceberg identifier names another table (at another location) in the
+    catalog: refused when a write starts."""
+
+
 class WriteConflictError(MarkerStoreError):
     """Conflict mode `fail` found data already present where this write would go, or a
     concurrent write in mode fail or replace claims the same partitions."""

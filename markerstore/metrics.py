@@ -194,6 +194,21 @@ class Registry:
         child: Histogram = self._child("histogram", name, labels, help, buckets)
         return child
 
+    def values(self, name: str) -> dict[LabelKey, float]:
+        """The value of each child of the counter or gauge `name`, by its labels (sorted
+        name, value pairs); empty when there is no such family."""
+        with self._lock:
+            family = self._families.get(name)
+            children = list(family.children.items()) if family is not None else []
+        return {key: child.value for key, child in children}
+
+    def forget(self, name: str) -> None:
+        """Drop every child of the family `name` (a test's fresh start)."""
+        with self._lock:
+            family = self._families.get(name)
+            if family is not None:
+                family.children.clear()
+
     def render(self) -> str:
         """Every family in the Prometheus text exposition format."""
         with self._lock:
@@ -237,3 +252,12 @@ def failed_records(table: str, reason: str, amount: int = 1) -> None:
     """Count records that went to an error table (the RFC-20 failed-record metric)."""
     counter(FAILED_RECORDS, {"table": table, "reason": reason},
             help=FAILED_RECORDS_HELP).inc(amount)
+
+
+def failed_record_totals() -> dict[tuple[str, str], int]:
+    """The failed-record counter of this process: rows by (table, reason)."""
+    totals: dict[tuple[str, str], int] = {}
+    for key, value in REGISTRY.values(FAILED_RECORDS).items():
+        labels = dict(key)
+        totals[(labels.get("table", ""), labels.get("reason", ""))] = int(value)
+    return totals

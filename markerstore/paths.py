@@ -72,10 +72,6 @@ def path_problem(path: Any, *, allow_empty: bool = False) -> str | None:
     return None
 
 
-def is_relative_path(path: Any, *, allow_empty: bool = False) -> bool:
-    return path_problem(path, allow_empty=allow_empty) is None
-
-
 def checked_paths(paths: Iterable[Any], source: str, *, what: str = "path"
                   ) -> list[str]:
     """Every path of `paths`, checked; CorruptTableError naming `source` (the file they

@@ -15,17 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from markerstore.errors import MarkerStoreError
+from markerstore.errors import SnapshotError
 from markerstore.storage import Storage
 
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
     import pyarrow.dataset as ds
-
-
-class SnapshotError(MarkerStoreError, LookupError):
-    """The asked-for snapshot does not exist (any more)."""
 
 
 def live_files(completed: Iterable[tuple[str, dict[str, Any]]], as_of: str | None = None

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from markerstore.testing.s3 import MotoS3, S3Proxy
+from harness.s3 import MotoS3, S3Proxy
 from tests.support.locations import Location
 from tests.support.sandbox import SECRET
 

@@ -24,8 +24,9 @@ CORE = ("markerstore.storage", "markerstore.timeline", "markerstore.markers",
         "markerstore.paths", "markerstore.datafiles", "markerstore.config",
         "markerstore.option_values", "markerstore.datetime_patterns", "markerstore.locales",
         "markerstore.errors", "markerstore.tablefile", "markerstore.arrow_avro",
-        "markerstore.render",
-        "markerstore.metrics", "markerstore.duck")
+        "markerstore.render", "markerstore.snapshot", "markerstore.paths_arrow",
+        "markerstore._optional",
+        "markerstore.metrics", "markerstore.duck", "markerstore.backoff")
 # What is above the core. `markerstore` itself is the package facade (its __init__).
 ABOVE = ("markerstore.table", "markerstore.formats", "markerstore.server", "markerstore.sql",
          "markerstore.commit",
@@ -139,6 +140,13 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 def test_the_core_imports_nothing_above_it() -> None:
     assert upward_imports(import_graph()) == []
+
+
+def test_every_module_is_in_a_layer() -> None:
+    """Each module of the project is in CORE or ABOVE (or is a package facade)."""
+    unplaced = [name for name in module_files() if name not in PACKAGES
+                and not _within(name, CORE) and not _within(name, ABOVE)]
+    assert unplaced == []
 
 
 def test_no_new_import_cycle() -> None:

@@ -48,7 +48,7 @@ def run_demo(folder: str, rows: int = 100_000, report_folder: str | None = None)
 
 def _ingest_step(source: str, url: str, rows: int) -> Table:
     """Steps 1 and 2: generate a sample and ingest it with Spark while one task dies."""
-    from markerstore.ingest import sample
+    from markerstore.cli import sample
     from markerstore.ingest.pipeline import ingest, spark_session
 
     _step(1, f"Generate a sample: {rows:,} JSON lines, about 1% bad")

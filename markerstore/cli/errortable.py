@@ -240,7 +240,7 @@ def _value_formats(pairs: tuple[str, ...]) -> Any:
         return None
     from markerstore import config
     from markerstore.cli.ingest import parse_options
-    from markerstore.ingest.task import value_formats
+    from markerstore.ingest.options import value_formats
 
     options = parse_options(pairs)
     allowed = {config.INGEST_DATE_FORMAT, config.INGEST_TIMESTAMP_FORMAT,

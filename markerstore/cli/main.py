@@ -225,7 +225,7 @@ def unsafe_sql_flag(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def sandbox_limit_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--time-limit and --memory-limit of the SQL sandbox (defaults from config.py)."""
+    """--time-limit and --memory-limit of the SQL sandbox (defaults from config/sql.py)."""
     from markerstore import config
 
     time_ms = config.OPTIONS[config.SQL_TIME_LIMIT_MS].default

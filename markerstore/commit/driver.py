@@ -57,7 +57,7 @@ class WriteJob:
                  metadata: Mapping[str, Any] | None = None,
                  error_table: ErrorTableSpec | None = None,
                  error_tables: ErrorTables | None = None,
-                 schema: pa.Schema | None = None) -> None:
+                 schema: pa.Schema | None = None, failfast: bool = False) -> None:
         settings = table.settings
         self.table = table
         self.partition_by = tuple(partition_by)
@@ -81,6 +81,7 @@ class WriteJob:
         self.error_tables = error_tables
         self.error_commit: ErrorWrite | None = None
         self.schema = schema  # the columns the tasks write, where known at the start
+        self.failfast = failfast  # no error row allowed (ingest's mode=FAILFAST)
         self.instant = ""
         self.write_uuid = ""
         self.started_at = 0.0
@@ -170,7 +171,7 @@ class WriteJob:
         return JobCommitter(self.table, self.instant, conflict_mode=self.conflict_mode,
                             partitioned=bool(self.partition_by), staging=staging,
                             metadata=metadata, error_commit=self.error_commit,
-                            error_tables=self.error_tables)
+                            error_tables=self.error_tables, failfast=self.failfast)
 
     def commit(self, results: Iterable[TaskResult], *, sealed: bool = False) -> CommitResult:
         """Job commit from the winning attempts' results (one per task); `sealed`: see

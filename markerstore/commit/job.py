@@ -107,7 +107,7 @@ class JobCommitter:
                  partitioned: bool = False, staging: Staging | None = None,
                  metadata: Mapping[str, Any] | None = None,
                  error_commit: ErrorWrite | None = None,
-                 error_tables: ErrorTables | None = None) -> None:
+                 error_tables: ErrorTables | None = None, failfast: bool = False) -> None:
         if conflict_mode not in (FAIL, APPEND, REPLACE):
             raise ValueError(f"unknown conflict mode {conflict_mode!r}")
         write_uuid = table.write_uuid(instant)
@@ -116,6 +116,7 @@ class JobCommitter:
         self.table = table
         self.instant = instant
         self.write_uuid = write_uuid
+        self.failfast = failfast  # no error row allowed (ingest's mode=FAILFAST)
         self.conflict_mode = conflict_mode
         self.partitioned = partitioned
         self.staging = staging or staging_for(table.storage, instant, write_uuid,
@@ -310,7 +311,7 @@ class JobCommitter:
         max_fraction = settings[config.ERROR_MAX_FRACTION]
         bad = sum(errors.values())
         over = []
-        failfast = settings[config.INGEST_MODE] == "FAILFAST"  # Spark's: no malformed record
+        failfast = self.failfast  # Spark's FAILFAST: no malformed record
         if failfast and bad:
             over.append(f"{config.INGEST_MODE}=FAILFAST allows none")
         elif max_records is not None and bad > max_records:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -47,8 +46,9 @@ from pyiceberg.table import Table, TableProperties, Transaction
 from pyiceberg.table.update.snapshot import ExpireSnapshots, UpdateSnapshot
 from pyiceberg.utils.properties import property_as_bool
 
+from markerstore.backoff import backoff
 from markerstore.config import ICEBERG_IDENTIFIER as IDENTIFIER
-from markerstore.errors import ConfigError, TableFormatError
+from markerstore.errors import ConfigError, IcebergPublishError, IcebergTableTaken, TableFormatError
 from markerstore.formats.base import (
     APPEND,
     OVERWRITE,
@@ -78,8 +78,6 @@ from markerstore.formats.iceberg_catalog import (
 )
 from markerstore.formats.iceberg_evolve import check_types, evolve, plan_schema
 from markerstore.formats.iceberg_files import (
-    IcebergPublishError,
-    IcebergTableTaken,
     MergingOverwrite,
     check_partitioning,
     data_files,
@@ -183,7 +181,7 @@ class IcebergPublisher(IcebergRestore):
                 self._drop_lost_metadata(table.metadata_location)
                 if attempt == COMMIT_ATTEMPTS - 1:
                     raise
-                time.sleep(random.uniform(0, RETRY_WAIT_S * 2 ** attempt))
+                time.sleep(backoff(attempt, RETRY_WAIT_S, full_jitter=True))
 
     def held_among(self, instants: list[str]) -> set[str]:
         """Those of `instants` the table holds: named by a retained snapshot, or before the

@@ -20,8 +20,7 @@ from pyiceberg.schema import Schema, promote
 from pyiceberg.table import Transaction
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
-from markerstore.errors import TableFormatError
-from markerstore.formats.iceberg_files import IcebergPublishError
+from markerstore.errors import IcebergPublishError, TableFormatError
 
 
 @dataclass(frozen=True)

@@ -62,23 +62,12 @@ from pyiceberg.types import (
 from pyiceberg.utils.concurrent import ExecutorFactory
 from pyiceberg.utils.properties import property_as_bool, property_as_int
 
-from markerstore.errors import MarkerStoreError, TableFormatError
+from markerstore.errors import IcebergPublishError
 from markerstore.formats.base import PublishedFile
 from markerstore.paths import HIVE_DEFAULT_PARTITION
 
 FIRST_PARTITION_FIELD_ID = 1000  # Iceberg's first partition field id
 _log = logging.getLogger(__name__)
-
-
-class IcebergPublishError(MarkerStoreError):
-    """A commit cannot become an Iceberg snapshot (a partition value that does not fit its
-    column, a file whose columns the table does not have, a table whose partitioning or
-    files differ from markerstore's); names what is wrong."""
-
-
-class IcebergTableTaken(TableFormatError, IcebergPublishError):
-    """The table's Iceberg identifier names another table (at another location) in the
-    catalog: refused when a write starts."""
 
 
 def iceberg_schema(schema: pa.Schema) -> Schema:

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 import fsspec
 from pyiceberg.exceptions import NoSuchTableError
 
+from markerstore.errors import IcebergPublishError
 from markerstore.formats.base import APPEND, OVERWRITE, CommitToPublish
 from markerstore.formats.iceberg_catalog import INSTANT_PROPERTY, METADATA_FOLDER, sqlite_file
-from markerstore.formats.iceberg_files import IcebergPublishError, live_files, relative
+from markerstore.formats.iceberg_files import live_files, relative
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

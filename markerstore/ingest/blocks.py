@@ -289,7 +289,7 @@ def _decode(texts: pa.Array, errors: str) -> tuple[pa.Array, np.ndarray]:
     return cleared.cast(pa.large_string()), found
 
 
-def _open(task: SourceTask, storage_options: dict[str, Any] | None) -> Any:
+def open_task(task: SourceTask, storage_options: dict[str, Any] | None) -> Any:
     compression = "infer" if task.whole_file else None
     return fsspec.open(task.url, "rb", compression=compression, **(storage_options or {}))
 
@@ -317,7 +317,7 @@ def read_blocks(task: SourceTask, storage_options: dict[str, Any] | None = None,
                 ) -> Iterator[Block]:
     """The task's records, block by block (each block about `block_bytes` of input); a
     file read with ``skip`` from its `base` on, as if it began there."""
-    with _open(task, storage_options) as raw:
+    with open_task(task, storage_options) as raw:
         handle = Utf16Stream(raw, options.encoding) if options.encoding in UTF16 else raw
         if task.base:
             handle = Skipped(handle, task.base)

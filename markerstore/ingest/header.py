@@ -24,10 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from markerstore.config import INGEST_ENCODING_ERRORS as ENCODING_ERRORS
-from markerstore.ingest.blocks import BOM, Block, ReadOptions, _open
+from markerstore.errors import SourceError
+from markerstore.ingest.blocks import BOM, Block, ReadOptions, open_task
 from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, codec
 from markerstore.ingest.skip import Skipped, SkippedTooLong, skipped
-from markerstore.ingest.sources import SourceError, SourceTask, recut
+from markerstore.ingest.sources import SourceTask, recut
 
 HEADER_BYTES = 64 * 1024  # read a block at a time: a header may be longer
 
@@ -129,7 +130,7 @@ def _header_record(task: SourceTask, storage_options: Mapping[str, Any] | None,
     comment = options.comment.encode()
     record = bytearray()
     whole = SourceTask(task.url, task.format, base=task.base, base_line=task.base_line)
-    with _open(whole, dict(storage_options or {})) as raw:
+    with open_task(whole, dict(storage_options or {})) as raw:
         # UTF-16 is read as its UTF-8 transcoding, as the tasks read it
         handle = Utf16Stream(raw, options.encoding) if options.encoding in UTF16 else raw
         if task.base:  # after the lines `skip` names
@@ -218,7 +219,7 @@ def _skip_of(task: SourceTask, storage_options: Mapping[str, Any] | None,
              options: ReadOptions, lines: int) -> tuple[int, int]:
     """(the byte where a file's CSV text starts after its first `lines` lines, as the
     tasks read its bytes; the lines before it)."""
-    with _open(SourceTask(task.url, task.format), dict(storage_options or {})) as raw:
+    with open_task(SourceTask(task.url, task.format), dict(storage_options or {})) as raw:
         handle = Utf16Stream(raw, options.encoding) if options.encoding in UTF16 else raw
         try:
             return skipped(handle, lines, options.line_sep, options.max_record_bytes)

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from markerstore import config
-from markerstore.errors import SchemaError
+from markerstore.errors import SchemaError, SourceError
 from markerstore.ingest.blocks import ENCODING, ReadOptions, read_blocks
 from markerstore.ingest.csvtypes import Rules, csv_schema
 from markerstore.ingest.header import (
@@ -25,8 +25,8 @@ from markerstore.ingest.header import (
     with_skip,
 )
 from markerstore.ingest.jsontypes import JsonRules, json_schema
-from markerstore.ingest.sources import SourceError, SourceTask
-from markerstore.ingest.task import read_options, value_formats
+from markerstore.ingest.options import IngestOptions
+from markerstore.ingest.sources import SourceTask
 
 SAMPLE_BYTES = 1024 * 1024  # read a block at a time: a first record may be huge
 
@@ -68,7 +68,8 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
     column by its own values. Without a header record the columns are named as Spark
     names them, _c0, _c1, ..."""
     resolved = config.resolve(settings)
-    options = read_options(resolved)
+    reading = IngestOptions.from_settings(resolved)
+    options = reading.read_options()
     first = tasks[0]
     if first.format == "parquet":
         from markerstore.ingest.parquet import spark_schema
@@ -80,8 +81,7 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
                                       resolved[config.INGEST_PRIMITIVES_AS_STRING]))
     tasks = with_skip(tasks, storage_options, options, resolved[config.INGEST_CSV_SKIP],
                       resolved[config.INGEST_SPLIT_BYTES])
-    header = resolved[config.INGEST_CSV_HEADER]
-    null_value = resolved[config.INGEST_NULL_VALUE]
+    header, null_value = reading.csv_header, reading.null_value
     samples: list[tuple[list[str] | None, list[str]]] = []
     limit = resolved[config.INGEST_INFER_RECORDS]
     for task in tasks:
@@ -102,9 +102,9 @@ def infer_schema(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any]
         raise SchemaError("cannot infer a schema: the CSV source holds no record; "
                           "pass --schema")
     rules = Rules(resolved[config.INGEST_INFER_SCHEMA], resolved[config.INGEST_PREFER_DATE],
-                  resolved[config.INGEST_CSV_NULL_PADDING])
-    return csv_schema(samples, options, value_formats(resolved), null_value,
-                      resolved[config.INGEST_EMPTY_VALUE], rules)
+                  reading.null_padding)
+    return csv_schema(samples, options, reading.value_formats(), null_value,
+                      reading.empty_value, rules)
 
 
 def _sample(tasks: Sequence[SourceTask], storage_options: Mapping[str, Any] | None,

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.commit.result import CommitResult
+from markerstore.errors import SourceError
 from markerstore.ingest.charsets import UTF16
 from markerstore.ingest.header import (
     Header,
@@ -29,18 +30,17 @@ from markerstore.ingest.header import (
     with_skip,
 )
 from markerstore.ingest.infer import csv_headers, infer_schema, separator_hint
+from markerstore.ingest.options import read_options
 from markerstore.ingest.plan import IngestPlan, Splits
 from markerstore.ingest.schema import load_schema
 from markerstore.ingest.session import is_connect, progress_bar, spark_session
 from markerstore.ingest.sources import (
-    SourceError,
     SourceTask,
     implied_separator,
     list_tasks,
     pack,
     recut,
 )
-from markerstore.ingest.task import read_options
 from markerstore.render.html import fields_html
 
 __all__ = ["IngestResult", "infer_schema", "ingest", "spark_session"]

@@ -12,8 +12,9 @@ from typing import Any
 import pyarrow as pa
 
 from markerstore.commit import WriteJob
+from markerstore.ingest.options import IngestOptions
 from markerstore.ingest.sources import SourceTask
-from markerstore.ingest.task import IngestTask, value_formats
+from markerstore.ingest.task import IngestTask
 
 # Each Spark task's splits: (the split, its file's CSV header, whether it drops the header)
 Splits = list[list[tuple[SourceTask, str | None, bool]]]
@@ -41,7 +42,7 @@ class IngestPlan:
         errors: Any = job.error_commit  # errortable's ErrorTableLink, when enabled
         spec = errors.task_spec() if errors is not None else None
         columns = list(self.columns)
-        formats = value_formats(self.options)
+        formats = IngestOptions.from_settings(self.options).value_formats()
         validator = (spec.validator(self.target, self.key, columns, dict(self.checks),
                                     formats=formats)
                      if spec is not None else

@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from markerstore.ingest.blocks import ReadOptions, _open
+from markerstore.ingest.blocks import ReadOptions, open_task
 from markerstore.ingest.csvranges import Map, first_line_start, look_back, segment_map
 from markerstore.ingest.skip import Skipped
 from markerstore.ingest.sources import SourceTask
@@ -91,7 +91,7 @@ def _look(file: SourceTask, before: int, start: int, storage: dict[str, Any],
           options: ReadOptions) -> Look:
     """(the first line start at or after `start`, where the look back from it began, its
     map), the look reaching no further than the previous range's start, `before`."""
-    with _open(file, storage) as raw:
+    with open_task(file, storage) as raw:
         handle = _from_base(raw, file)
         at = first_line_start(handle, start, PASS_BYTES, options.dialect)
         return (at, *look_back(handle, at, options.dialect, before))
@@ -99,7 +99,7 @@ def _look(file: SourceTask, before: int, start: int, storage: dict[str, Any],
 
 def _segment(file: SourceTask, lo: int, hi: int, storage: dict[str, Any],
              options: ReadOptions) -> Map:
-    with _open(file, storage) as raw:
+    with open_task(file, storage) as raw:
         return segment_map(_from_base(raw, file), lo, hi, PASS_BYTES, options.dialect)
 
 

@@ -177,19 +177,6 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _remote_session(builder: Any) -> Any:
-    """The Connect session of `builder`: the process's own, or, where the process also
-    runs a classic session (which pyspark's getOrCreate then refuses), a new one."""
-    from pyspark.errors import PySparkRuntimeError
-
-    try:
-        return builder.getOrCreate()
-    except PySparkRuntimeError as exc:
-        if exc.getCondition() != "SESSION_ALREADY_EXIST":
-            raise
-        return builder.create()
-
-
 def _classic_settings(master: str | None, conf: dict[str, str]
                       ) -> tuple[str, dict[str, str]]:
     """The master and what the builder sets: `master`, else the configured

@@ -17,7 +17,7 @@ from typing import Any
 
 import fsspec
 
-from markerstore.errors import ConfigError
+from markerstore.errors import SourceError
 
 FORMATS = ("json", "csv", "parquet")
 _EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv",
@@ -25,10 +25,6 @@ _EXTENSIONS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "cs
 _TAB_SEPARATED = (".tsv", ".tab")
 _COMPRESSED = (".gz", ".bz2", ".zst")
 DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
-
-
-class SourceError(ConfigError):
-    """The ingest source is missing, empty of data files, or of an unknown format."""
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable.records import to_json
-from markerstore import config
 from markerstore.commit import TaskAttempt, TaskResult, TaskSpec
 from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
-from markerstore.errors import ConfigError
-from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
-from markerstore.ingest.charsets import SINGLE_BYTE, codec
+from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, read_blocks
+from markerstore.ingest.charsets import codec
 from markerstore.ingest.header import drop_header
+from markerstore.ingest.options import IngestOptions
 from markerstore.ingest.payload import json_payloads
 from markerstore.ingest.reader import Parsed, blank_lines, csv_text, json_query, parse_json
 from markerstore.ingest.sources import SourceTask
@@ -69,78 +68,6 @@ def split_header(header: str | None, delimiter: str = ",", escape: str = '"', *,
     return safe_names([name for name, _ in fields], case_sensitive, null_value)
 
 
-def reading_options(settings: Mapping[str, Any] | None, schema: pa.Schema
-                    ) -> tuple[ReadOptions, Any]:
-    """How the ingest reads records, from its options (markerstore.config): the block
-    reader's options and errortable's ParseOptions for this target schema."""
-    from errortable.parsing import ParseOptions
-
-    resolved = config.resolve(settings)
-    text_columns = frozenset(f.name for f in schema if pa.types.is_string(f.type)
-                             or pa.types.is_large_string(f.type)) \
-        if resolved[config.INGEST_VALUE_AS_TEXT] else frozenset()
-    return (read_options(resolved),
-            ParseOptions(resolved[config.INGEST_NULL_VALUE], resolved[config.INGEST_EMPTY_VALUE],
-                         resolved[config.INGEST_NON_NUMERIC], text_columns,
-                         frozenset(f.name for f in schema if pa.types.is_binary(f.type)
-                                   or pa.types.is_large_binary(f.type)),
-                         resolved[config.INGEST_CSV_NULL_PADDING]))
-
-
-def read_options(settings: Mapping[str, Any] | None) -> ReadOptions:
-    """The block reader's options from the ingest's options (markerstore.config)."""
-    resolved = config.resolve(settings)
-    sep, quote = resolved[config.INGEST_CSV_SEP], resolved[config.INGEST_CSV_QUOTE]
-    # The escape is the quote itself (doubled) unless one is given.
-    escape = resolved[config.INGEST_CSV_ESCAPE] if config.INGEST_CSV_ESCAPE in \
-        resolved.given else quote
-    comment, line_sep = resolved[config.INGEST_CSV_COMMENT], resolved[config.INGEST_CSV_LINE_SEP]
-    encoding = resolved[config.INGEST_ENCODING]
-    if encoding in SINGLE_BYTE:
-        try:
-            sep.encode(codec(encoding))
-        except UnicodeEncodeError:
-            raise ConfigError(f"option {config.INGEST_CSV_SEP}: the separator {sep!r} is no "
-                              f"character of the files' encoding {encoding}") from None
-    _distinct((config.INGEST_CSV_SEP, sep), (config.INGEST_CSV_QUOTE, quote),
-              (config.INGEST_CSV_ESCAPE, escape if escape != quote else ""),
-              (config.INGEST_CSV_COMMENT, comment),
-              (config.INGEST_CSV_LINE_SEP, line_sep if line_sep and len(line_sep) == 1 else ""))
-    return ReadOptions(resolved[config.INGEST_RECORD_MAX_BYTES],
-                       resolved[config.INGEST_ENCODING_ERRORS], sep, escape,
-                       resolved[config.INGEST_JSON_MULTILINE], resolved[config.INGEST_ENCODING],
-                       quote, comment, line_sep,
-                       resolved[config.INGEST_CSV_IGNORE_LEADING],
-                       resolved[config.INGEST_CSV_IGNORE_TRAILING])
-
-
-def _distinct(*chars: tuple[str, str]) -> None:
-    """Refuse, in one line, two CSV options that name the same character (empty: unset)."""
-    names = {config.INGEST_CSV_SEP: "field separator", config.INGEST_CSV_QUOTE: "quote",
-             config.INGEST_CSV_ESCAPE: "escape", config.INGEST_CSV_COMMENT: "comment",
-             config.INGEST_CSV_LINE_SEP: "line separator"}
-    seen: dict[str, str] = {}
-    for key, char in chars:
-        if char and char in seen:
-            raise ConfigError(f"option {key}: the {names[key]} {char!r} is the "
-                              f"{names[seen[char]]}; give another")
-        seen.setdefault(char, key)
-
-
-def value_formats(settings: Mapping[str, Any] | None) -> Any:
-    """How the ingest reads text values (errortable's ValueFormats), from its options:
-    Spark's datetime patterns, NaN and infinity tokens, and the locale of decimals and
-    names."""
-    from errortable.datetimes import ValueFormats
-
-    resolved = config.resolve(settings)
-    return ValueFormats(resolved[config.INGEST_DATE_FORMAT],
-                        resolved[config.INGEST_TIMESTAMP_FORMAT],
-                        resolved[config.INGEST_TIMESTAMP_NTZ_FORMAT],
-                        resolved[config.INGEST_NAN_VALUE], resolved[config.INGEST_POSITIVE_INF],
-                        resolved[config.INGEST_NEGATIVE_INF], resolved[config.INGEST_LOCALE])
-
-
 def with_reason(errors: pa.Table) -> pa.Table:
     """Error records with the `reason` column the task writer counts."""
     return errors.append_column("reason", pc.map_lookup(errors.column("context"), "reason",
@@ -170,8 +97,10 @@ class IngestTask:
         self.schema: pa.Schema = validator.target_schema
         self.extra_ok = getattr(validator, "extra_columns", "error") == "ignore"
         self.query = json_query(self.schema, self.extra_ok)
-        self.read_options, self.parse_options = reading_options(options, self.schema)
-        self.csv_header = config.resolve(options)[config.INGEST_CSV_HEADER]
+        reading = IngestOptions.from_settings(options)
+        self.read_options = reading.read_options()
+        self.parse_options = reading.parse_options(self.schema)
+        self.csv_header = reading.csv_header
         self.case_sensitive = case_sensitive  # Spark's spark.sql.caseSensitive
         # how text values read: the Validator's, so the fast pass reads them alike
         self.formats = getattr(validator, "formats", None)

@@ -21,7 +21,6 @@ from markerstore.markers.reconcile import (
     read_marker_rows,
     read_markers,
     reconcile,
-    register_reader,
     rollback_from_markers,
 )
 
@@ -30,6 +29,5 @@ __all__ = [
     "DirectWriteMarkers", "IOType", "MarkerName", "ReconcileResult", "RollbackResult",
     "WriteMarkers", "clean_markers_of", "ensure_marker_type", "marker_folder",
     "read_marker_type",
-    "read_marker_rows", "read_markers", "reconcile", "register_reader",
-    "rollback_from_markers",
+    "read_marker_rows", "read_markers", "reconcile", "rollback_from_markers",
 ]

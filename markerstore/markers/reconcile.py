@@ -38,7 +38,6 @@ from markerstore.markers.scan import (
     empty_markers,
     empty_rows,
     read_markers,
-    register_reader,
     scanned,
 )
 from markerstore.paths import path_problem
@@ -51,7 +50,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "ReconcileResult", "RollbackResult", "check_marker_rows", "clean_markers_of",
     "empty_markers", "read_marker_rows", "read_markers", "reconcile", "referenced_files",
-    "register_reader", "rollback_from_markers",
+    "rollback_from_markers",
 ]
 
 DELETE_CHUNK = 10_000  # paths turned into Python strings at a time, to be deleted

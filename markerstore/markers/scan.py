@@ -28,7 +28,7 @@ import logging
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,8 +57,6 @@ from markerstore.storage import Storage
 
 log = logging.getLogger(__name__)
 
-MarkerReader = Callable[[Storage, str, duckdb.DuckDBPyConnection], duckdb.DuckDBPyRelation]
-_READERS: dict[str, MarkerReader] = {}
 _COLUMNS = ", ".join(f'"{f.name}"' for f in MARKER_COLUMNS)
 # One row per marker: the earliest created_at and of each detail its latest non-null value
 # (as segments.dedupe merges them).
@@ -72,12 +70,6 @@ _MERGED_COLUMNS = (
 def merge_sql(source: str) -> str:
     """The rows of `source` (SQL after FROM) merged into one row per marker."""
     return f"SELECT {_MERGED_COLUMNS} FROM {source} GROUP BY ALL"
-
-
-def register_reader(mechanism: str, reader: MarkerReader) -> None:
-    """How to read the markers of a mechanism other than DIRECT and BATCHED, as a DuckDB
-    relation of MARKER_COLUMNS (materialized into the snapshot)."""
-    _READERS[mechanism] = reader
 
 
 @dataclass
@@ -191,8 +183,6 @@ def scan_markers(storage: Storage, instant: str, *, untyped: str | None = None
             untyped=untyped)
     elif mechanism == BATCHED:
         _snapshot_segments(scan)
-    elif mechanism in _READERS:
-        scan.arrow = _READERS[mechanism](storage, instant, duckdb.connect()).to_arrow_table()
     else:
         raise MarkerTypeError(f"no reader for {mechanism} markers is installed")
     return scan

@@ -19,6 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -99,8 +100,9 @@ class _Routes:
         try:
             body = await asyncio.wait_for(request.read(), self.server.header_timeout)
         except asyncio.TimeoutError:
-            late = _error(408, "request_timeout", "the request body did not arrive within "
-                          f"{self.server.header_timeout:g} s")
+            late = _error(
+                HTTPStatus.REQUEST_TIMEOUT, "request_timeout",
+                f"the request body did not arrive within {self.server.header_timeout:g} s")
             late.force_close()  # what is left of the body is never read
             return late
         raw, batch = validate.markers_of(validate.loads(body))
@@ -324,13 +326,13 @@ class MarkerServer:
                 offered = b""
             if scheme.lower() != "bearer" or not offered or not hmac.compare_digest(
                     offered, self.token.encode("utf-8")):
-                response = _error(401, "unauthorized",
+                response = _error(HTTPStatus.UNAUTHORIZED, "unauthorized",
                                   "missing or wrong bearer token (Authorization: Bearer ...)")
                 response.headers["WWW-Authenticate"] = 'Bearer realm="markerstore"'
                 return response
         length = request.content_length
         if length is not None and length > self.max_body:
-            return _error(413, "body_too_large",
+            return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "body_too_large",
                           f"request body of {length} bytes exceeds the limit of "
                           f"{self.max_body} bytes")
         return None
@@ -343,16 +345,17 @@ class MarkerServer:
         except ServiceError as exc:
             response = _error(exc.status, exc.code, exc.message)
         except InvalidMarkerError as exc:
-            response = _error(400, "invalid_marker", str(exc))
+            response = _error(HTTPStatus.BAD_REQUEST, "invalid_marker", str(exc))
         except web.HTTPRequestEntityTooLarge:
-            response = _error(413, "body_too_large",
+            response = _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "body_too_large",
                               f"request body exceeds the limit of {self.max_body} bytes")
         except web.HTTPException as exc:
             response = _error(exc.status, exc.reason.lower().replace(" ", "_"),
                               exc.text or exc.reason)
         except Exception as exc:
             log.exception("marker server: %s %s failed", request.method, request.path)
-            response = _error(500, "internal", f"{type(exc).__name__}: {exc}")
+            response = _error(
+                HTTPStatus.INTERNAL_SERVER_ERROR, "internal", f"{type(exc).__name__}: {exc}")
         method = request.method if request.method in _METHODS else "other"
         key = (_endpoint(request), method, response.status)
         counter = self._request_counters.get(key)

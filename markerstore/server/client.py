@@ -29,17 +29,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import urllib3
 
 from markerstore import config
+from markerstore.backoff import backoff
 from markerstore.errors import (
     InvalidMarkerError,
     MarkerConflictError,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_BACKOFF_S, _BACKOFF_CAP_S = 0.05, 2.0  # a retry's first pause, and the longest
 CHUNK = 2000  # markers per request in create_many (stays under the default body limit)
 
 _warned: set[tuple[str, str]] = set()
@@ -194,7 +196,7 @@ class MarkerClient(WriteMarkers):
                         f"{connecting:.1f} s: {_reason(exc)}); executors must reach it there: "
                         f"set spark.driver.host (or {config.SERVER_HOST}) to an address they "
                         f"reach, or raise {config.CLIENT_CONNECT_TIMEOUT_MS}") from exc
-                pause = min(2.0, 0.05 * 2 ** attempt * (0.5 + random.random()), left)
+                pause = min(backoff(attempt, _BACKOFF_S, _BACKOFF_CAP_S), left)
                 time.sleep(max(0.0, pause))
                 connecting += max(0.0, pause)
                 attempt += 1
@@ -205,9 +207,9 @@ class MarkerClient(WriteMarkers):
                         f"marker server {self.url} cannot be reached ({method} {path or '/'}, "
                         f"{attempt + 1} tries): {type(exc).__name__}: {exc}") from exc
             else:
-                if response.status != 503 or attempt >= self.retries:
+                if response.status != HTTPStatus.SERVICE_UNAVAILABLE or attempt >= self.retries:
                     return self._answer(response, method, path)
-            time.sleep(min(2.0, 0.05 * 2 ** attempt * (0.5 + random.random())))
+            time.sleep(backoff(attempt, _BACKOFF_S, _BACKOFF_CAP_S))
             attempt += 1
 
     def _answer(self, response: urllib3.BaseHTTPResponse, method: str, path: str
@@ -218,13 +220,13 @@ class MarkerClient(WriteMarkers):
             payload = {"message": response.data[:200].decode("utf-8", "replace")}
         if not isinstance(payload, dict):
             payload = {"message": str(payload)[:200]}
-        if response.status == 200:
+        if response.status == HTTPStatus.OK:
             return payload
         message = payload.get("message") or f"HTTP {response.status}"
         where = f"marker server {self.url}: {method} {path or '/'} of instant {self.instant}"
-        if response.status == 400:
+        if response.status == HTTPStatus.BAD_REQUEST:
             raise InvalidMarkerError(f"{where}: {message}")
-        if response.status == 409 and payload.get("error") == "conflict":
+        if response.status == HTTPStatus.CONFLICT and payload.get("error") == "conflict":
             raise MarkerConflictError(f"{where}: {message}")
         raise MarkerServerError(f"{where} failed ({response.status}): {message}")
 

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from http import HTTPStatus
 
 import duckdb
 
@@ -60,7 +61,7 @@ class InflightWatch(SegmentWriter):
         if view is None or instant not in view.inflight:
             view = await self._fresh_view(asked)
         if instant not in view.inflight:
-            raise ServiceError(409, "instant_not_inflight",
+            raise ServiceError(HTTPStatus.CONFLICT, "instant_not_inflight",
                                f"instant {instant} is not inflight on the timeline (never "
                                "started, completed or rolled back)")
         return view.started
@@ -96,7 +97,7 @@ class InflightWatch(SegmentWriter):
             view = await self._run(self._io_pool, self._read_view, started, written)
         except Exception as exc:
             log.warning("marker server: reading the timeline failed: %s", exc)
-            raise ServiceError(503, "storage_error",
+            raise ServiceError(HTTPStatus.SERVICE_UNAVAILABLE, "storage_error",
                                f"reading the timeline failed: {exc}") from exc
         finally:
             if self._refresh is not None and self._refresh[0] == started:
@@ -140,8 +141,9 @@ class InflightWatch(SegmentWriter):
                     and view.started > state.checked_at):
                 state.gone = (f"instant {instant} is no longer inflight (completed or rolled "
                               "back); its markers are closed")
-                self._fail(state, state.pending, ServiceError(409, "instant_not_inflight",
-                                                             state.gone))
+                self._fail(state, state.pending, ServiceError(
+                    HTTPStatus.CONFLICT, "instant_not_inflight",
+                    state.gone))
                 state.pending = []
             idle = not state.busy and not state.pending
             finished = instant not in view.inflight

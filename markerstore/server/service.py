@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from http import HTTPStatus
 from typing import Any
 
 from markerstore import config
@@ -216,13 +217,13 @@ class MarkerService(MarkerQueries, InflightWatch):
         instant that has no marker folder gets an empty state that nothing keeps, so
         requests for unknown instants allocate nothing that stays."""
         if not is_instant(instant):
-            raise ServiceError(400, "bad_instant",
+            raise ServiceError(HTTPStatus.BAD_REQUEST, "bad_instant",
                                f"{instant[:40]!r} is not an instant id (17 digits)")
         state = self.states.get(instant)
         checked_at = None
         if write:
             if state is not None and state.gone:
-                raise ServiceError(409, "instant_not_inflight", state.gone)
+                raise ServiceError(HTTPStatus.CONFLICT, "instant_not_inflight", state.gone)
             if state is None or not state.inflight_checked:
                 checked_at = await self._require_inflight(instant)
         if state is None:
@@ -235,7 +236,7 @@ class MarkerService(MarkerQueries, InflightWatch):
                 state = self.states.setdefault(instant, state)
         if write:
             if state.gone:
-                raise ServiceError(409, "instant_not_inflight", state.gone)
+                raise ServiceError(HTTPStatus.CONFLICT, "instant_not_inflight", state.gone)
             if checked_at is not None and not state.inflight_checked:
                 state.inflight_checked = True
                 state.checked_at = checked_at
@@ -254,13 +255,16 @@ class MarkerService(MarkerQueries, InflightWatch):
         try:
             mechanism = read_marker_type(self.storage, instant)
         except StorageError as exc:
-            raise ServiceError(503, "storage_error", f"loading the markers of instant "
-                               f"{instant} failed: {exc}") from exc
+            raise ServiceError(
+                HTTPStatus.SERVICE_UNAVAILABLE, "storage_error", f"loading the markers of instant "
+                f"{instant} failed: {exc}") from exc
         except MarkerStoreError as exc:  # MARKERS.type missing, corrupt or unexpected
-            raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
+            raise ServiceError(
+                HTTPStatus.INTERNAL_SERVER_ERROR, "marker_folder_unreadable", str(exc)) from exc
         if mechanism == DIRECT:
-            raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
-                               "DIRECT; one instant uses one marker mechanism")
+            raise ServiceError(
+                HTTPStatus.CONFLICT, "marker_type", f"the markers of instant {instant} are "
+                "DIRECT; one instant uses one marker mechanism")
         if mechanism is None:
             return DirState(instant, track_ids=self.conflict_detection)
         try:
@@ -268,10 +272,12 @@ class MarkerService(MarkerQueries, InflightWatch):
             state = DirState.from_segments(instant, segments, max_seq, initialized=True,
                                            track_ids=self.conflict_detection)
         except StorageError as exc:
-            raise ServiceError(503, "storage_error", f"loading the markers of instant "
-                               f"{instant} failed: {exc}") from exc
+            raise ServiceError(
+                HTTPStatus.SERVICE_UNAVAILABLE, "storage_error", f"loading the markers of instant "
+                f"{instant} failed: {exc}") from exc
         except MarkerStoreError as exc:  # a segment whose rows are not valid markers
-            raise ServiceError(500, "marker_folder_unreadable", str(exc)) from exc
+            raise ServiceError(
+                HTTPStatus.INTERNAL_SERVER_ERROR, "marker_folder_unreadable", str(exc)) from exc
         log.info("marker server: loaded %d segment(s) of instant %s", len(segments), instant)
         trim()  # the pieces decoded to hash the names
         return state
@@ -332,7 +338,7 @@ class MarkerService(MarkerQueries, InflightWatch):
             if holders:
                 self._creates("conflict")
                 raise ServiceError(
-                    409, "conflict",
+                    HTTPStatus.CONFLICT, "conflict",
                     f"early conflict detection: inflight instant(s) {', '.join(sorted(holders))}"
                     f" also write file id {key[1]!r} in partition {key[0]!r}; refusing the "
                     f"marker of {marker.file_name!r} for instant {state.instant}")
@@ -349,10 +355,11 @@ class MarkerService(MarkerQueries, InflightWatch):
                 await self._run(self._io_pool, ensure_marker_type, self.storage, instant,
                                 BATCHED)
             except MarkerTypeError as exc:
-                raise ServiceError(409, "marker_type", str(exc)) from exc
+                raise ServiceError(HTTPStatus.CONFLICT, "marker_type", str(exc)) from exc
             except OSError as exc:  # StorageError included
-                raise ServiceError(503, "storage_error", f"writing MARKERS.type of instant "
-                                   f"{instant} failed: {exc}") from exc
+                raise ServiceError(
+                    HTTPStatus.SERVICE_UNAVAILABLE, "storage_error",
+                    f"writing MARKERS.type of instant {instant} failed: {exc}") from exc
             state.initialized = True
         return len(state.names)
 
@@ -371,8 +378,9 @@ class MarkerService(MarkerQueries, InflightWatch):
             state.sealed = True
             state.gone = (f"the markers of instant {instant} are sealed (its writer is "
                           "committing or rolling back); no marker can be added")
-            self._fail(state, state.pending, ServiceError(409, "instant_not_inflight",
-                                                         state.gone))
+            self._fail(state, state.pending, ServiceError(
+                HTTPStatus.CONFLICT, "instant_not_inflight",
+                state.gone))
             state.pending = []
         while state.tasks:
             await asyncio.wait(list(state.tasks))
@@ -386,26 +394,29 @@ class MarkerService(MarkerQueries, InflightWatch):
         try:
             mechanism = await self._run(self._io_pool, read_marker_type, self.storage, instant)
         except StorageError as exc:
-            raise ServiceError(503, "storage_error", f"reading MARKERS.type of instant "
-                               f"{instant} failed: {exc}") from exc
+            raise ServiceError(
+                HTTPStatus.SERVICE_UNAVAILABLE, "storage_error", f"reading MARKERS.type of instant "
+                f"{instant} failed: {exc}") from exc
         except MarkerStoreError as exc:  # MARKERS.type missing, corrupt or unexpected
-            raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
-                               f"not known to be BATCHED, so they are not deleted: {exc}"
-                               ) from exc
+            raise ServiceError(
+                HTTPStatus.CONFLICT, "marker_type", f"the markers of instant {instant} are "
+                f"not known to be BATCHED, so they are not deleted: {exc}") from exc
         if mechanism == DIRECT:
-            raise ServiceError(409, "marker_type", f"the markers of instant {instant} are "
-                               "DIRECT; the marker server deletes only BATCHED markers")
+            raise ServiceError(
+                HTTPStatus.CONFLICT, "marker_type", f"the markers of instant {instant} are "
+                "DIRECT; the marker server deletes only BATCHED markers")
         if (state is None or not state.sealed) and await self._inflight_now(instant):
-            raise ServiceError(409, "instant_inflight", f"instant {instant} is inflight and "
-                               "its markers are not sealed; seal them (POST .../seal) before "
-                               "deleting them, right before its commit or rollback")
+            raise ServiceError(
+                HTTPStatus.CONFLICT, "instant_inflight", f"instant {instant} is inflight and "
+                "its markers are not sealed; seal them (POST .../seal) before "
+                "deleting them, right before its commit or rollback")
 
     async def delete_all(self, instant: str) -> bool:
         """Delete the instant's marker folder; creates still queued are refused (409), and
         a flush already writing finishes (and is answered) first. Refused (409) for DIRECT
         markers and for an instant that is inflight and not sealed."""
         if not is_instant(instant):
-            raise ServiceError(400, "bad_instant",
+            raise ServiceError(HTTPStatus.BAD_REQUEST, "bad_instant",
                                f"{instant[:40]!r} is not an instant id (17 digits)")
         loading = self._loading.get(instant)
         if loading is not None:
@@ -415,8 +426,9 @@ class MarkerService(MarkerQueries, InflightWatch):
         if state is not None:
             if not state.sealed:
                 state.gone = f"the markers of instant {instant} were deleted"
-            self._fail(state, state.pending, ServiceError(409, "instant_not_inflight",
-                                                         state.gone or "deleted"))
+            self._fail(state, state.pending, ServiceError(
+                HTTPStatus.CONFLICT, "instant_not_inflight",
+                state.gone or "deleted"))
             state.pending = []
             while state.tasks:
                 await asyncio.wait(list(state.tasks))
@@ -424,8 +436,9 @@ class MarkerService(MarkerQueries, InflightWatch):
         try:
             count = await self._run(self._io_pool, self.storage.delete_dir, folder)
         except StorageError as exc:
-            raise ServiceError(503, "storage_error", f"deleting the markers of instant "
-                               f"{instant} failed: {exc}") from exc
+            raise ServiceError(
+                HTTPStatus.SERVICE_UNAVAILABLE, "storage_error", f"deleting the markers of instant "
+                f"{instant} failed: {exc}") from exc
         if state is not None and state.sealed:
             # stays sealed (and empty): a straggler must not recreate the folder
             state.names.clear()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any
 
 from markerstore.errors import InvalidMarkerError
@@ -51,15 +52,18 @@ def loads(body: bytes) -> Any:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ServiceError(400, "bad_json", f"the body is not UTF-8: {exc.reason} at byte "
-                           f"{exc.start}") from None
+        raise ServiceError(
+            HTTPStatus.BAD_REQUEST, "bad_json", f"the body is not UTF-8: {exc.reason} at byte "
+            f"{exc.start}") from None
     try:
         return json.loads(text, parse_constant=_no_constant)
     except RecursionError:
-        raise ServiceError(400, "bad_json", "the body is nested too deeply") from None
+        raise ServiceError(
+            HTTPStatus.BAD_REQUEST, "bad_json", "the body is nested too deeply") from None
     except ValueError as exc:
         message = str(exc).splitlines()[0][:200]
-        raise ServiceError(400, "bad_json", f"the body is not JSON: {message}") from None
+        raise ServiceError(
+            HTTPStatus.BAD_REQUEST, "bad_json", f"the body is not JSON: {message}") from None
 
 
 def text(value: Any, field: str, limit: int, *, control: bool = False) -> str:
@@ -182,13 +186,15 @@ def markers_of(body: Any) -> tuple[list[Any], bool]:
     """The raw markers of a create body and whether it was the batch form."""
     if isinstance(body, dict) and "markers" in body:
         if set(body) != {"markers"}:
-            raise ServiceError(400, "bad_request", "a batch body has only 'markers'; got "
-                               f"also {_show(sorted(set(body) - {'markers'}), 80)}")
+            raise ServiceError(
+                HTTPStatus.BAD_REQUEST, "bad_request", "a batch body has only 'markers'; got "
+                f"also {_show(sorted(set(body) - {'markers'}), 80)}")
         raw = body["markers"]
         if not isinstance(raw, list) or not raw:
-            raise ServiceError(400, "bad_request", "'markers' must be a non-empty list")
+            raise ServiceError(
+                HTTPStatus.BAD_REQUEST, "bad_request", "'markers' must be a non-empty list")
         if len(raw) > MAX_MARKERS_PER_REQUEST:
-            raise ServiceError(413, "too_many_markers",
+            raise ServiceError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "too_many_markers",
                                f"at most {MAX_MARKERS_PER_REQUEST} markers per request")
         return raw, True
     return [body], False
@@ -199,9 +205,9 @@ def request_id(value: str | None) -> str | None:
     if value is None:
         return None
     if len(value) > MAX_REQUEST_ID_CHARS:
-        raise ServiceError(400, "bad_request", "X-Request-Id is too long")
+        raise ServiceError(HTTPStatus.BAD_REQUEST, "bad_request", "X-Request-Id is too long")
     try:
         text(value, "X-Request-Id", MAX_REQUEST_ID_CHARS)
     except InvalidMarkerError as exc:
-        raise ServiceError(400, "bad_request", str(exc)) from None
+        raise ServiceError(HTTPStatus.BAD_REQUEST, "bad_request", str(exc)) from None
     return value

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -54,7 +55,7 @@ class ServiceError(Exception):
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
-        self.status = status
+        self.status = int(status)
         self.code = code
         self.message = message
 
@@ -195,7 +196,8 @@ class SegmentWriter:
         batch, state.pending = state.pending, []
         state.outstanding = 0  # who is not back by now is not waited for
         if state.gone:
-            self._fail(state, batch, ServiceError(409, "instant_not_inflight", state.gone))
+            self._fail(state, batch,
+                       ServiceError(HTTPStatus.CONFLICT, "instant_not_inflight", state.gone))
             return
         members: Members = {}
         durable = []
@@ -241,7 +243,7 @@ class SegmentWriter:
             log.warning("marker server: flush of %d marker(s) of instant %s failed: %s",
                         len(members), state.instant, exc)
             error = ServiceError(
-                503, "flush_failed",
+                HTTPStatus.SERVICE_UNAVAILABLE, "flush_failed",
                 f"writing the segment of {len(members)} marker(s) of instant {state.instant} "
                 f"failed, so none of them is acknowledged: {type(exc).__name__}: {exc}")
             self._fail(state, [p for waiting in members.values() for p in waiting] + updates,
@@ -271,7 +273,8 @@ class SegmentWriter:
             log.warning("marker server: refused marker %r of instant %s at the flush: %s",
                         name, state.instant, reason)
             self._fail(state, [first], ServiceError(
-                400, "invalid_marker", f"marker {name!r} cannot be written: {reason}"))
+                HTTPStatus.BAD_REQUEST, "invalid_marker",
+                f"marker {name!r} cannot be written: {reason}"))
             state.pending[:0] = others
 
     def _written(self, state: DirState, segment: Segment, members: Members,

@@ -33,7 +33,7 @@ from markerstore.spark.source import (
     source_class,
     start_source_job,
 )
-from markerstore.spark.writer import DriverAddress, _settings, cause_line, is_connect
+from markerstore.spark.writer import DriverAddress, cause_line, is_connect, settings_for_mode
 
 
 class ClientSource(MarkerStoreDataSource):
@@ -72,7 +72,7 @@ def write(df: Any, path: str, **arguments: Any) -> CommitResult:
                           "Connect use key= and checks= (the error table)")
     if arguments.get("_frame") is not None:
         raise TypeError("_frame is for a classic session")
-    partition_by = writer._partition_columns(df, arguments.pop("partition_by", None))
+    partition_by = writer.partition_columns(df, arguments.pop("partition_by", None))
     return save_through_source(
         df, path, partition_by=partition_by, task_hook=arguments.pop("_task_hook", None),
         **{k: v for k, v in arguments.items() if k not in ("validator", "error_sink")})
@@ -89,7 +89,7 @@ def save_through_source(df: Any, path: str, *, mode: str = "append",
     """Write `df` to `path` through a data source class (`base`, with `attributes`) of
     its own, and return the commit. A failed write is rolled back on Spark's driver (the
     source's abort); it raises WriteAbortedError with the cause's line."""
-    settings = _settings(options, mode)  # the conflict mode of `mode`, checked here
+    settings = settings_for_mode(options, mode)  # the conflict mode of `mode`, checked here
     explicit = dict(settings.explicit())
     write_uuid = str(explicit.setdefault(config.WRITE_UUID, str(uuid.uuid4())))
     request = SourceRequest("", explicit, dict(storage_options or {}), tuple(partition_by),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from markerstore.snapshot import SnapshotError
+from markerstore.errors import SnapshotError
 from markerstore.table import Table
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ Same task and job code as :func:`markerstore.spark.write` (:func:`start_job`,
 :func:`run_spark_task`, :func:`commit_job`, :func:`abort_job`). Spark runs ``writer()`` in
 one Python worker on the driver and ``commit``/``abort`` in another, so the job is
 started in ``writer()`` and travels, pickled, in the writer; its heartbeat and marker
-server live in a job host process (:mod:`markerstore.server.jobhost`), not in a worker
+server live in a job host process (:mod:`markerstore.spark.jobhost`), not in a worker
 Spark may kill. A streaming sink gets a fresh ``streamWriter()`` for each micro-batch's
 tasks and another for its commit: the batch's job starts when the tasks' writer is
 pickled (only that one is), and reaches commit in the tasks' messages. A streaming
@@ -44,13 +44,14 @@ from markerstore.commit import CommitResult, TaskResult, TaskSpec, WriteJob
 from markerstore.commit.runner import TaskHook
 from markerstore.errors import ConfigError
 from markerstore.option_values import json_or_text
-from markerstore.server.jobhost import JobHost, attach_query_host
+from markerstore.spark.jobhost import JobHost, attach_query_host
 from markerstore.spark.writer import (
     DriverAddress,
-    _settings,
     abort_job,
+    checked_partition_columns,
     commit_job,
     run_spark_task,
+    settings_for_mode,
     start_job,
 )
 from markerstore.table import Table
@@ -111,16 +112,6 @@ def parse_options(options: Mapping[str, str]) -> SourceRequest:
         digest = hashlib.sha256(checkpoint.rstrip("/").encode()).hexdigest()[:16]
         query_id = f"checkpoint-{digest}"
     return SourceRequest(str(path), settings, storage, partition_by, key, checks, query_id)
-
-
-def _partition_columns(schema: StructType, columns: tuple[str, ...]) -> tuple[str, ...]:
-    missing = [c for c in columns if c not in schema.names]
-    if missing:
-        raise ConfigError(f"{config.SOURCE_PARTITION_BY}: column(s) {missing} are not in the "
-                          f"DataFrame (columns: {schema.names})")
-    if columns and len(columns) >= len(schema.names):
-        raise ConfigError("partition_by names every column; a data file needs at least one")
-    return columns
 
 
 # --- the job, carried from writer() to the tasks and to commit ----------------------------------
@@ -198,8 +189,9 @@ def start_source_job(request: SourceRequest, schema: StructType, overwrite: bool
     spark.driver.bindAddress, default `driver_host`) and executors reach it at
     `driver_host` (spark.driver.host) unless ``markerstore.markers.server.host`` says
     otherwise; always with a token."""
-    settings = _settings(request.options, "overwrite" if overwrite else "append")
-    columns = _partition_columns(schema, request.partition_by)
+    settings = settings_for_mode(request.options, "overwrite" if overwrite else "append")
+    columns = checked_partition_columns(request.partition_by, schema.names,
+                                        f"{config.SOURCE_PARTITION_BY}:")
     if streaming and request.query_id is None:
         raise ConfigError("a streaming write needs a checkpointLocation (or the option "
                           f"{config.STREAM_QUERY_ID})")

@@ -75,7 +75,7 @@ class Shape:
         return list(self.schema.names)
 
 
-def _settings(options: Mapping[str, Any] | None, mode: str) -> config.Settings:
+def settings_for_mode(options: Mapping[str, Any] | None, mode: str) -> config.Settings:
     """The options, with the conflict mode taken from `mode` unless an option sets it."""
     settings = config.resolve(options)
     key = str(mode or "append").strip().lower()
@@ -91,16 +91,26 @@ def _settings(options: Mapping[str, Any] | None, mode: str) -> config.Settings:
     return settings.with_options({config.CONFLICT_MODE: from_mode})
 
 
-def _partition_columns(df: DataFrame | Shape, partition_by: str | Sequence[str] | None
-                       ) -> tuple[str, ...]:
+def partition_columns(df: DataFrame | Shape, partition_by: str | Sequence[str] | None
+                      ) -> tuple[str, ...]:
+    """The partition columns of a write of `df` (``partition_by=``), checked."""
     if partition_by is None:
         return ()
     columns = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
-    missing = [c for c in columns if c not in df.columns]
+    if not columns and not df.columns:
+        raise ConfigError("partition_by names every column; a data file needs at least one")
+    return checked_partition_columns(columns, df.columns, "partition_by")
+
+
+def checked_partition_columns(columns: tuple[str, ...], names: Sequence[str], option: str
+                              ) -> tuple[str, ...]:
+    """`columns`, each a column of `names` (the DataFrame's), and not all of them; else a
+    ConfigError naming `option` (the argument or option that gave them)."""
+    missing = [c for c in columns if c not in names]
     if missing:
-        raise ConfigError(f"partition_by column(s) {missing} are not in the DataFrame "
-                          f"(columns: {df.columns})")
-    if len(columns) >= len(df.columns):
+        raise ConfigError(f"{option} column(s) {missing} are not in the DataFrame "
+                          f"(columns: {names})")
+    if columns and len(columns) >= len(names):
         raise ConfigError("partition_by names every column; a data file needs at least one")
     return columns
 
@@ -232,8 +242,8 @@ def write(df: DataFrame | Shape, path: str, *, partition_by: str | Sequence[str]
     started = time.perf_counter()
     if isinstance(df, Shape) and _frame is None:
         raise TypeError("write() needs a DataFrame (a Shape only with _frame)")
-    settings = _settings(options, mode)
-    columns = _partition_columns(df, partition_by)
+    settings = settings_for_mode(options, mode)
+    columns = partition_columns(df, partition_by)
     table = Table(path, storage_options, settings)
     server: Any = None
     marker_url = marker_token = None
@@ -282,7 +292,8 @@ def start_job(table: Table, schema: StructType, *, partition_by: Sequence[str] =
     job = WriteJob(table, partition_by=partition_by, marker_url=marker_url,
                    marker_token=marker_token, validator=validator, error_sink=error_sink,
                    task_hook=task_hook, error_table=error_table, metadata=metadata,
-                   error_tables=ErrorTables(), schema=_written_schema(schema, table))
+                   error_tables=ErrorTables(), schema=_written_schema(schema, table),
+                   failfast=table.settings[config.INGEST_MODE] == "FAILFAST")
     return job.start()
 
 

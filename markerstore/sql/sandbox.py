@@ -60,7 +60,7 @@ LOCKDOWN = (
 @dataclass(frozen=True)
 class Limits:
     """What a sandboxed query may spend: wall-clock time (0: no limit) and DuckDB's
-    memory_limit. Defaults: the options `markerstore.sql.sandbox.*` (config.py)."""
+    memory_limit. Defaults: the options `markerstore.sql.sandbox.*` (config/sql.py)."""
 
     time_limit_ms: int = config.OPTIONS[config.SQL_TIME_LIMIT_MS].default
     memory_limit: str = config.OPTIONS[config.SQL_MEMORY_LIMIT].default

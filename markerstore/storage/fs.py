@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import random
 import threading
 import time
 from collections import Counter
@@ -25,6 +24,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
+from markerstore.backoff import backoff
 from markerstore.errors import CorruptTableError, MarkerStoreError, StorageError
 from markerstore.storage.contain import (
     PATH_ERRNOS,
@@ -239,8 +239,7 @@ class Storage:
                     tries = f" after {attempt + 1} attempts" if attempt else ""
                     raise StorageError(f"{what} failed{tries}: {type(exc).__name__}: {exc}") \
                         from exc
-                delay = self.retry_base_delay * (2 ** attempt) * (0.5 + random.random())
-                time.sleep(min(delay, 10.0))
+                time.sleep(backoff(attempt, self.retry_base_delay, cap=10.0))
                 attempt += 1
 
     # --- reads -------------------------------------------------------------------------

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.s3 import MotoS3
 from markerstore import Table
-from markerstore.testing.s3 import MotoS3
 from tests.support.files import exists, marked_write
 
 

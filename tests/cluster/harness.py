@@ -227,7 +227,7 @@ class Cluster:
         return folder
 
     def storage_options(self) -> dict[str, Any]:
-        from markerstore.testing.s3 import storage_options
+        from harness.s3 import storage_options
 
         return storage_options(self.s3_endpoint)
 

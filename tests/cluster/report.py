@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from markerstore.testing.soak import KEPT_HEADING
+from harness.soak import KEPT_HEADING
 
 ROWS = "2,000 rows (40 with a null key: error records), `markerstore.spark.write`, batched markers"
 

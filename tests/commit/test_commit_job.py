@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from harness.s3 import S3Proxy
 from markerstore import Table
 from markerstore.commit import (
     TaskAttempt,
@@ -20,7 +21,6 @@ from markerstore.commit import (
 from markerstore.commit.stats import TaskSummary
 from markerstore.errors import CommitConflictError, MarkerStoreError, WriteConflictError
 from markerstore.sql import sql as sql_views
-from markerstore.testing.s3 import S3Proxy
 from tests.support.commit_checks import (
     assert_clean,
     assert_exactly_committed,

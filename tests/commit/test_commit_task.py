@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from harness.s3 import S3Proxy
 from markerstore import Table
 from markerstore.commit import FileName, TaskAttempt, TaskWriter, WriteJob, run_task
 from markerstore.commit.names import HIVE_DEFAULT_PARTITION, partition_path
 from markerstore.commit.staging import MultipartStaging, staging_for
 from markerstore.commit.task import split_by_partition
 from markerstore.markers import DirectWriteMarkers, IOType
-from markerstore.testing.s3 import S3Proxy
 from tests.support.commit_checks import TINY, batches, data_files, open_table, uploads
 from tests.support.readback import data_rows
 

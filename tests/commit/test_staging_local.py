@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from harness.s3 import MotoS3
 from markerstore import Table
 from markerstore.commit import localdirs
-from markerstore.testing.s3 import MotoS3
 from tests.support.commit_checks import assert_clean, assert_exactly_committed, commit_all, split
 
 pytestmark = pytest.mark.s3

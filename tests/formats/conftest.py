@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from markerstore.testing.s3 import MotoS3
+from harness.s3 import MotoS3
 from tests.support.locations import Location
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from markerstore.errors import ConfigError
+from markerstore.errors import ConfigError, IcebergPublishError
 from markerstore.formats.base import FormatPublisher
 from markerstore.formats.iceberg import (
     CATALOG_PREFIX,
@@ -25,7 +25,6 @@ from markerstore.formats.iceberg import (
     IcebergPublisher,
     publisher_from_options,
 )
-from markerstore.formats.iceberg_files import IcebergPublishError
 from tests.formats.iceberg_support import Lake, scanned
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.date32()),

@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from markerstore.errors import IcebergPublishError
 from markerstore.formats.base import OVERWRITE
 from markerstore.formats.iceberg import METADATA_FOLDER, IcebergPublisher
-from markerstore.formats.iceberg_files import IcebergPublishError
 from tests.formats.iceberg_support import Lake, scanned
 from tests.formats.test_iceberg import D1, D2, PARTITION_BY, SCHEMA, _race, rows
 

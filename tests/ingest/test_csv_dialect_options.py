@@ -32,9 +32,9 @@ from markerstore.ingest import csvsplit
 from markerstore.ingest.blocks import ReadOptions, read_blocks, split_records
 from markerstore.ingest.csvranges import lines_map
 from markerstore.ingest.csvsplit import line_ends_of, parity_holds, record_ends
+from markerstore.ingest.options import read_options
 from markerstore.ingest.reader import csv_text
 from markerstore.ingest.sources import SourceTask
-from markerstore.ingest.task import read_options
 from tests.support.ingest_run import ordered, reasons, run
 
 # Pieces of CSV text: D the separator, Q the quote, E the escape, C the comment character.

@@ -220,7 +220,7 @@ def test_a_header_of_20000_columns_reads_through_the_reference_path() -> None:
 def test_line_sep_for_json_files_is_refused_in_one_line(tmp_path: Path) -> None:
     source = tmp_path / "in.json"
     source.write_bytes(b'{"a": 1}\n')
-    from markerstore.ingest.sources import SourceError
+    from markerstore.errors import SourceError
 
     with pytest.raises(SourceError, match="lineSep: read for CSV files only") as caught:
         ingest(str(source), str(tmp_path / "t"), spark=object(), progress=False,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from markerstore import Table
-from markerstore.ingest import sample
+from markerstore.cli import sample
 from tests.support.commit_checks import assert_clean, data_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

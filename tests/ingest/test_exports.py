@@ -24,9 +24,10 @@ from click.testing import CliRunner
 
 from markerstore import config
 from markerstore.cli import cli
+from markerstore.errors import SourceError
 from markerstore.ingest.infer import infer_schema
 from markerstore.ingest.pipeline import ingest
-from markerstore.ingest.sources import SourceError, list_tasks
+from markerstore.ingest.sources import list_tasks
 from tests.support.ingest_run import reasons, run
 from tests.support.readback import assert_records, data_rows, error_rows
 

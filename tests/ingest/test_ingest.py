@@ -15,13 +15,13 @@ import pytest
 
 import errortable
 from errortable import ErrorTables
+from harness.s3 import MotoS3
 from markerstore import Table
+from markerstore.cli import sample
 from markerstore.cli.demo import read_back
 from markerstore.commit import recover
-from markerstore.ingest import sample
 from markerstore.ingest.pipeline import ingest
 from markerstore.sql import sql as sql_views
-from markerstore.testing.s3 import MotoS3
 from tests.support.readback import assert_records
 
 pytestmark = pytest.mark.spark

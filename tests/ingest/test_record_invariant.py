@@ -11,8 +11,8 @@ import click
 import pytest
 
 from markerstore import Table
+from markerstore.cli import sample
 from markerstore.cli.demo import read_back
-from markerstore.ingest import sample
 from markerstore.ingest.pipeline import ingest
 from tests.support.mutants import workers_import, write_mutant
 from tests.support.readback import assert_records, committed

@@ -12,11 +12,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.s3 import MotoS3
+from markerstore.errors import SourceError
 from markerstore.ingest.blocks import read_blocks
 from markerstore.ingest.infer import csv_headers
 from markerstore.ingest.schema import SchemaError, avro_to_arrow, ddl_to_arrow, load_schema
-from markerstore.ingest.sources import SourceError, SourceTask, list_tasks, pack
-from markerstore.testing.s3 import MotoS3
+from markerstore.ingest.sources import SourceTask, list_tasks, pack
 
 
 def test_ddl_schema() -> None:

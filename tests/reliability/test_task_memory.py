@@ -27,7 +27,8 @@ from markerstore.commit import TaskSpec
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.quotestates import quote_states
 from markerstore.ingest.sources import list_tasks
-from markerstore.ingest.task import IngestTask, read_options
+from markerstore.ingest.options import read_options
+from markerstore.ingest.task import IngestTask
 
 def status(key):
     return int(open("/proc/self/status").read().split(key + ":")[1].split()[0]) // 1024

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from markerstore.testing.s3 import MotoS3
+from harness.s3 import MotoS3
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])

@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 
 import errortable
+from harness.s3 import MotoS3
 from markerstore import CorruptTableError, Table
 from markerstore.commit import recover
 from markerstore.commit import rollback as commit_rollback
 from markerstore.markers.base import BATCHED, ensure_marker_type, marker_folder
 from markerstore.markers.segments import now_ms, rows_to_table, write_segment
 from markerstore.storage import Storage
-from markerstore.testing.s3 import MotoS3
 from tests.support.files import exists, marked_write, write_file
 
 VICTIM = "victim/x.txt"

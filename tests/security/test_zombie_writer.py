@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from harness.s3 import MotoS3
 from markerstore import CommitConflictError, Table
 from markerstore.commit import WriteJob, recover
 from markerstore.commit import rollback as commit_rollback
@@ -34,7 +35,6 @@ from markerstore.markers import (
 )
 from markerstore.markers.base import MarkerName, marker_folder
 from markerstore.markers.segments import marker_row, rows_to_table, write_segment
-from markerstore.testing.s3 import MotoS3
 from tests.support.commit_checks import data_files, run_job_tasks, split
 from tests.support.files import exists, marked_write, write_file
 from tests.support.locations import Location

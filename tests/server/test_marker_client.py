@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 import markerstore
+from harness.s3 import free_port
 from markerstore import MarkerClient, MarkerServerError, Table
 from markerstore.markers import DIRECT, read_marker_type
 from markerstore.server import open_markers
 from markerstore.server.app import MarkerServer
-from markerstore.testing.s3 import free_port
 
 Serve = Callable[..., MarkerServer]
 FALLBACK = "markerstore.markers.batched.fallback.direct"

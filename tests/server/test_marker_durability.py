@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from harness.s3 import MotoS3, S3Proxy, storage_options
+from harness.server_kills import held_markers, server_kill_campaign
 from markerstore import MarkerClient, MarkerServerError, Table
 from markerstore.markers.segments import list_segments
 from markerstore.server.app import MarkerServer
-from markerstore.testing.s3 import MotoS3, S3Proxy, storage_options
-from markerstore.testing.server_kills import held_markers, server_kill_campaign
 
 Serve = Callable[..., MarkerServer]
 

@@ -15,8 +15,8 @@ import pytest
 
 from markerstore import Table
 from markerstore.errors import MarkerStoreError
-from markerstore.server import jobhost
-from markerstore.server.jobhost import (
+from markerstore.spark import jobhost
+from markerstore.spark.jobhost import (
     HOST_FILE,
     attach_query_host,
     live_query_host,

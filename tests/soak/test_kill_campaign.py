@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from harness import soak
+from harness.s3 import MotoS3
+from harness.server_kills import server_kill_campaign
+from harness.spark_kills import check_table, driver_kill_campaign
 from markerstore import Table
-from markerstore.testing import soak
-from markerstore.testing.s3 import MotoS3
-from markerstore.testing.server_kills import server_kill_campaign
-from markerstore.testing.spark_kills import check_table, driver_kill_campaign
 
 
 @pytest.mark.slow
@@ -75,7 +75,7 @@ def test_check_table_catches_an_orphan_file(tmp_path: Any) -> None:
 def test_the_report_gives_counts_and_seeds() -> None:
     from datetime import datetime, timezone
 
-    from markerstore.testing.server_kills import ServerKillReport
+    from harness.server_kills import ServerKillReport
 
     figures = {"started": datetime.now(timezone.utc), "seconds": 60.0, "load_start": "1",
                "load_end": "2", "clients": 64, "drivers": [],

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 import errortable
 import markerstore.spark as ms
 from markerstore import Table
+from markerstore.cli import sample
 from markerstore.cli.main import cli as cli_main
-from markerstore.ingest import sample
 from markerstore.sql import sql as sql_views
 from tests.support.commit_checks import assert_clean, assert_exactly_committed
 

@@ -14,7 +14,7 @@ import pytest
 import markerstore.spark as ms
 from markerstore import Table
 from markerstore.commit import add_step_hook, remove_step_hook
-from markerstore.snapshot import SnapshotError
+from markerstore.errors import SnapshotError
 
 pytestmark = pytest.mark.spark
 # A replace's files deleted once it is published (retention 0): a folder listing then

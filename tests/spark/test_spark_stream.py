@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import errortable
+from harness.spark_sources import hooked_stream_source
 from markerstore import Table
 from markerstore.commit import FileStats, TaskAttempt
-from markerstore.server.jobhost import HOST_FILE, live_query_host, process_alive, query_dir
+from markerstore.spark.jobhost import HOST_FILE, live_query_host, process_alive, query_dir
 from markerstore.spark.source import parse_options
-from markerstore.testing.spark_sources import hooked_stream_source
 from tests.support.commit_checks import assert_clean, assert_exactly_committed
 from tests.support.entry_points import format_name
 
@@ -185,7 +185,7 @@ def killing_host_source(kill_after: int) -> type:
 
     def committed(self: Any, result: Any, batch_id: int) -> None:
         if batch_id == kill_after:
-            from markerstore.server.jobhost import HOST_FILE, process_alive, query_dir
+            from markerstore.spark.jobhost import HOST_FILE, process_alive, query_dir
 
             with open(os.path.join(query_dir(self.request.query_id), HOST_FILE)) as handle:
                 pid = int(json.load(handle)["pid"])

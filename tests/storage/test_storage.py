@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.s3 import MotoS3, S3Proxy
 from markerstore import Table
 from markerstore.errors import ReconcileError, StorageError
 from markerstore.sql import sql as sql_views
 from markerstore.storage import Storage, is_transient
-from markerstore.testing.s3 import MotoS3, S3Proxy
 from tests.support.files import exists, marked_write
 from tests.support.locations import Location
 

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from markerstore.testing.s3 import free_port
+from harness.s3 import free_port
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 

@@ -89,7 +89,7 @@ def assert_iceberg_matches(table: Table) -> None:
 def ingest_sample(spark: Any, folder: Path, options: dict[str, str]) -> tuple[Any, str]:
     """The demo's sample (3,000 rows in 2 files, some bad) ingested into a table of
     `folder` with `options` (its formats): (what the sample holds, the table's URL)."""
-    from markerstore.ingest import sample
+    from markerstore.cli import sample
     from markerstore.ingest.pipeline import ingest
 
     info = sample.generate(str(folder / "src"), rows=3000, files=2)

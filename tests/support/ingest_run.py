@@ -13,10 +13,11 @@ from markerstore import config
 from markerstore.commit import TaskSpec
 from markerstore.ingest.charsets import UTF16
 from markerstore.ingest.header import read_header_at, starts_in, with_skip
+from markerstore.ingest.options import read_options, value_formats
 from markerstore.ingest.quotestates import quote_states
 from markerstore.ingest.schema import ddl_to_arrow
 from markerstore.ingest.sources import list_tasks
-from markerstore.ingest.task import IngestTask, read_options, value_formats
+from markerstore.ingest.task import IngestTask
 
 
 def run(path: Path, data: bytes, ddl: str, *, options: Mapping[str, Any] | None = None,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from markerstore.commit import WriteJob
-from markerstore.snapshot import SnapshotError
+from markerstore.errors import SnapshotError
 from tests.support.commit_checks import commit_all, day_batches, live_paths, open_table, split
 
 

@@ -3,8 +3,9 @@
 With ``df.write.format("markerstore")`` Spark calls the source's ``writer()`` in one Python
 worker on the driver, and ``commit()`` / ``abort()`` in another; Spark may kill an idle
 worker at any time. The write's heartbeat (and, for batched markers, the marker server)
-must live from the job's start to its commit, so ``writer()`` launches this process
-(``python -m markerstore.server.jobhost``) in its own session:
+must live from the job's start to its commit, so ``writer()`` launches this process (this
+file run as ``__main__``, without importing the ``markerstore.spark`` package and pyspark
+with it) in its own session:
 
 1. it reads a JSON line (table, options, whether to serve markers, the pid to watch),
    starts the marker server if asked, and answers ``{"pid", "url", "token"}``;
@@ -58,6 +59,9 @@ log = logging.getLogger(__name__)
 STATE_CHECK_SECONDS = 5.0
 QUERY_IDLE_SECONDS = 300.0  # a query's host ends after this long without a batch
 HOST_FILE = "host.json"
+# How the host process is started: this module's file run as __main__ (``python -m`` would
+# import the markerstore.spark package first, and pyspark with it: seconds and 50 MB).
+_RUN_THIS_FILE = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ class JobHost:
         stderr = None if query_dir is None else open(  # noqa: SIM115 (the child keeps it)
             os.path.join(query_dir, "host.log"), "a")
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "markerstore.server.jobhost"],
+            proc = subprocess.Popen([sys.executable, "-c", _RUN_THIS_FILE, __file__],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                     stderr=stderr, start_new_session=True)
         finally:

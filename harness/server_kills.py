@@ -1,7 +1,7 @@
 """The marker server killed with SIGKILL while clients create markers.
 
 Shared by the durability test (tests/server/test_marker_durability.py), the kill campaign
-(:mod:`markerstore.testing.soak`) and the benchmarks: start `markerstore serve` as its
+(:mod:`harness.soak`) and the benchmarks: start `markerstore serve` as its
 own process, read what a folder holds, and run rounds of "start a server, let clients
 create markers, SIGKILL it at a random moment, check that every acknowledged marker is
 on storage".
@@ -25,12 +25,13 @@ from dataclasses import asdict, dataclass, field
 from itertools import count
 from typing import Any
 
+from harness import child_env
+from harness.s3 import free_port
 from markerstore.errors import MarkerServerError
 from markerstore.markers.segments import marker_names, read_batched_table
 from markerstore.server.client import MarkerClient
 from markerstore.storage import Storage
 from markerstore.table import Table
-from markerstore.testing.s3 import free_port
 
 # Small flushes and frequent compactions: more moments for a kill to land in.
 KILL_OPTIONS = {"markerstore.markers.batch.interval_ms": 2,
@@ -86,9 +87,9 @@ class ServerForker:
     its own running the same command; it is killed by its pid."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "markerstore.testing.server_kills"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "harness.server_kills"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True)
+                                     stderr=subprocess.DEVNULL, text=True, env=child_env())
 
     def start(self, table_url: str, options: Mapping[str, Any] | None = None,
               storage_options: Mapping[str, Any] | None = None,

@@ -13,7 +13,7 @@ committed, and ``markerstore verify`` runs when the CLI has it.
 Every write has an error table (rows with a null key or a failing check go there), so
 each completed commit must hold `rows` = written + error rows (invariant 6).
 
-Driver: ``python -m markerstore.testing.spark_kills '<json>'``.
+Driver: ``python -m harness.spark_kills '<json>'``.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness import child_env
+from harness.server_kills import flat_storage_options
 from markerstore.commit.job import STEPS  # the job commit's kill points
 from markerstore.sql import sql as sql_views
-from markerstore.testing.server_kills import flat_storage_options
 
 WRITE_OPTIONS = {"markerstore.write.target_file_size": 8000,
                  "markerstore.write.commit.threads": 1,
@@ -244,10 +245,10 @@ class _Driver:
     """A driver process in its own process group, read line by line with a deadline."""
 
     def __init__(self, args: dict[str, Any]) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
-               "PYSPARK_DRIVER_PYTHON": sys.executable}
+        env = child_env({**os.environ, "PYSPARK_PYTHON": sys.executable,
+                         "PYSPARK_DRIVER_PYTHON": sys.executable})
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "markerstore.testing.spark_kills", json.dumps(args)],
+            [sys.executable, "-m", "harness.spark_kills", json.dumps(args)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, start_new_session=True, env=env)
         self.selector = selectors.DefaultSelector()

@@ -1,14 +1,14 @@
 """The kill campaign (`make soak`): SIGKILL the marker server and the Spark driver at
 random points, on local disk and on S3, and write docs/RELIABILITY.md with what it found.
 
-* the marker server (:mod:`markerstore.testing.server_kills`): `--server-kills` kills per
+* the marker server (:mod:`harness.server_kills`): `--server-kills` kills per
   storage, `--clients` client threads mixing `create` and `create_many`; every marker a
   client got a success answer for must be in the folder after the kill;
-* the Spark driver (:mod:`markerstore.testing.spark_kills`): `--driver-kills` kills per
+* the Spark driver (:mod:`harness.spark_kills`): `--driver-kills` kills per
   storage, of real writes (both marker types, with the error table), each followed by
   `markerstore rollback`, the next write, and the readers' check.
 
-S3 is moto's server in its own process. Run: ``python -m markerstore.testing.soak
+S3 is moto's server in its own process. Run: ``python -m harness.soak
 [--server-kills 500] [--driver-kills 50] [--output docs/RELIABILITY.md]`` (the defaults
 are the full campaign: 1,000 server kills and 100 driver kills over both storages).
 """
@@ -27,10 +27,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.s3 import MotoS3
+from harness.server_kills import ServerKillReport, server_kill_campaign
+from harness.spark_kills import FRACTION, DriverKillReport, driver_kill_campaign
 from markerstore.table import Table
-from markerstore.testing.s3 import MotoS3
-from markerstore.testing.server_kills import ServerKillReport, server_kill_campaign
-from markerstore.testing.spark_kills import FRACTION, DriverKillReport, driver_kill_campaign
 
 STORAGES = ("local", "s3")
 FULL = (1_000, 100)  # the full campaign: server kills, driver kills (both storages)
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default="docs/RELIABILITY.md")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    command = ("python -m markerstore.testing.soak " + " ".join(argv or sys.argv[1:])).strip()
+    command = ("python -m harness.soak " + " ".join(argv or sys.argv[1:])).strip()
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
 
     kept = kept_section(Path(args.output))
