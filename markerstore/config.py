@@ -13,7 +13,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from markerstore.datetime_patterns import pattern_option
 from markerstore.errors import ConfigError
 from markerstore.option_values import (
     Option,
@@ -42,6 +41,7 @@ from markerstore.option_values import (
     table_formats,
     text,
 )
+from markerstore.values.patterns import pattern_option
 
 # --- environment variables ------------------------------------------------------------
 # The marker server's bearer token (read by the server, its client and `markerstore

@@ -4,7 +4,7 @@ writes its source splits, and returns only its stats rows.
 Spark schedules one task per pack of splits (``mapInArrow`` over the packs' numbers,
 :func:`~markerstore.ingest.sources.pack`); the task streams each split block by block
 (:mod:`~markerstore.ingest.blocks`), parses each block vectorized
-(:mod:`~markerstore.ingest.reader`), runs the Validator's stages over the typed rows
+(:mod:`~markerstore.ingest.parse`), runs the Validator's stages over the typed rows
 (``Validator.split_typed``; the `record` of a failing row decoded from its line,
 :mod:`~markerstore.ingest.payload`), and hands the suspect lines to errortable's parser
 and Validator (``parse_json_block`` / ``parse_csv_block``, ``split_records_arrow``),
@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable.records import to_json
+from errortable.capture.records import to_json
 from markerstore import config
 from markerstore.commit import TaskAttempt, TaskResult, TaskSpec
 from markerstore.commit.runner import task_writer
@@ -33,8 +33,8 @@ from markerstore.errors import ConfigError
 from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, ReadOptions, read_blocks
 from markerstore.ingest.charsets import SINGLE_BYTE, codec
 from markerstore.ingest.header import drop_header
+from markerstore.ingest.parse import Parsed, blank_lines, csv_text, json_query, parse_json
 from markerstore.ingest.payload import json_payloads
-from markerstore.ingest.reader import Parsed, blank_lines, csv_text, json_query, parse_json
 from markerstore.ingest.sources import SourceTask
 
 PARQUET_BATCH_ROWS = 64_000
@@ -57,8 +57,8 @@ def split_header(header: str | None, delimiter: str = ",", escape: str = '"', *,
     """The column names of a CSV header record (empty if it is not one), as Spark names
     them (:func:`~markerstore.ingest.header.safe_names`: an empty one ``_c<index>``, a
     repeated one ``<name><index>``)."""
-    from errortable.csvtext import CsvError, split_record
     from markerstore.ingest.header import safe_names
+    from markerstore.values.csv import CsvError, split_record
 
     if not header:
         return []
@@ -73,7 +73,7 @@ def reading_options(settings: Mapping[str, Any] | None, schema: pa.Schema
                     ) -> tuple[ReadOptions, Any]:
     """How the ingest reads records, from its options (markerstore.config): the block
     reader's options and errortable's ParseOptions for this target schema."""
-    from errortable.parsing import ParseOptions
+    from errortable.capture.parsing import ParseOptions
 
     resolved = config.resolve(settings)
     text_columns = frozenset(f.name for f in schema if pa.types.is_string(f.type)
@@ -131,7 +131,7 @@ def value_formats(settings: Mapping[str, Any] | None) -> Any:
     """How the ingest reads text values (errortable's ValueFormats), from its options:
     Spark's datetime patterns, NaN and infinity tokens, and the locale of decimals and
     names."""
-    from errortable.datetimes import ValueFormats
+    from markerstore.values.formats import ValueFormats
 
     resolved = config.resolve(settings)
     return ValueFormats(resolved[config.INGEST_DATE_FORMAT],
@@ -356,8 +356,8 @@ class IngestTask:
     def _suspects(self, block: Block, suspects: np.ndarray, fmt: str,
                   columns: list[str] | None, ctx: Any) -> tuple[pa.RecordBatch,
                                                                 pa.Table | None]:
-        from errortable.jsonblock import parse_json_array
-        from errortable.parsing import parse_csv_block
+        from errortable.capture.jsonblock import parse_json_array
+        from errortable.capture.parsing import parse_csv_block
 
         numbers = block.lines[suspects]
         offsets = block.offsets[suspects]
@@ -381,7 +381,7 @@ class IngestTask:
         """The error records of the records the reader set apart (not UTF-8, too large)."""
         if not raw:
             return None
-        from errortable.parsing import encoding_failure, raw_errors, size_failure
+        from errortable.capture.parsing import encoding_failure, raw_errors, size_failure
 
         limit = self.read_options.max_record_bytes
         name = codec(self.read_options.encoding)

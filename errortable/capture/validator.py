@@ -26,19 +26,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable import convert as C
-from errortable import records as R
 from errortable import schema as S
-from errortable.checks import ROW_COLUMN, check_columns, check_stage
-from errortable.columnwise import convert_columns
+from errortable.capture import records as R
+from errortable.capture.checks import ROW_COLUMN, check_columns, check_stage
+from errortable.capture.errorrows import ErrorRows, RawRows
+from errortable.capture.errorrows import Failure as RowFailure
 from errortable.config import ErrorTableConfig
-from errortable.convert import Failure
-from errortable.datetimes import ValueFormats
-from errortable.errorrows import ErrorRows, RawRows
-from errortable.errorrows import Failure as RowFailure
 from markerstore import duck
 from markerstore.errors import ConfigError
 from markerstore.paths import control_class
+from markerstore.values import cast as C
+from markerstore.values.cast import Failure
+from markerstore.values.columnwise import convert_columns
+from markerstore.values.formats import ValueFormats
 
 EXTRA_COLUMNS = ("error", "ignore")
 
@@ -58,7 +58,7 @@ class Validator:
     does: "error" (the default: an Arrow batch with such a column is a ConfigError, a
     record with such a field is an error record of reason "schema"), or "ignore" (dropped).
     `formats`: how text values read (datetime patterns, NaN and infinity tokens, decimal
-    grouping: :class:`errortable.datetimes.ValueFormats`); None: as Arrow casts them.
+    grouping: :class:`markerstore.values.formats.ValueFormats`); None: as Arrow casts them.
     """
 
     def __init__(self, target_schema: pa.Schema, key: str | None = None,
@@ -261,7 +261,7 @@ class Validator:
         columns = {f.name: pa.nulls(n, f.type) for f in self._fields if f.name not in index}
         fields = [f for f in self._fields if f.name in index]
         sources = [] if batch is None else [batch.column(index[f.name]) for f in fields]
-        arrays, failures = convert_columns(  # a type at a time (errortable.columnwise)
+        arrays, failures = convert_columns(  # a type at a time (markerstore.values.columnwise)
             fields, sources, n,
             lambda group, target: self._cast_text(
                 group[0] if len(group) == 1 else pa.concat_arrays(group), target),

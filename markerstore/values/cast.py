@@ -1,5 +1,5 @@
 """Converting values to a target Arrow type while finding exactly the values that do not
-convert (for :class:`errortable.capture.Validator`): a slice is converted at once, and a
+convert (for :class:`errortable.capture.validator.Validator`): a slice is converted at once, and a
 slice that fails is halved until the failing values are single, each with Arrow's message.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable import datetimes, decimals
-from errortable.datetimes import ValueFormats
-from errortable.jsontext import Base64Text, JsonFloat
+from markerstore.values import datetimes, numbers
+from markerstore.values.formats import ValueFormats
+from markerstore.values.json import Base64Text, JsonFloat
 
 CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
                 OverflowError, TypeError, ValueError)
@@ -107,8 +107,8 @@ def duck_type(target: pa.DataType) -> str | None:
 def decimal_hint_text(source: pa.Array, locale: str) -> pa.Array:
     """The text DuckDB's TRY_CAST to a DECIMAL fails exactly where :func:`cast` fails with
     `locale`: a number of the locale as plain text, anything else as a text no cast reads."""
-    plain = decimals.normalized(source, locale)
-    valid = pc.fill_null(decimals.numbers_of(source, locale), True)
+    plain = numbers.normalized(source, locale)
+    valid = pc.fill_null(numbers.numbers_of(source, locale), True)
     return pc.if_else(valid, plain, pa.scalar("not a number", source.type))
 
 
@@ -118,13 +118,13 @@ def cast(source: pa.Array, target: pa.DataType, formats: ValueFormats | None = N
     is read (``+5`` is 5, as ``+1.5`` is 1.5), and hexadecimal is not (``0x10`` is no
     decimal integer; Arrow reads it as 16): such a value fails with Arrow's own message
     for text that is not an integer. Text to a date or timestamp for which `formats`
-    has a pattern is read by it (:mod:`errortable.datetimes`)."""
+    has a pattern is read by it (:mod:`markerstore.values.datetimes`)."""
     pattern = formats.pattern_for(target) if formats is not None else None
     if pattern is not None and is_textual(source.type):
         return datetimes.parse(source, pattern, target)
     if formats is not None and is_textual(source.type):
         if pa.types.is_decimal(target):  # as the locale writes numbers
-            return decimals.parse(source, target, formats.locale)
+            return numbers.parse(source, target, formats.locale)
         if pa.types.is_timestamp(target):
             try:  # the common case: Arrow's ISO 8601 reads every value
                 return pc.cast(source, target, safe=True)
@@ -171,7 +171,7 @@ def prepare(source: pa.Array, target: pa.DataType, formats: ValueFormats | None
     if formats is None or not is_textual(source.type):
         return source
     tokens = formats.float_tokens() if pa.types.is_floating(target) else None
-    return datetimes.fold_float_tokens(source, tokens) if tokens else source
+    return numbers.fold_float_tokens(source, tokens) if tokens else source
 
 
 def arrow_converter(source: pa.Array, target: pa.DataType,

@@ -26,12 +26,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from errortable.convert import cast
-from errortable.csvtext import Dialect
-from errortable.datetimes import ValueFormats
 from markerstore import duck
 from markerstore.ingest.csvfields import plain_fields, split_plain
 from markerstore.ingest.csvsplit import re2_char
+from markerstore.values.cast import cast
+from markerstore.values.csv import Dialect
+from markerstore.values.formats import ValueFormats
 
 _INTS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
          pa.int64(): "BIGINT", pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT",
@@ -51,7 +51,7 @@ _MAX_EXACT = 2 ** 53  # the largest JSON integer pyarrow converts to a double ex
 _MAX_FLOAT32 = 3.4028234663852886e38
 # Extensions DuckDB's JSON parser accepts and Python's json does not (DuckDB rejects a
 # lone surrogate escape and control characters in strings itself), and what the reference
-# (errortable.jsontext) refuses inside a value it would otherwise ignore: a nested array or
+# (markerstore.values.json) refuses inside a value it would otherwise ignore: a nested array or
 # object (nesting depth, a key twice) and a large exponent (a number no double holds).
 _JSON_LAX = (r"\\u[dD][89a-fA-F]|,\s*[}\]]|(?i:[:\[,]\s*-?(?:inf|nan))|[:\[,]\s*[\[{]|"
              r"\d[eE][-+]?\d{3}")
@@ -327,8 +327,8 @@ def cast_rows(source: pa.Array, target: pa.DataType, formats: ValueFormats | Non
     """`source` cast to `target` with Arrow (safe), and the rows that do not cast (null in
     the result): the whole column at once; if that fails, DuckDB's hint, then halving of
     failing slices for what it missed. Text is read as `formats` says, as the Validator
-    reads it (:func:`errortable.convert.prepare`, :func:`errortable.convert.cast`)."""
-    from errortable.convert import decimal_hint_text, prepare, too_long
+    reads it (:func:`markerstore.values.cast.prepare`, :func:`markerstore.values.cast.cast`)."""
+    from markerstore.values.cast import decimal_hint_text, prepare, too_long
 
     source = prepare(source, target, formats)
     try:  # the common case: every row casts, and DuckDB's hint is not needed
@@ -461,7 +461,7 @@ def csv_text(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
     (an empty plain field, and a field equal to `null_value`, quoted or not, are null;
     ``""`` is `empty_value`, so a record holding one is a suspect unless that is null
     too). The table holds the header's columns, as strings: the values errortable's parser
-    gives these records (:func:`errortable.csvtext.field_values`); with no clean record,
+    gives these records (:func:`markerstore.values.csv.field_values`); with no clean record,
     it is the target schema's empty table."""
     n = len(lines)
     names = list(header or [])
