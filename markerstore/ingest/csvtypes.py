@@ -44,8 +44,7 @@ import pyarrow.compute as pc
 from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions
 from markerstore.ingest.schema import MAX_DECIMAL_PRECISION
-from markerstore.values import locales
-from markerstore.values import numbers as decimals
+from markerstore.values import locales, numbers
 from markerstore.values.cast import CAST_ERRORS, cast
 from markerstore.values.csv import CsvError, field_values, split_record, strip_line_end
 from markerstore.values.formats import ValueFormats
@@ -164,7 +163,7 @@ def _localized(present: list[str], locale: str) -> list[str]:
     en-US (Spark's inference reads no grouping there)."""
     if locales.is_default(locale):
         return present
-    return decimals.normalized(pa.array(present, pa.string()), locale).to_pylist()
+    return numbers.normalized(pa.array(present, pa.string()), locale).to_pylist()
 
 
 def _decimal(present: list[str], locale: str = locales.DEFAULT) -> pa.DataType | None:
@@ -191,7 +190,7 @@ def _fraction(present: list[str], locale: str) -> pa.DataType | None:
     value is none, or its digits take more than 38."""
     if locales.is_default(locale):
         return None
-    valid = decimals.numbers_of(pa.array(present, pa.string()), locale)
+    valid = numbers.numbers_of(pa.array(present, pa.string()), locale)
     if not pc.all(valid).as_py():
         return None
     whole = scale = 0
