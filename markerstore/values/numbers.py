@@ -1,9 +1,11 @@
-"""A DECIMAL's text as a locale writes it (Spark's `locale` option), read vectorized: one
-regular expression (RE2) says which values are numbers of the locale, plain replacements
-turn those into the text Arrow's decimal cast reads, and a value that is none fails the
-conversion with one message naming it, so the Validator's halving finds exactly the
-failing values. The ingest's fast pass and the Validator read through here alike
-(:func:`markerstore.values.cast.cast`).
+"""Number tokens: a DECIMAL's text as a locale writes it (Spark's `locale` option), read
+vectorized: one regular expression (RE2) says which values are numbers of the locale,
+plain replacements turn those into the text Arrow's decimal cast reads, and a value that
+is none fails the conversion with one message naming it, so the Validator's halving finds
+exactly the failing values. The ingest's fast pass and the Validator read through here alike
+(:func:`markerstore.values.cast.cast`). A floating point column's NaN and infinities
+as Spark's ``nanValue``, ``positiveInf`` and ``negativeInf`` spell them are folded into
+Arrow's spelling (:func:`fold_float_tokens`).
 
 What a number of a locale is, after Spark: en-US (Spark's default) is read as
 ``java.math.BigDecimal`` reads the text without its grouping commas (a sign ``+`` or
