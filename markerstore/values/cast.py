@@ -92,8 +92,19 @@ def too_long(source: pa.Array, target: pa.DataType) -> list[int]:
     if not is_textual(source.type) or is_textual(target) or pa.types.is_binary(target) \
             or pa.types.is_large_binary(target) or not len(source):
         return []
+    if _longest(source) <= LONGEST_CAST_TEXT:  # the common case, from the offsets alone
+        return []
     long = pc.greater(pc.binary_length(source), LONGEST_CAST_TEXT)
     return [int(i) for i in pc.indices_nonzero(pc.fill_null(long, False)).to_pylist()]
+
+
+def _longest(source: pa.Array) -> int:
+    """An upper bound of the byte length of `source`'s values (text): the longest span
+    between two offsets (a null's span is counted too, though it is usually empty)."""
+    kind = np.int64 if pa.types.is_large_string(source.type) else np.int32
+    offsets = np.frombuffer(source.buffers()[1], dtype=kind)[
+        source.offset:source.offset + len(source) + 1]
+    return int(np.diff(offsets).max())
 
 
 def too_long_failure(target: pa.DataType) -> Failure:
