@@ -30,7 +30,7 @@ import pyarrow as pa
 
 import errortable
 from errortable import schema as S
-from errortable.writer import ErrorCommit
+from errortable.writing.commit import ErrorCommit
 from markerstore import Table
 
 BATCH = 50_000

@@ -74,7 +74,7 @@ def _work(path: str, schema: pa.Schema, out: str, header: bool = False) -> dict[
     """The task's work over `path` in CPU seconds: its blocks, the data file (row groups
     cut as the task writer cuts them) and the error file (Parquet, as the task writers
     write them)."""
-    from errortable.files import ErrorFileWriter
+    from errortable.writing.files import ErrorFileWriter
     from markerstore import config
     from markerstore.commit.task import ROW_GROUP_MIN_ROWS, WIDE_ROW_GROUP_BYTES
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 import errortable
 from errortable import schema as S
-from errortable.writer import ErrorCommit
+from errortable.writing.commit import ErrorCommit
 from markerstore import Table
 from markerstore.audit.collect import MAX_POINTS
 from markerstore.table import DataFile

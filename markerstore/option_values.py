@@ -171,8 +171,8 @@ def charset(value: Any) -> str:
 
 
 def locale(value: Any) -> str:
-    """Spark's `locale` as a BCP 47 language tag CLDR knows (markerstore.locales)."""
-    from markerstore.locales import canonical
+    """Spark's `locale` as a BCP 47 language tag CLDR knows (markerstore.values.locales)."""
+    from markerstore.values.locales import canonical
 
     return canonical("" if value is None else str(value))
 

@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # value -> the definitions allowed to repeat it, each with why it is still there.
 KNOWN: dict[object, set[str]] = {
     # two different things that are spelled alike: the context key and the reason
-    "check": {"errortable/records.py:CHECK", "errortable/records.py:CHECK_REASON"},
+    "check": {"errortable/capture/records.py:CHECK", "errortable/capture/records.py:CHECK_REASON"},
     # the Spark data source's format name and the name pyiceberg's configuration knows
     # the Iceberg catalog of a published table by
     "markerstore": {"markerstore/spark/source.py:NAME",

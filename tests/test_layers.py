@@ -22,7 +22,7 @@ PACKAGES = ("markerstore", "errortable")
 # The core of DESIGN.md's layer rule checked here: these import nothing above them.
 CORE = ("markerstore.storage", "markerstore.timeline", "markerstore.markers",
         "markerstore.paths", "markerstore.datafiles", "markerstore.config",
-        "markerstore.option_values", "markerstore.datetime_patterns", "markerstore.locales",
+        "markerstore.option_values", "markerstore.values",
         "markerstore.errors", "markerstore.tablefile", "markerstore.arrow_avro",
         "markerstore.render", "markerstore.snapshot", "markerstore.paths_arrow",
         "markerstore._optional",
@@ -32,6 +32,19 @@ ABOVE = ("markerstore.table", "markerstore.formats", "markerstore.server", "mark
          "markerstore.commit",
          "markerstore.spark", "markerstore.ingest", "markerstore.cli", "markerstore.audit",
          "errortable")
+
+# Text to values (markerstore.values) sits low in the core: ingest and errortable read
+# through it, and it imports only itself and these storage-free modules of the core.
+VALUES = "markerstore.values"
+VALUES_MAY_IMPORT = ("markerstore.config", "markerstore.option_values", "markerstore.errors",
+                     "markerstore.duck")
+
+# errortable's rooms, lowest first: a module imports only its own room, a room below it
+# or the package's base (its options, metrics and the ErrorRecord schema). The package
+# facade (errortable/__init__.py) names every room.
+ERRORTABLE_BASE = ("errortable.config", "errortable.metrics", "errortable.schema")
+ERRORTABLE_ROOMS = ("errortable.capture", "errortable.writing", "errortable.reading",
+                    "errortable.ops")
 
 # Today's import cycles (strongly connected components), a list to shrink: a change may
 # break a cycle or take a module out of one, never add a module to one or start a new one.
@@ -149,6 +162,59 @@ def test_every_module_is_in_a_layer() -> None:
     assert unplaced == []
 
 
+def values_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`values -> target` for each import of markerstore.values beyond itself and the
+    storage-free modules it may use."""
+    return sorted(f"{source} -> {target}" for source, targets in graph.items()
+                  if _within(source, (VALUES,)) for target in targets
+                  if not _within(target, (VALUES, *VALUES_MAY_IMPORT)))
+
+
+def _room(module: str) -> int | None:
+    """The floor of an errortable module (0: the base), None outside errortable's rooms."""
+    if _within(module, ERRORTABLE_BASE):
+        return 0
+    for floor, room in enumerate(ERRORTABLE_ROOMS, start=1):
+        if _within(module, (room,)):
+            return floor
+    return None
+
+
+def errortable_room_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`source -> target` for each import of an errortable module by one on a lower floor
+    (or by the base)."""
+    found = []
+    for source, targets in graph.items():
+        floor = _room(source)
+        if floor is None:
+            continue
+        found += [f"{source} -> {target}" for target in targets
+                  if (_room(target) or 0) > floor]
+    return sorted(found)
+
+
+def test_values_imports_only_itself_and_the_storage_free_core() -> None:
+    graph = import_graph()
+    assert values_imports(graph) == []
+    assert {m for m in graph if m.startswith("errortable.")} <= {
+        m for m in graph if _room(m) is not None}, "an errortable module outside its rooms"
+
+
+def test_errortable_rooms_import_only_down() -> None:
+    assert errortable_room_imports(import_graph()) == []
+
+
+def test_the_room_check_sees_an_upward_import() -> None:
+    graph = {"errortable.capture.records": {"errortable.writing.files", "errortable.schema"},
+             "errortable.schema": {"errortable.ops.replays"},
+             "errortable.ops.replays": {"errortable.reading.reader"},
+             "markerstore.values.cast": {"markerstore.duck", "markerstore.storage"}}
+    assert errortable_room_imports(graph) == [
+        "errortable.capture.records -> errortable.writing.files",
+        "errortable.schema -> errortable.ops.replays"]
+    assert values_imports(graph) == ["markerstore.values.cast -> markerstore.storage"]
+
+
 def test_no_new_import_cycle() -> None:
     new = [sorted(c) for c in cycles(import_graph())
            if not any(c <= known for known in KNOWN_CYCLES)]
@@ -178,4 +244,5 @@ if __name__ == "__main__":
     for cycle in sorted(cycles(graph), key=len, reverse=True):
         print(f"{len(cycle)}: {sorted(cycle)}")
     print("upward imports from the core:", upward_imports(graph) or "none")
+    print("errortable rooms importing up:", errortable_room_imports(graph) or "none")
     sys.exit(0)

@@ -101,7 +101,7 @@ def build(table: str | Table, storage_options: Mapping[str, Any] | None = None, 
 def _sections(t: Table, since: str | None, first: str | None
               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Every section but verify's, and the findings met on the way."""
-    from errortable.access import register_table_errors
+    from errortable.reading.access import register_table_errors
     from markerstore.sql.views import connect, unreadable_commits
 
     findings: list[dict[str, Any]] = []
@@ -148,7 +148,7 @@ def _table_id(table: Table, findings: list[dict[str, Any]]) -> str | None:
 
 
 def _has_error_table(table: Table) -> bool:
-    from errortable.reader import error_tables_of, is_error_table
+    from errortable.reading.reader import error_tables_of, is_error_table
 
     try:
         return is_error_table(table) or bool(error_tables_of(table))

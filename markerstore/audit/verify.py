@@ -24,7 +24,7 @@ _MAX_LAST_VERIFY_BYTES = 1 << 20
 
 def _expired_files(meta: Mapping[str, Any]) -> Iterable[str]:
     """The files an error table's expire commit removed (expected absent)."""
-    from errortable.reader import EXPIRE_OPERATION
+    from errortable.reading.reader import EXPIRE_OPERATION
 
     if meta.get("operation") != EXPIRE_OPERATION:
         return []
@@ -43,7 +43,7 @@ def verify_all(path: str | Table, storage_options: Mapping[str, Any] | None = No
     if not table.storage.exists(table.storage.path(META_DIR)):
         raise ConfigError(f"{table.storage.url()} is not a markerstore table (it has no "
                           f"{META_DIR} folder)")
-    from errortable.reader import error_tables_of, is_error_table
+    from errortable.reading.reader import error_tables_of, is_error_table
 
     if is_error_table(table):
         return [verify(table, repair=repair, grace=grace, absent=_expired_files)]

@@ -17,12 +17,12 @@ from typing import Any
 
 import click
 
-from errortable import access, reader, report
-from errortable.reader import CorruptErrorFileWarning
-from errortable.recovery import recover as recover_table
-from errortable.replays import replay as replay_errors
-from errortable.retention import expire as expire_errors
-from errortable.retention import parse_duration
+from errortable.ops.replays import replay as replay_errors
+from errortable.ops.retention import expire as expire_errors
+from errortable.ops.retention import parse_duration
+from errortable.reading import access, reader, report
+from errortable.reading.reader import CorruptErrorFileWarning
+from errortable.writing.recovery import recover as recover_table
 from markerstore.cli.main import (
     OneLineGroup,
     emit,

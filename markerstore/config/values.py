@@ -3,13 +3,13 @@ infinities, Spark's date-time patterns, the locale)."""
 
 from __future__ import annotations
 
-from markerstore.datetime_patterns import pattern_option
 from markerstore.option_values import (
     Option,
     locale,
     parse_bool,
     text,
 )
+from markerstore.values.patterns import pattern_option
 
 INGEST_NULL_VALUE = "markerstore.ingest.csv.nullValue"
 INGEST_EMPTY_VALUE = "markerstore.ingest.csv.emptyValue"

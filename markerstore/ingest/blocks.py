@@ -36,7 +36,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable.csvtext import Dialect, QuoteScanner
 from markerstore.ingest.charsets import SINGLE_BYTE, UTF16, Utf16Stream, codec, transcode_spans
 from markerstore.ingest.csvranges import (
     FIRST_READ,
@@ -56,6 +55,7 @@ from markerstore.ingest.csvsplit import (
 from markerstore.ingest.jsondoc import record_spans
 from markerstore.ingest.skip import Skipped
 from markerstore.ingest.sources import SourceTask
+from markerstore.values.csv import Dialect, QuoteScanner
 
 BLOCK_BYTES = 16 * 1024 * 1024
 # At most this many records in a block, whatever their size: what a task holds per record
@@ -73,7 +73,7 @@ class ReadOptions:
     """How records are read: the size limit of one record, what bytes that are not UTF-8
     become ("strict": an error record; "replace": text with U+FFFD), the separator of CSV
     fields (a quote opens a quoted field only at a field's start) and what escapes a quote
-    in a quoted field (:mod:`errortable.csvtext`); with
+    in a quoted field (:mod:`markerstore.values.csv`); with
     `json_document`, a JSON file is one document whose records are the elements of its
     top-level array (:mod:`~markerstore.ingest.jsondoc`)."""
 
@@ -83,7 +83,7 @@ class ReadOptions:
     escape: str = '"'  # what escapes a quote in a quoted CSV field ("" by default)
     json_document: bool = False  # Spark's multiLine: a JSON file is one document
     encoding: str = "utf-8"  # the files' character encoding (markerstore.ingest.charsets)
-    # the rest of the CSV dialect (errortable.csvtext.Dialect: Spark's options of its names)
+    # the rest of the CSV dialect (markerstore.values.csv.Dialect: Spark's options of its names)
     quote: str = '"'
     comment: str = ""
     line_sep: str | None = None

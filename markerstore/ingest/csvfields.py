@@ -10,13 +10,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable.csvtext import Dialect
 from markerstore.ingest.csvsplit import re2_char
+from markerstore.values.csv import Dialect
 
 
 def plain_fields(lines: pa.Array, width: int, dialect: Dialect) -> pa.Array:
     """Whether each line is `width` plain fields: no quote, escape or control character,
-    and `width - 1` delimiters (what :func:`markerstore.ingest.reader.csv_pattern`
+    and `width - 1` delimiters (what :func:`markerstore.ingest.parse.csv_pattern`
     matches in such a line), in time linear in the line whatever the width."""
     inside = f"[{re2_char(dialect.quote)}{re2_char(dialect.escape)}\\x00-\\x1f]"
     return pc.fill_null(pc.and_(pc.invert(pc.match_substring_regex(lines, inside)),

@@ -59,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from errortable.csvtext import ESCAPED, QUOTED, Dialect, QuoteScanner
 from markerstore.ingest.csvsplit import line_ends_of, parity_break, parity_holds, record_ends
+from markerstore.values.csv import ESCAPED, QUOTED, Dialect, QuoteScanner
 
 LOOK_BACK_BYTES = 64 * 1024  # the first window read before a range's first line start
 LOOK_BACK_MAX = 1024 * 1024  # the widest: past it, the first pass decides

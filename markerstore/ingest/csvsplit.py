@@ -1,9 +1,9 @@
 """Where the CSV records of a block end, vectorized: the ends errortable's
-:class:`~errortable.csvtext.QuoteScanner` finds, without Python per line.
+:class:`~markerstore.values.csv.QuoteScanner` finds, without Python per line.
 
 A line end (the dialect's: by default each of LF, CRLF and a lone CR, :func:`line_ends_of`)
 ends a record unless it lies inside a quoted field. The dialect
-(:class:`errortable.csvtext.Dialect`: separator, quote, escape, comment, line ends, white
+(:class:`markerstore.values.csv.Dialect`: separator, quote, escape, comment, line ends, white
 space) is passed whole (``record_ends(..., dialect=...)``). Each physical line maps the
 state at its start (inside a quoted field or not) to the state at its end: a line without
 a quote keeps it, and for a line with quotes two regular expressions (Arrow's RE2, over
@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable.csvtext import Dialect
+from markerstore.values.csv import Dialect
 
 _NEWLINE, _CR = ord("\n"), ord("\r")
 
@@ -287,7 +287,7 @@ def _outside(data: bytes, raw: np.ndarray, newlines: np.ndarray, dialect: Dialec
 
 def _scanned(data: bytes, dialect: Dialect) -> np.ndarray:
     """The ends of the lines of `data` that end a record, by errortable's quote scanner."""
-    from errortable.csvtext import QuoteScanner
+    from markerstore.values.csv import QuoteScanner
 
     return np.array(QuoteScanner(bytes, dialect=dialect).feed(data), dtype=np.int64)
 

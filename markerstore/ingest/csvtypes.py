@@ -16,7 +16,7 @@ DECIMAL(38, s) numbers with a fraction as such a locale writes them (``346,50`` 
 fr-FR, which Spark infers as STRING). A column of codes with zeros before their first
 digit (``08111000``) takes no number type: as a number its zeros would be lost.
 
-reading each value as the ingest's own cast will (:func:`errortable.convert.cast`, with
+reading each value as the ingest's own cast will (:func:`markerstore.values.cast.cast`, with
 the patterns of ``dateFormat`` and ``timestampFormat``). So the inferred schema reads
 every sampled value without a cast error, which Arrow's own inference does not promise:
 it reads ``null`` and ``NA`` as nulls (a column of numbers with one ``NA`` became BIGINT,
@@ -41,14 +41,13 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable import decimals
-from errortable.convert import CAST_ERRORS, cast
-from errortable.csvtext import CsvError, field_values, split_record, strip_line_end
-from errortable.datetimes import ValueFormats
-from markerstore import locales
 from markerstore.errors import SchemaError
 from markerstore.ingest.blocks import ReadOptions
 from markerstore.ingest.schema import MAX_DECIMAL_PRECISION
+from markerstore.values import locales, numbers
+from markerstore.values.cast import CAST_ERRORS, cast
+from markerstore.values.csv import CsvError, field_values, split_record, strip_line_end
+from markerstore.values.formats import ValueFormats
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 TIMESTAMP_NTZ = pa.timestamp("us")
@@ -164,7 +163,7 @@ def _localized(present: list[str], locale: str) -> list[str]:
     en-US (Spark's inference reads no grouping there)."""
     if locales.is_default(locale):
         return present
-    return decimals.normalized(pa.array(present, pa.string()), locale).to_pylist()
+    return numbers.normalized(pa.array(present, pa.string()), locale).to_pylist()
 
 
 def _decimal(present: list[str], locale: str = locales.DEFAULT) -> pa.DataType | None:
@@ -191,7 +190,7 @@ def _fraction(present: list[str], locale: str) -> pa.DataType | None:
     value is none, or its digits take more than 38."""
     if locales.is_default(locale):
         return None
-    valid = decimals.numbers_of(pa.array(present, pa.string()), locale)
+    valid = numbers.numbers_of(pa.array(present, pa.string()), locale)
     if not pc.all(valid).as_py():
         return None
     whole = scale = 0

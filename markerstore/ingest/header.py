@@ -124,7 +124,7 @@ def _header_record(task: SourceTask, storage_options: Mapping[str, Any] | None,
                    options: ReadOptions) -> tuple[bytes | None, int] | None:
     """(the header record's bytes without its line end, or None when it is larger than
     the limit; its offset in the file), or None when the file holds no record."""
-    from errortable.csvtext import QuoteScanner, strip_line_end
+    from markerstore.values.csv import QuoteScanner, strip_line_end
 
     scanner = QuoteScanner(bytes, dialect=options.dialect)
     comment = options.comment.encode()

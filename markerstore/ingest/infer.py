@@ -145,7 +145,7 @@ def _header_names(task: SourceTask, storage_options: Mapping[str, Any] | None,
 
 
 def _split_header(text: str, options: ReadOptions) -> list[str] | None:
-    from errortable.csvtext import CsvError, split_record
+    from markerstore.values.csv import CsvError, split_record
 
     try:
         return [value for value, _ in split_record(text, dialect=options.dialect)]
@@ -179,7 +179,7 @@ _SEPARATORS = {";": "';'", "\t": "a tab ('\\t')", "|": "'|'", ",": "','"}
 def separator_hint(url: str, header: str, options: ReadOptions) -> str | None:
     """Why `header` looks read with the wrong separator (one column, holding another
     common separator), or None."""
-    from errortable.csvtext import CsvError, split_record
+    from markerstore.values.csv import CsvError, split_record
 
     try:
         fields = split_record(header, dialect=options.dialect)

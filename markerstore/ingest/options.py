@@ -110,7 +110,7 @@ class IngestOptions:
 
     def parse_options(self, schema: pa.Schema) -> Any:
         """errortable's ParseOptions for a target `schema`."""
-        from errortable.parsing import ParseOptions
+        from errortable.capture.parsing import ParseOptions
 
         text_columns = frozenset(f.name for f in schema if pa.types.is_string(f.type)
                                  or pa.types.is_large_string(f.type)) \
@@ -123,7 +123,7 @@ class IngestOptions:
     def value_formats(self) -> Any:
         """How text values read (errortable's ValueFormats): Spark's date-time patterns,
         NaN and infinity tokens, and the locale of decimals and names."""
-        from errortable.datetimes import ValueFormats
+        from markerstore.values.formats import ValueFormats
 
         return ValueFormats(self.date_format, self.timestamp_format, self.timestamp_ntz_format,
                             self.nan_value, self.positive_inf, self.negative_inf, self.locale)

@@ -16,7 +16,7 @@ from typing import Any
 
 def json_payloads(lines: Sequence[str]) -> list[str]:
     """Python's JSON of the objects on `lines`, as errortable stores a record."""
-    from errortable.records import to_json
+    from errortable.capture.records import to_json
 
     values: list[Any] | None = None
     try:

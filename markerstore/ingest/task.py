@@ -4,7 +4,7 @@ writes its source splits, and returns only its stats rows.
 Spark schedules one task per pack of splits (``mapInArrow`` over the packs' numbers,
 :func:`~markerstore.ingest.sources.pack`); the task streams each split block by block
 (:mod:`~markerstore.ingest.blocks`), parses each block vectorized
-(:mod:`~markerstore.ingest.reader`), runs the Validator's stages over the typed rows
+(:mod:`~markerstore.ingest.parse`), runs the Validator's stages over the typed rows
 (``Validator.split_typed``; the `record` of a failing row decoded from its line,
 :mod:`~markerstore.ingest.payload`), and hands the suspect lines to errortable's parser
 and Validator (``parse_json_block`` / ``parse_csv_block``, ``split_records_arrow``),
@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable.records import to_json
+from errortable.capture.records import to_json
 from markerstore.commit import TaskAttempt, TaskResult, TaskSpec
 from markerstore.commit.runner import task_writer
 from markerstore.commit.task import TaskWriter
@@ -32,8 +32,8 @@ from markerstore.ingest.blocks import BLOCK_BYTES, Block, RawRecord, read_blocks
 from markerstore.ingest.charsets import codec
 from markerstore.ingest.header import drop_header
 from markerstore.ingest.options import IngestOptions
+from markerstore.ingest.parse import Parsed, blank_lines, csv_text, json_query, parse_json
 from markerstore.ingest.payload import json_payloads
-from markerstore.ingest.reader import Parsed, blank_lines, csv_text, json_query, parse_json
 from markerstore.ingest.sources import SourceTask
 
 PARQUET_BATCH_ROWS = 64_000
@@ -56,8 +56,8 @@ def split_header(header: str | None, delimiter: str = ",", escape: str = '"', *,
     """The column names of a CSV header record (empty if it is not one), as Spark names
     them (:func:`~markerstore.ingest.header.safe_names`: an empty one ``_c<index>``, a
     repeated one ``<name><index>``)."""
-    from errortable.csvtext import CsvError, split_record
     from markerstore.ingest.header import safe_names
+    from markerstore.values.csv import CsvError, split_record
 
     if not header:
         return []
@@ -285,8 +285,8 @@ class IngestTask:
     def _suspects(self, block: Block, suspects: np.ndarray, fmt: str,
                   columns: list[str] | None, ctx: Any) -> tuple[pa.RecordBatch,
                                                                 pa.Table | None]:
-        from errortable.jsonblock import parse_json_array
-        from errortable.parsing import parse_csv_block
+        from errortable.capture.jsonblock import parse_json_array
+        from errortable.capture.parsing import parse_csv_block
 
         numbers = block.lines[suspects]
         offsets = block.offsets[suspects]
@@ -310,7 +310,7 @@ class IngestTask:
         """The error records of the records the reader set apart (not UTF-8, too large)."""
         if not raw:
             return None
-        from errortable.parsing import encoding_failure, raw_errors, size_failure
+        from errortable.capture.parsing import encoding_failure, raw_errors, size_failure
 
         limit = self.read_options.max_record_bytes
         name = codec(self.read_options.encoding)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from errortable.link import ERROR_COLUMN, ErrorTables
+from errortable.writing.link import ERROR_COLUMN, ErrorTables
 from markerstore import config
 from markerstore.commit import (
     SAVE_MODES,

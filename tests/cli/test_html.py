@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-import errortable.replays
-import errortable.report
-import errortable.retention
+import errortable.ops.replays
+import errortable.ops.retention
+import errortable.reading.report
 from markerstore.commit.result import CommitResult
 from markerstore.ingest.pipeline import IngestResult
 from markerstore.render import html as notebook
@@ -24,7 +24,7 @@ def test_rows_and_fields_are_escaped_and_cut() -> None:
 
 
 def test_errortable_and_ingest_render_through_it() -> None:
-    for module in (errortable.report, errortable.replays, errortable.retention):
+    for module in (errortable.reading.report, errortable.ops.replays, errortable.ops.retention):
         assert module.table_html is notebook.table_html
     commit = CommitResult(path="/t/<x>", instant="1", write_uuid="w", files=[],
                           rows_written=0)

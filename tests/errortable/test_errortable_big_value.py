@@ -11,7 +11,7 @@ import pytest
 
 CODE = """
 import errortable
-from errortable.files import ErrorFileWriter
+from errortable.writing.files import ErrorFileWriter
 from markerstore.ingest.schema import ddl_to_arrow
 
 def status(key):

@@ -141,7 +141,7 @@ def test_plugs_into_the_markerstore_command(written: Any) -> None:
                                       "99999999999999999999w"])
 def test_a_duration_too_long_is_a_bad_argument(written: Any, duration: str) -> None:
     """It raised OverflowError with a traceback."""
-    from errortable.retention import parse_duration
+    from errortable.ops.retention import parse_duration
     from markerstore.errors import ConfigError
 
     with pytest.raises(ConfigError, match="too long"):

@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 
 import errortable
-from errortable import avroblock
+import errortable.writing.commit
 from errortable import schema as S
+from errortable.writing import avroblock
 from markerstore import Table
 from tests.support.errortable_writes import batch, start, validator
 
@@ -109,7 +110,7 @@ def test_rows_the_policy_was_applied_to_are_written_as_columns(
     """Rows built under the error table's own policy are written as they are, as columns
     (they were converted to dicts, each handed back unchanged by protect, and written one
     by one); rows built without it still go through protect."""
-    from errortable import taskwriter
+    from errortable.writing import taskwriter
 
     write = start(tmp_table, policy)
     spec = write.commit.task_spec()
@@ -140,7 +141,7 @@ def test_rows_the_policy_was_applied_to_are_written_as_columns(
 def test_write_arrow_refuses_other_rows(tmp_table: Table) -> None:
     write = start(tmp_table)
     writer = write.commit.task_spec().writer("t-0")
-    with pytest.raises(errortable.writer.ErrorTableError, match="not ErrorRecord rows"):
+    with pytest.raises(errortable.writing.commit.ErrorTableError, match="not ErrorRecord rows"):
         writer.write_arrow(pa.table({"x": [1]}))
 
 

@@ -1,4 +1,4 @@
-"""The columns of one target type converted together (errortable.columnwise) give each
+"""The columns of one target type converted together (markerstore.values.columnwise) give each
 column what converting it alone gives: the same values, the same failures with the same
 messages, each row's failures in the schema's order; and a block of many columns costs a
 conversion per type, not per column."""
@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import errortable
-from errortable import capture
-from errortable import convert as C
-from errortable import records as R
+from errortable.capture import records as R
+from errortable.capture import validator as capture
 from errortable.config import ErrorTableConfig
-from errortable.datetimes import ValueFormats
+from markerstore.values import cast as C
+from markerstore.values.formats import ValueFormats
 
 TYPES = [pa.int64(), pa.int32(), pa.float64(), pa.bool_(), pa.date32(),
          pa.timestamp("us", tz="UTC"), pa.decimal128(10, 2), pa.string()]

@@ -11,7 +11,8 @@ import pytest
 
 import errortable
 from errortable import ErrorTables, metrics, table_sql
-from errortable.recovery import recover
+from errortable.writing import recovery
+from errortable.writing.recovery import recover
 from markerstore import Table
 from markerstore.commit import rollback as commit_rollback
 from markerstore.errors import ErrorTableError
@@ -97,7 +98,7 @@ def test_failed_main_commit_shows_no_error_rows(tmp_table: Table) -> None:
     assert not error_table.storage.find(error_table.storage.path("day=" +
                                                                  write.commit.task_spec().day))
     assert count(tmp_table.path + "_errors") == 0
-    assert isinstance(write.commit.abort(), errortable.recovery.RollbackResult)  # idempotent
+    assert isinstance(write.commit.abort(), recovery.RollbackResult)  # idempotent
 
 
 def test_rollback_of_a_dead_writers_instant_rolls_back_its_errors(tmp_table: Table) -> None:

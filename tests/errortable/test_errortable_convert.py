@@ -1,6 +1,6 @@
 """Validator._convert_values (values of an unexpected Python type converted apart, strings
 cast together with DuckDB's hint, a failing value cast once) gives exactly what converting
-slice by slice gives (errortable.convert.by_halves): the same values, the same failing
+slice by slice gives (markerstore.values.cast.by_halves): the same values, the same failing
 rows with the same messages."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from errortable import Validator
-from errortable import convert as C
-from errortable.records import UidSource
+from errortable.capture.records import UidSource
+from markerstore.values import cast as C
 
 ODD: list[Any] = [None, 1, -1, 0, 2**31, 2**63, 2**70, -(2**64), 1.5, -0.0, 2.0, 1e308,
                   float("nan"), float("inf"), True, False, "12", " 12", "1.5", "1e3", "x",

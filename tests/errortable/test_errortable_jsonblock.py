@@ -1,4 +1,4 @@
-"""A block of JSON lines read as columns (errortable.jsonblock.parse_json_array) gives the
+"""A block of JSON lines read as columns (errortable.capture.jsonblock.parse_json_array) gives the
 records, line numbers and error records of parse_json_block, byte for byte but uid and ts,
 under every policy; the lines that fail are decided a distinct text at a time, and those
 whose first character starts no JSON value without decoding them; their records are
@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import errortable
-from errortable import jsonblock
-from errortable import records as R
+from errortable.capture import jsonblock
+from errortable.capture import records as R
+from errortable.capture.errorrows import json_strings
+from errortable.capture.jsonblock import parse_json_array
+from errortable.capture.parsing import ParseOptions, parse_json_block
+from errortable.capture.records import UidSource
 from errortable.config import ErrorTableConfig
-from errortable.errorrows import json_strings
-from errortable.jsonblock import parse_json_array
-from errortable.parsing import ParseOptions, parse_json_block
-from errortable.records import UidSource
 
 PIECES = ["x", "abc", "1,2,3", '"a","b"', "{", "}", "[", "]", '{"a": 1}', '{"a": 1, "a": 2}',
           "null", "nul", "true", "tru", "-", "-x", "-1", "NaN", "Infinity", "-Infinity",
@@ -128,7 +128,7 @@ def test_under_a_pii_policy_only_the_swept_rows_are_built_one_by_one(
         monkeypatch: pytest.MonkeyPatch, policy: dict[str, Any]) -> None:
     """A text whose spelling is inside the message or a context value is swept out of
     them, built one by one; the others as columns, the same records."""
-    from errortable import parsing
+    from errortable.capture import parsing
 
     built: list[str] = []
     real = parsing.failure_record

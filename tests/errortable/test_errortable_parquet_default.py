@@ -12,9 +12,9 @@ import pytest
 
 import errortable
 from errortable import schema as S
-from errortable.access import readers_for
-from errortable.files import AVRO_SCHEMA_KEY
-from errortable.reader import ErrorTableReader, ParquetFiles, register_errors
+from errortable.reading.access import readers_for
+from errortable.reading.reader import ErrorTableReader, ParquetFiles, register_errors
+from errortable.writing.files import AVRO_SCHEMA_KEY
 from markerstore import Table
 from tests.support.errortable_writes import batch, full_write
 

@@ -9,7 +9,7 @@ import pytest
 
 import errortable
 from errortable import table_sql
-from errortable.reader import CorruptErrorFileWarning, full_schema
+from errortable.reading.reader import CorruptErrorFileWarning, full_schema
 from markerstore import Table
 from markerstore.errors import CorruptErrorFileError, NotAnErrorTableError
 from markerstore.sql import sql as sql_views

@@ -7,7 +7,7 @@ import decimal
 import json
 
 from errortable import ErrorTableConfig, RecordBuilder, fingerprint, normalise
-from errortable import records as R
+from errortable.capture import records as R
 
 
 def test_normalise_replaces_variable_parts() -> None:
@@ -118,7 +118,7 @@ def test_redacted_fields_are_hidden_in_key_and_partition_context() -> None:
 def test_uid_sources_copied_into_tasks_do_not_collide() -> None:
     import pickle
 
-    from errortable.records import UidSource
+    from errortable.capture.records import UidSource
 
     source = UidSource()
     copies = [pickle.loads(pickle.dumps(source)) for _ in range(3)]

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import errortable
-from errortable import replays as replay_module
-from errortable.retention import parse_duration
+from errortable.ops import replays as replay_module
+from errortable.ops.retention import parse_duration
 from markerstore import Table
 from markerstore.errors import ConfigError, NotAnErrorTableError
 from tests.support.errortable_writes import batch, full_write
@@ -109,7 +109,7 @@ def test_expire_removes_whole_old_commits_and_records_them(tmp_table: Table) -> 
 
 def test_expire_finishes_the_deletes_of_a_crashed_expire(
         tmp_table: Table, monkeypatch: pytest.MonkeyPatch) -> None:
-    from errortable import retention
+    from errortable.ops import retention
 
     write = full_write(tmp_table, [batch(1, {"cast": 2})])
     url = write.commit.url

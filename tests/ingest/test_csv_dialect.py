@@ -16,15 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from errortable import parse_csv_lines
-from errortable.csvtext import Dialect, QuoteScanner, strip_line_end
 from markerstore import config
 from markerstore.cli import cli
 from markerstore.errors import ConfigError, SchemaError, SourceError
 from markerstore.ingest.csvsplit import record_ends
 from markerstore.ingest.infer import infer_schema
+from markerstore.ingest.parse import csv_text
 from markerstore.ingest.pipeline import ingest
-from markerstore.ingest.reader import csv_text
 from markerstore.ingest.sources import implied_separator, list_tasks
+from markerstore.values.csv import Dialect, QuoteScanner, strip_line_end
 from tests.support.ingest_run import ordered, reasons, run
 from tests.support.readback import assert_records, data_rows
 

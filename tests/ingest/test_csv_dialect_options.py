@@ -17,7 +17,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from errortable import parse_csv_lines
-from errortable.csvtext import (
+from markerstore import config
+from markerstore.errors import ConfigError
+from markerstore.ingest import csvsplit
+from markerstore.ingest.blocks import ReadOptions, read_blocks, split_records
+from markerstore.ingest.csvranges import lines_map
+from markerstore.ingest.csvsplit import line_ends_of, parity_holds, record_ends
+from markerstore.ingest.options import read_options
+from markerstore.ingest.parse import csv_text
+from markerstore.ingest.sources import SourceTask
+from markerstore.values.csv import (
     ESCAPED,
     QUOTED,
     Dialect,
@@ -26,15 +35,6 @@ from errortable.csvtext import (
     split_record,
     strip_line_end,
 )
-from markerstore import config
-from markerstore.errors import ConfigError
-from markerstore.ingest import csvsplit
-from markerstore.ingest.blocks import ReadOptions, read_blocks, split_records
-from markerstore.ingest.csvranges import lines_map
-from markerstore.ingest.csvsplit import line_ends_of, parity_holds, record_ends
-from markerstore.ingest.options import read_options
-from markerstore.ingest.reader import csv_text
-from markerstore.ingest.sources import SourceTask
 from tests.support.ingest_run import ordered, reasons, run
 
 # Pieces of CSV text: D the separator, Q the quote, E the escape, C the comment character.

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from errortable import parse_csv_lines
-from errortable.csvtext import Dialect
-from errortable.parsing import ParseOptions
+from errortable.capture.parsing import ParseOptions
 from markerstore.ingest.blocks import ReadOptions, split_records
-from markerstore.ingest.reader import csv_text
+from markerstore.ingest.parse import csv_text
+from markerstore.values.csv import Dialect
 
 _DIALECTS = [Dialect(), Dialect(escape="\\"), Dialect(quote="'", escape="'"),
              Dialect(delimiter=";", quote="'", escape="\\")]

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from errortable.csvtext import Dialect, split_record
 from harness.s3 import MotoS3
 from markerstore.ingest import csvranges, quotestates
 from markerstore.ingest.blocks import ReadOptions, read_blocks
 from markerstore.ingest.csvranges import ends_inside, inside_at
 from markerstore.ingest.quotestates import quote_states
 from markerstore.ingest.sources import SourceTask, list_tasks
+from markerstore.values.csv import Dialect, split_record
 from tests.ingest.test_csv_ranges import Record, _read, _reads
 from tests.support.ingest_run import run
 

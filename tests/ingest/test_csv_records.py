@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from errortable import parse_csv_lines
-from errortable.csvtext import QuoteScanner, join_records
 from markerstore.ingest.blocks import split_records
 from markerstore.ingest.csvsplit import count_line_ends, line_ends_of, record_ends
+from markerstore.values.csv import QuoteScanner, join_records
 from tests.support.ingest_run import ordered, reasons, run
 
 ABC = "a STRING, b STRING, c STRING"

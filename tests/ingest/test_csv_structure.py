@@ -162,7 +162,7 @@ def test_reading_a_header_is_linear_whatever_the_line_ends(tmp_path: Path,
     """The header is read a block at a time by the quote scanner, whose state carries over:
     every byte is scanned once, even when no line end comes for megabytes (a file whose
     lines end with CR alone read with lineSep=\\n, one long line)."""
-    from errortable import csvtext
+    from markerstore.values import csv as csvtext
 
     fed: list[int] = []
     feed = csvtext.QuoteScanner.feed
@@ -198,9 +198,9 @@ def test_a_header_of_20000_columns_reads_through_the_reference_path() -> None:
     record of plain fields is read by counting its delimiters, the same values as
     errortable's parser reads; one with a quoted field, or another number of fields, is
     a suspect for errortable's parser, which reads it; never an exception."""
-    from errortable.csvtext import Dialect
-    from errortable.parsing import parse_csv_block
-    from markerstore.ingest.reader import csv_text
+    from errortable.capture.parsing import parse_csv_block
+    from markerstore.ingest.parse import csv_text
+    from markerstore.values.csv import Dialect
 
     names = [f"c{i}" for i in range(20_000)]
     schema = pa.schema([(n, pa.string()) for n in names])

@@ -288,9 +288,9 @@ def test_parquet_source(tmp_path: Path) -> None:
 def test_the_vectorized_pass_takes_the_plain_lines(tmp_path: Path) -> None:
     """The comparison above means something only if the fast pass decides most lines:
     plain lines are never suspects, and each kind of odd line is."""
-    from errortable.csvtext import Dialect
     from markerstore.ingest.blocks import split_records
-    from markerstore.ingest.reader import csv_pattern, csv_text, json_query, parse_json
+    from markerstore.ingest.parse import csv_pattern, csv_text, json_query, parse_json
+    from markerstore.values.csv import Dialect
 
     def split_lines(data: bytes) -> pa.Array:
         return split_records(data).records
@@ -323,7 +323,7 @@ def test_a_wide_schema_stays_within_duckdbs_expression_depth() -> None:
     AND per column failed the whole task with a ParserException past the limit)."""
     from markerstore import duck
     from markerstore.ingest.blocks import split_records
-    from markerstore.ingest.reader import json_query, parse_json
+    from markerstore.ingest.parse import json_query, parse_json
 
     names = [f"c{i}" for i in range(150)]
     schema = ddl_to_arrow(", ".join(f"{n} BIGINT" for n in names))

@@ -13,7 +13,7 @@ import pytest
 
 import errortable
 from errortable import parse_csv_lines, parse_json_lines
-from errortable.parsing import parse_csv_block, parse_json_block
+from errortable.capture.parsing import parse_csv_block, parse_json_block
 from markerstore.commit import TaskSpec
 from markerstore.ingest.blocks import split_records
 from markerstore.ingest.schema import ddl_to_arrow

@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from markerstore.ingest.reader import json_values
+from markerstore.ingest.parse import json_values
 
 _TEXT = st.text(alphabet=st.sampled_from(list(',[{}]":ab1 é\n')), max_size=30)
 

@@ -34,10 +34,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import errortable
-from errortable.datetimes import ValueFormats
-from markerstore import locales
 from markerstore.cli import cli
-from markerstore.ingest.reader import cast_rows
+from markerstore.ingest.parse import cast_rows
+from markerstore.values import locales
+from markerstore.values.formats import ValueFormats
 from tests.ingest import test_spark_differential as differential
 from tests.ingest.test_spark_differential import Outcomes
 from tests.support.readback import data_rows

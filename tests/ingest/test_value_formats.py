@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 import errortable
 from errortable import parse_csv_lines
-from errortable.csvtext import Dialect
-from errortable.datetimes import ValueFormats
 from markerstore import config
 from markerstore.errors import ConfigError
-from markerstore.ingest.reader import csv_text
+from markerstore.ingest.parse import csv_text
+from markerstore.values.csv import Dialect
+from markerstore.values.formats import ValueFormats
 from tests.support.ingest_run import reasons, run
 
 UTC = dt.timezone.utc

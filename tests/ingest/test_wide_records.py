@@ -74,7 +74,7 @@ def test_a_wide_csv_file_reads_in_time_linear_in_its_columns(tmp_path: Path) -> 
 
 
 def test_a_wide_json_file_reads_in_time_linear_in_its_columns(tmp_path: Path) -> None:
-    """Past markerstore.ingest.reader.JSON_QUERY_COLUMNS (1,000) the lines go to the
+    """Past markerstore.ingest.parse.JSON_QUERY_COLUMNS (1,000) the lines go to the
     reference parser, linear in the columns (DuckDB's pass looks each column up by a scan
     of the line's members)."""
     values = VALUES // 2
@@ -95,7 +95,7 @@ def test_checks_read_only_the_columns_they_name() -> None:
     """A block is registered with DuckDB with the columns the checks name (DuckDB binds a
     table of 30,000 columns in seconds, per block); a check that reads ``*`` or
     ``COLUMNS`` gets them all."""
-    from errortable.checks import check_columns
+    from errortable.capture.checks import check_columns
 
     names = ["id", "Amount", "day", "My Col", "value", "other"]
     assert check_columns({"a": "amount > 0 AND \"My Col\" <> 'id'", "b": "day IS NOT NULL"},

@@ -10,7 +10,8 @@ from unittest.mock import patch
 
 import pytest
 
-from markerstore.ingest import blocks, reader, task
+from markerstore.ingest import blocks, task
+from markerstore.ingest import parse as reader
 from tests.support.ingest_run import run
 
 JSON_LINES = (b'\xef\xbb\xbf{"a": 1}\n\n{"a": 2, "b": "x"}\r\nnot json\n{"a": "y"}\n   \n'

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errortable import jsontext
 from markerstore.ingest import jsondoc
 from markerstore.ingest.blocks import BLOCK_BYTES
+from markerstore.values import json as jsontext
 
 MIB = 1 << 20
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import errortable
 from errortable import ErrorTableConfig, RecordBuilder, Validator
-from errortable.parsing import parse_csv_lines, parse_json_lines
+from errortable.capture.parsing import parse_csv_lines, parse_json_lines
 from markerstore import Table
 from tests.support.errortable_writes import full_write
 from tests.support.locations import Location

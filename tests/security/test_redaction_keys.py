@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from errortable import ErrorTableConfig, RecordBuilder, Validator
-from errortable.pii import REDACTED, redact, secrets_of
+from errortable.capture.pii import REDACTED, redact, secrets_of
 from tests.security.test_redaction import TOKEN, leaked
 
 SCHEMA = pa.schema([("id", pa.string()), ("email", pa.string()), ("note", pa.string())])

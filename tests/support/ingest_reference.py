@@ -2,8 +2,8 @@
 reference the differential test compares the product's reader against (tests only).
 
 Every line, read as bytes with its line end, goes through errortable's
-``parse_json_lines`` / ``parse_csv_lines`` (errortable.jsontext per line; the CSV records
-joined from their lines by errortable.csvtext's state machine, then split into fields, all
+``parse_json_lines`` / ``parse_csv_lines`` (markerstore.values.json per line; the CSV records
+joined from their lines by markerstore.values.csv's state machine, then split into fields, all
 in Python) and ``Validator.split_records`` (Python dicts to Arrow); a Parquet file through
 ``Validator.split_arrow``. It yields the good rows and the error records, as the old
 ``_Reader`` of pipeline.py did before the rows went to the JVM.
@@ -18,8 +18,8 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 
-from errortable.csvtext import join_records, split_record, strip_line_end
 from markerstore.ingest.sources import SourceTask
+from markerstore.values.csv import join_records, split_record, strip_line_end
 
 BATCH_LINES = 20_000
 LONE_CR = re.compile(rb"(?<=\r)(?!\n)(?=.)", re.S)

@@ -20,13 +20,13 @@ PACKAGES = ("markerstore", "errortable")
 # every count (the reasons, the file's rows, what it returns) still includes it: every
 # counter the writers keep says the record was stored.
 DROP_FIRST_ERROR_RECORD = (
-    ("errortable/taskwriter.py",
+    ("errortable/writing/taskwriter.py",
      "        return writer.write(self._counted(records))\n",
      "        counted = list(self._counted(records))\n"
      "        writer.write(counted[1:])\n"
      "        writer.rows += 1\n"
      "        return len(counted)\n"),
-    ("errortable/taskwriter.py",
+    ("errortable/writing/taskwriter.py",
      "        return writer.write_arrow(table)\n",
      "        writer.write_arrow(table.slice(1))\n"
      "        writer.rows += 1\n"

@@ -2,9 +2,9 @@
 
 Only rows of committed error instants are visible: completed ones, and inflight ones
 whose main instant completed and names them (counted as committed; a read never writes:
-``read(..., repair=True)`` in :mod:`errortable.access` has recovery write their commit
+``read(..., repair=True)`` in :mod:`errortable.reading.access` has recovery write their commit
 first). The read API (``read``, ``connect``, ``query``, the `errors` view) is in
-:mod:`errortable.access`. Expired instants are skipped. Parquet error files (the default
+:mod:`errortable.reading.access`. Expired instants are skipped. Parquet error files (the default
 format) are read by DuckDB's read_parquet over the committed file list (on S3 through the
 table's fsspec filesystem registered with DuckDB): only the columns a query needs are
 read, and no Python runs per row. Avro files are decoded with fastavro into Arrow (DuckDB
@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from errortable import files as F
 from errortable import schema as S
-from errortable.expired import EXPIRE_OPERATION
-from errortable.recovery import (
+from errortable.writing import files as F
+from errortable.writing.expired import EXPIRE_OPERATION
+from errortable.writing.recovery import (
     FORWARD,
     Sources,
     decide,
     pending_instants,
     same_table,
 )
-from errortable.taskwriter import IDENTITY_FILE, OPERATION
+from errortable.writing.taskwriter import IDENTITY_FILE, OPERATION
 from markerstore.errors import (
     CorruptErrorFileError,
     CorruptTableError,

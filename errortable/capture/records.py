@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from errortable.config import ErrorTableConfig
-from errortable.pii import (
+from errortable.capture.pii import (
     REDACTED,
     WITHHELD,
     frames_only,
@@ -43,6 +42,7 @@ from errortable.pii import (
     sweep,
     sweep_value,
 )
+from errortable.config import ErrorTableConfig
 from markerstore.config import REASON_KEY
 
 # --- context keys (RFC-20 names first) ---------------------------------------------------
@@ -316,7 +316,7 @@ class RecordBuilder:
         return not columns or isinstance(record, str) or self.touches_pii(columns)
 
     def secrets(self, record: Any) -> list[str]:
-        """The protected values of `record` (see errortable.pii.sweep)."""
+        """The protected values of `record` (see errortable.capture.pii.sweep)."""
         if self._plain:
             return []
         return secrets_of(record, None if self.config.drop_payload or isinstance(record, str)

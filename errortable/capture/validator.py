@@ -26,19 +26,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable import convert as C
-from errortable import records as R
 from errortable import schema as S
-from errortable.checks import ROW_COLUMN, check_columns, check_stage
-from errortable.columnwise import convert_columns
+from errortable.capture import records as R
+from errortable.capture.checks import ROW_COLUMN, check_columns, check_stage
+from errortable.capture.errorrows import ErrorRows, RawRows
+from errortable.capture.errorrows import Failure as RowFailure
 from errortable.config import ErrorTableConfig
-from errortable.convert import Failure
-from errortable.datetimes import ValueFormats
-from errortable.errorrows import ErrorRows, RawRows
-from errortable.errorrows import Failure as RowFailure
 from markerstore import duck
 from markerstore.errors import ConfigError
 from markerstore.paths import control_class
+from markerstore.values import cast as C
+from markerstore.values.cast import Failure
+from markerstore.values.columnwise import convert_columns
+from markerstore.values.formats import ValueFormats
 
 EXTRA_COLUMNS = ("error", "ignore")
 
@@ -58,7 +58,7 @@ class Validator:
     does: "error" (the default: an Arrow batch with such a column is a ConfigError, a
     record with such a field is an error record of reason "schema"), or "ignore" (dropped).
     `formats`: how text values read (datetime patterns, NaN and infinity tokens, decimal
-    grouping: :class:`errortable.datetimes.ValueFormats`); None: as Arrow casts them.
+    grouping: :class:`markerstore.values.formats.ValueFormats`); None: as Arrow casts them.
     """
 
     def __init__(self, target_schema: pa.Schema, key: str | None = None,
@@ -261,7 +261,7 @@ class Validator:
         columns = {f.name: pa.nulls(n, f.type) for f in self._fields if f.name not in index}
         fields = [f for f in self._fields if f.name in index]
         sources = [] if batch is None else [batch.column(index[f.name]) for f in fields]
-        arrays, failures = convert_columns(  # a type at a time (errortable.columnwise)
+        arrays, failures = convert_columns(  # a type at a time (markerstore.values.columnwise)
             fields, sources, n,
             lambda group, target: self._cast_text(
                 group[0] if len(group) == 1 else pa.concat_arrays(group), target),
@@ -271,17 +271,14 @@ class Validator:
         return self._finish(n, columns, failures, {}, raw, R.CaptureContext.of(context),
                             None, line_numbers)
 
-    def _cast_text(self, source: pa.Array, target: pa.DataType
-                   ) -> tuple[pa.Array, dict[int, Failure]]:
-        """:meth:`_cast_column` of a text column, the whole column cast first: where every
-        value casts (the common case), no value is screened one by one."""
-        if source.type == target or not C.is_textual(source.type) or \
-                C.too_long(source, target):
-            return self._cast_column(source, target)
-        try:
-            return C.cast(C.prepare(source, target, self.formats), target, self.formats), {}
-        except C.CAST_ERRORS:
-            return self._cast_column(source, target)
+    def _cast_column(self, source: pa.Array, target: pa.DataType
+                     ) -> tuple[pa.Array, dict[int, Failure]]:
+        """One column cast with Arrow's semantics as `formats` reads text, finding exactly
+        the rows that fail, each with Arrow's message
+        (:func:`markerstore.values.cast.cast_rows`)."""
+        return C.cast_rows(source, target, self.formats)
+
+    _cast_text = _cast_column  # a text column casts as any other
 
     def _convert_values(self, values: list[Any], target: pa.DataType
                         ) -> tuple[pa.Array, dict[int, Failure]]:
@@ -329,70 +326,6 @@ class Validator:
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise ConfigError(f"column {f.name!r}: {source_type} cannot be cast to {f.type} "
                               f"at all ({exc})") from None
-
-    def _cast_column(self, source: pa.Array, target: pa.DataType
-                     ) -> tuple[pa.Array, dict[int, Failure]]:
-        """Cast one column with Arrow's semantics, finding exactly the rows that fail.
-
-        Text columns cast to a type DuckDB also parses get a vectorized hint first: the
-        rows DuckDB's TRY_CAST rejects are cast one by one with Arrow (each either fails,
-        with Arrow's message, or gets its value back), the rest in one Arrow cast. Other
-        columns (and any row the hint missed) are found by halving failing slices."""
-        n = len(source)
-        if source.type == target:
-            return source, {}
-        source = C.prepare(source, target, self.formats)
-        long = C.too_long(source, target)
-        if long:  # failed at once; the rest cast as usual
-            array, failures = self._cast_column(pc.if_else(_rows_mask(n, long),
-                                                           pa.scalar(None, source.type),
-                                                           source), target)
-            failures.update((row, C.too_long_failure(target)) for row in long)
-            return array, failures
-        suspects = self._suspects(source, target)
-        if not suspects:
-            return C.by_halves(n, target, C.arrow_converter(source, target, self.formats))
-        cleared = pc.if_else(_rows_mask(n, suspects), pa.scalar(None, source.type), source)
-        array, failures = C.by_halves(n, target,
-                                      C.arrow_converter(cleared, target, self.formats))
-        recovered: dict[int, Any] = {}
-        rows_of: dict[Any, list[int]] = {}  # a value casts alike wherever it is
-        for row, value in zip(suspects, source.take(pa.array(suspects, pa.int64())).to_pylist(),
-                              strict=True):
-            rows_of.setdefault(value, []).append(row)
-        for same in rows_of.values():
-            try:
-                value = C.cast(source.slice(same[0], 1), target, self.formats)[0]
-                recovered.update((row, value) for row in same)
-            except C.CAST_ERRORS as exc:
-                found = C.failure(exc)
-                failures.update((row, found) for row in same)
-        if recovered:  # DuckDB was stricter than Arrow for these: keep Arrow's answer
-            rows = sorted(recovered)
-            array = pc.replace_with_mask(array, _rows_mask(n, rows),
-                                         pa.array([recovered[r] for r in rows], target))
-        return array, failures
-
-    def _suspects(self, source: pa.Array, target: pa.DataType) -> list[int] | None:
-        duck = C.duck_type(target)
-        if self.formats is not None and self.formats.pattern_for(target) is not None:
-            duck = None  # DuckDB knows no Spark pattern: the halving finds the failures
-        if duck is None or not C.is_textual(source.type) or len(source) == 0:
-            return None
-        if pa.types.is_decimal(target) and self.formats is not None:
-            source = C.decimal_hint_text(source, self.formats.locale)
-        table = pa.table({"i": np.arange(len(source), dtype=np.int64), "v": source})
-        with self._lock:
-            con = self._connection()
-            con.register("__cast_hint", table)
-            try:
-                result = con.sql(f"SELECT i FROM __cast_hint WHERE v IS NOT NULL AND "
-                                 f"TRY_CAST(v AS {duck}) IS NULL ORDER BY i").to_arrow_table()
-            except duckdb.Error:
-                return None
-            finally:
-                con.unregister("__cast_hint")
-        return result.column("i").to_numpy().tolist()
 
     def _finish(self, n: int, columns: dict[str, pa.Array],
                 cast_failures: dict[int, list[tuple[str, Failure]]],
@@ -494,13 +427,6 @@ class Validator:
 def _one_kind(field: pa.Field, values: Any) -> None:
     """Python values convert by their target type alone (see convert_columns)."""
     return None
-
-
-def _rows_mask(n: int, rows: Sequence[int]) -> pa.Array:
-    """A boolean array of `n` rows, true at `rows`."""
-    mask = np.zeros(n, dtype=bool)
-    mask[np.asarray(rows, dtype=np.int64)] = True
-    return pa.array(mask)
 
 
 def _mark(failed: dict[int, RowFailure], mask: pa.Array | pa.ChunkedArray,

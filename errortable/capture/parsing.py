@@ -1,9 +1,9 @@
 """Raw JSON / CSV records into records and parse-error records (with source file + line).
 
-The records then go through :meth:`errortable.capture.Validator.split_records` with their
+The records then go through :meth:`errortable.capture.validator.Validator.split_records` with their
 line numbers, so every error row names the line it came from. :func:`parse_json_lines` and
 :func:`parse_csv_lines` take physical lines (a CSV record may span several: see
-:mod:`errortable.csvtext`) and give the error records as dicts; :func:`parse_json_block`
+:mod:`markerstore.values.csv`) and give the error records as dicts; :func:`parse_json_block`
 and :func:`parse_csv_block` take whole records and give the same error records as one
 Arrow table built column by column (for a block of suspect records in ingest: no dict and
 no record build per bad record). :func:`raw_errors` makes the error records of records
@@ -27,12 +27,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from errortable import records as R
+from errortable.capture import records as R
+from errortable.capture.errorrows import parse_error_table
 from errortable.config import ErrorTableConfig
-from errortable.csvtext import CsvError, Dialect, field_values, join_records, split_record
-from errortable.errorrows import parse_error_table
-from errortable.jsontext import load_object
-from errortable.pii import ShapeError
+from markerstore.values.csv import CsvError, Dialect, field_values, join_records, split_record
+from markerstore.values.json import load_object
+from markerstore.values.shapes import ShapeError
 
 
 @dataclass(frozen=True)
@@ -335,7 +335,7 @@ def parse_csv_lines(lines: Iterable[str | bytes],
     record with the wrong number of fields or bad quoting is a parse error record, one
     whose bytes are not UTF-8 an encoding error record. Lines are numbered as in
     :func:`parse_json_lines`. `dialect` (else the `delimiter` and `escape`) says how the
-    text is written (:class:`errortable.csvtext.Dialect`)."""
+    text is written (:class:`markerstore.values.csv.Dialect`)."""
     result = ParseResult()
     dialect = Dialect.of(dialect, delimiter, escape)
     numbers = list(line_numbers) if line_numbers is not None else None

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from errortable.expired import expired_paths
-from errortable.reader import EXPIRE_OPERATION, expire_record, is_error_table
-from errortable.taskwriter import OPERATION
+from errortable.reading.reader import EXPIRE_OPERATION, expire_record, is_error_table
+from errortable.writing.expired import expired_paths
+from errortable.writing.taskwriter import OPERATION
 from markerstore.errors import ConfigError, NotAnErrorTableError
 from markerstore.formats import publish, referenced_paths
 from markerstore.render.html import table_html

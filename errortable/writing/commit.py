@@ -15,13 +15,14 @@ I the main instant on T, J the error instant on E)::
     on error   ec.abort()                             # J follows I: forward if I completed
 
 Between ``T.commit`` and ``ec.complete`` J is inflight; readers count it as committed
-because I is completed and lists it, and :func:`errortable.recovery.recover` (or a
+because I is completed and lists it, and :func:`errortable.writing.recovery.recover` (or a
 reader with ``repair=True``) writes J's commit later. Rolling back I rolls back J
-(:func:`errortable.recovery.rollback_error_instant`, which the commit protocol's recovery
-calls through :class:`errortable.link.ErrorTables`).
+(:func:`errortable.writing.recovery.rollback_error_instant`, which the commit protocol's
+recovery calls through :class:`errortable.writing.link.ErrorTables`).
 
 This module is the driver side (:class:`ErrorCommit`); the executor side is
-:mod:`errortable.taskwriter`, what the process remembers is :mod:`errortable.registry`.
+:mod:`errortable.writing.taskwriter`, what the process remembers is
+:mod:`errortable.writing.registry`.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ import pyarrow.compute as pc
 from errortable import metrics
 from errortable import schema as S
 from errortable.config import ErrorTableConfig, ErrorTableLocation, locate
-from errortable.expired import expired_paths
-from errortable.files import read_file
-from errortable.registry import forget_open, remember_open, remember_storage_options
-from errortable.taskwriter import (
+from errortable.writing.expired import expired_paths
+from errortable.writing.files import read_file
+from errortable.writing.registry import forget_open, remember_open, remember_storage_options
+from errortable.writing.taskwriter import (
     DAY_PREFIX,
     IDENTITY_FILE,
     MESSAGE_MAX_CHARS,

@@ -25,19 +25,19 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from errortable.access import connect, readers_for
-from errortable.capture import Validator
-from errortable.datetimes import ValueFormats
-from errortable.reader import REPLAY_LOG_OPERATION, CommittedInstant, ErrorTableReader
-from errortable.records import REASON, SOURCE_LINE
-from errortable.recovery import same_table
-from errortable.registry import storage_options_for
-from errortable.writer import publish_formats
+from errortable.capture.records import REASON, SOURCE_LINE
+from errortable.capture.validator import Validator
+from errortable.reading.access import connect, readers_for
+from errortable.reading.reader import REPLAY_LOG_OPERATION, CommittedInstant, ErrorTableReader
+from errortable.writing.commit import publish_formats
+from errortable.writing.recovery import same_table
+from errortable.writing.registry import storage_options_for
 from markerstore.errors import ConfigError, ErrorTableError, InstantNotFoundError
 from markerstore.render.html import table_html
 from markerstore.sql import sandbox
 from markerstore.table import DataFile, Table
 from markerstore.timeline import COMPLETED
+from markerstore.values.formats import ValueFormats
 
 log = logging.getLogger(__name__)
 

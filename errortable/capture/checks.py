@@ -1,4 +1,4 @@
-"""The named-check stage of :class:`errortable.capture.Validator`: SQL boolean expressions
+"""The named-check stage of :class:`errortable.capture.validator.Validator`: SQL boolean expressions
 evaluated by DuckDB over the cast rows, with SQL CHECK semantics (a row fails when the
 expression is FALSE; NULL passes). A row is reported by the first failing check, and
 lists every failing check when there are several. A check that raises at run time (a cast
@@ -14,8 +14,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from errortable import records as R
-from errortable.errorrows import Failure as RowFailure
+from errortable.capture import records as R
+from errortable.capture.errorrows import Failure as RowFailure
 
 ROW_COLUMN = "__errortable_row"
 

@@ -4,65 +4,21 @@ expression (RE2) decides which values match and takes their fields apart, Arrow 
 fields together and checks the calendar (February 30th is no date). A value that does not
 match, or is no date, fails the conversion with one message naming it, as an Arrow cast
 does, so the Validator's halving finds exactly the failing values. The ingest's fast pass
-and the Validator convert through here alike (:func:`errortable.convert.cast`).
+and the Validator convert through here alike (:func:`markerstore.values.cast.cast`).
 
 A TIMESTAMP value without an offset is read as UTC (the ingest's session time zone).
-Names of months, days and AM/PM are the pattern's locale's (:mod:`markerstore.locales`):
-each matched text is folded (:func:`markerstore.locales.folded`) and looked up among the
+Names of months, days and AM/PM are the pattern's locale's (:mod:`markerstore.values.locales`):
+each matched text is folded (:func:`markerstore.values.locales.folded`) and looked up among the
 folded names, so both passes read ``janv.``, ``JANV`` and ``janv`` as January in fr-FR; a
 day name must be the date's own day (Java's resolver refuses another, so does this)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from markerstore import locales
-from markerstore.datetime_patterns import DatetimePattern, compile_pattern, names_of
-
-
-@dataclass(frozen=True)
-class ValueFormats:
-    """How text values read (Spark's CSV/JSON options): datetime patterns (None: the
-    default ISO 8601 text); for floating point columns, the tokens of NaN and the
-    infinities besides the IEEE ones."""
-
-    date: str | None = None
-    timestamp: str | None = None
-    timestamp_ntz: str | None = None
-    nan_value: str = "NaN"
-    positive_inf: str = "Inf"
-    negative_inf: str = "-Inf"
-    # Spark's locale: how a DECIMAL's text is written (en-US: "80,000.65" is 80000.65;
-    # de-DE: "80.000,65"; errortable.decimals) and whose names a pattern reads
-    locale: str = locales.DEFAULT
-
-    def pattern_for(self, target: pa.DataType) -> DatetimePattern | None:
-        if pa.types.is_date32(target) and self.date:
-            return compile_pattern(self.date, "dateFormat", self.locale)
-        if pa.types.is_timestamp(target):
-            if target.tz is None and self.timestamp_ntz:
-                return compile_pattern(self.timestamp_ntz, "timestampNTZFormat", self.locale)
-            if target.tz is not None and self.timestamp:
-                return compile_pattern(self.timestamp, "timestampFormat", self.locale)
-        return None
-
-    def reads(self, target: pa.DataType) -> bool:
-        """Whether text for `target` reads otherwise than by Arrow's cast."""
-        return (self.pattern_for(target) is not None or pa.types.is_decimal(target)
-                or pa.types.is_timestamp(target)
-                or (pa.types.is_floating(target) and self.float_tokens() is not None))
-
-    def float_tokens(self) -> dict[str, str] | None:
-        """Text that a floating point column reads as NaN or an infinity beyond what Arrow
-        reads (None: only Arrow's)."""
-        tokens = {self.nan_value: "NaN", self.positive_inf: "inf",
-                  self.negative_inf: "-inf"}
-        extra = {k: v for k, v in tokens.items()
-                 if k and k not in ("NaN", "Inf", "-Inf")}
-        return extra or None
+from markerstore.values import locales
+from markerstore.values.patterns import DatetimePattern, names_of
 
 
 def _field(parts: pa.StructArray, name: str, pattern: DatetimePattern) -> pa.Array | None:
@@ -83,7 +39,7 @@ def _pad(values: pa.Array | pa.Scalar, width: int) -> pa.Array:
 
 
 def _fold(text: pa.Array) -> pa.Array:
-    """Matched names folded as :func:`markerstore.locales.folded` folds a name."""
+    """Matched names folded as :func:`markerstore.values.locales.folded` folds a name."""
     text = pc.utf8_lower(text)
     for space in locales.SPACES[1:]:
         text = pc.replace_substring(text, space, " ")
@@ -205,14 +161,6 @@ def _fail(source: pa.Array, bad: pa.Array, pattern: DatetimePattern) -> None:
     value = source.filter(bad)[0].as_py()
     raise pa.ArrowInvalid(f"{value!r:.200} is no date or time of the pattern "
                           f"{pattern.pattern!r}")
-
-
-def fold_float_tokens(source: pa.Array, tokens: dict[str, str]) -> pa.Array:
-    """`source` with each text equal to a token of `tokens` replaced by what Arrow reads as
-    that value (``NaN``, ``inf``, ``-inf``)."""
-    for token, value in tokens.items():
-        source = pc.if_else(pc.equal(source, token), value, source)
-    return source
 
 
 # ISO 8601 date and time with more than six digits of a second: the digits past the sixth

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fastavro.write import Writer as AvroWriter
 
-from errortable import avroblock
 from errortable import schema as S
+from errortable.writing import avroblock
 from markerstore.errors import CorruptErrorFileError
 from markerstore.storage import Storage
 

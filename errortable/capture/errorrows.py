@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable import records as R
 from errortable import schema as S
+from errortable.capture import records as R
 
 
 @dataclass
@@ -307,7 +307,7 @@ class ParseFailures:
 
     @classmethod
     def of(cls, failures: Sequence[Any]) -> ParseFailures:
-        """From ``errortable.parsing.Failure`` objects."""
+        """From ``errortable.capture.parsing.Failure`` objects."""
         distinct: dict[tuple[str, str, str], int] = {}
         safe: list[str | None] = []
         kinds = []
@@ -329,7 +329,7 @@ class ParseFailures:
 
 def parse_error_table(builder: R.RecordBuilder, base: Mapping[str, str],
                       failures: Sequence[Any] | ParseFailures) -> pa.Table | None:
-    """The error records of records that failed to parse (``errortable.parsing.Failure``
+    """The error records of records that failed to parse (``errortable.capture.parsing.Failure``
     objects, or :class:`ParseFailures`), column by column: the records
     ``RecordBuilder.build`` makes one by one for them (the raw text as a JSON string, the
     exception's class and message). None when the builder has a PII policy or the base

@@ -27,9 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable import schema as S
-from errortable.capture import Validator
-from errortable.taskwriter import ErrorTaskSpec, TaskErrorWriter
-from errortable.writer import ErrorCommit
+from errortable.capture.validator import Validator
+from errortable.writing.commit import ErrorCommit
+from errortable.writing.taskwriter import ErrorTaskSpec, TaskErrorWriter
 from markerstore.config import REASON_KEY
 
 

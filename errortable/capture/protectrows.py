@@ -3,7 +3,7 @@
 Under ``payload.drop`` or ``payload.redact`` the record of a line that did not parse is
 its raw text, which cannot be redacted: the record is dropped, the message is the
 failure's safe text (or withheld), and every spelling of the text is swept out of the
-message and of the context values that copy data (:mod:`errortable.pii`). Those are the
+message and of the context values that copy data (:mod:`errortable.capture.pii`). Those are the
 same for every row of one failure, except the sweep, which changes a row only where a
 spelling of its text (of 4 characters or more) is inside the message or one of those
 context values. Which rows that is, is decided on the column for texts whose only
@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable import records as R
 from errortable import schema as S
-from errortable.errorrows import (
+from errortable.capture import records as R
+from errortable.capture.errorrows import (
     PARSE_KEYS,
     Column,
     ParseFailures,
@@ -33,7 +33,7 @@ from errortable.errorrows import (
     parse_fingerprint,
     repeated,
 )
-from errortable.pii import SWEEP_MIN_CHARS, WITHHELD, spellings
+from errortable.capture.pii import SWEEP_MIN_CHARS, WITHHELD, spellings
 
 # Keys a base context may not hold for the columns to be the records the builder makes:
 # the builder sets them itself, or the policy rewrites them.
@@ -75,7 +75,7 @@ def protected_parse_table(builder: R.RecordBuilder, base: Mapping[str, str],
                           found: ParseFailures,
                           one_by_one: Callable[[list[int]], list[dict[str, Any]]]
                           ) -> pa.Table | None:
-    """The records ``errortable.parsing.failure_record`` builds for `found` under the
+    """The records ``errortable.capture.parsing.failure_record`` builds for `found` under the
     builder's PII policy, as columns but the rows the sweep changes, which
     `one_by_one(rows)` builds; None where the columns would not be those records (a base
     key the builder sets or the policy rewrites, extra context entries, no safe texts)."""

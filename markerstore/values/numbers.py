@@ -1,9 +1,11 @@
-"""A DECIMAL's text as a locale writes it (Spark's `locale` option), read vectorized: one
-regular expression (RE2) says which values are numbers of the locale, plain replacements
-turn those into the text Arrow's decimal cast reads, and a value that is none fails the
-conversion with one message naming it, so the Validator's halving finds exactly the
-failing values. The ingest's fast pass and the Validator read through here alike
-(:func:`errortable.convert.cast`).
+"""Number tokens: a DECIMAL's text as a locale writes it (Spark's `locale` option), read
+vectorized: one regular expression (RE2) says which values are numbers of the locale,
+plain replacements turn those into the text Arrow's decimal cast reads, and a value that
+is none fails the conversion with one message naming it, so the Validator's halving finds
+exactly the failing values. The ingest's fast pass and the Validator read through here alike
+(:func:`markerstore.values.cast.cast`). A floating point column's NaN and infinities
+as Spark's ``nanValue``, ``positiveInf`` and ``negativeInf`` spell them are folded into
+Arrow's spelling (:func:`fold_float_tokens`).
 
 What a number of a locale is, after Spark: en-US (Spark's default) is read as
 ``java.math.BigDecimal`` reads the text without its grouping commas (a sign ``+`` or
@@ -24,7 +26,7 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from markerstore.locales import NumberSymbols, is_default, number_symbols
+from markerstore.values.locales import NumberSymbols, is_default, number_symbols
 
 
 def _char(char: str) -> str:
@@ -90,3 +92,11 @@ def parse(source: pa.Array, target: pa.DataType, locale: str) -> pa.Array:
             f"{symbols.decimal!r}, grouping separator {symbols.group!r} only between groups "
             f"of {symbols.primary} digits)")
     return pc.cast(normalized(source, locale), target, safe=True)
+
+
+def fold_float_tokens(source: pa.Array, tokens: dict[str, str]) -> pa.Array:
+    """`source` with each text equal to a token of `tokens` replaced by what Arrow reads as
+    that value (``NaN``, ``inf``, ``-inf``)."""
+    for token, value in tokens.items():
+        source = pc.if_else(pc.equal(source, token), value, source)
+    return source

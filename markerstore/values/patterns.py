@@ -25,7 +25,7 @@ Anything else (zone names ``z``/``V``/``O``, ``D``, ``k``/``K``, ``G``, ...) is 
 with one line naming the letter, when the option is parsed.
 
 Names (``MMM``, ``MMMM``, ``LLL``, ``LLLL``, ``E``, ``a``) are the `locale`'s (Spark's
-option; :mod:`markerstore.locales`, CLDR's data), matched without case, with or without a
+option; :mod:`markerstore.values.locales`, CLDR's data), matched without case, with or without a
 period at their end and with any of CLDR's spaces for another. Spark refuses ``E`` in a
 pattern for parsing; here a day name reads when it is the date's day.
 """
@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from markerstore import locales
+from markerstore.values import locales
 
 # letter -> {count: (group name, regex)}
 _NUMBERS = {

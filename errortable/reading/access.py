@@ -1,8 +1,8 @@
 """The read API of error tables: ``errortable.read(path)``, ``connect``, ``query``, and
 the `errors` view in markerstore's SQL (:func:`table_connect`).
 
-Reading is :mod:`errortable.reader`'s and never writes. ``repair=True`` asks recovery
-(:func:`errortable.recovery.roll_forward_completed`) to write the commits of error
+Reading is :mod:`errortable.reading.reader`'s and never writes. ``repair=True`` asks recovery
+(:func:`errortable.writing.recovery.roll_forward_completed`) to write the commits of error
 instants whose main instant completed, before reading.
 """
 
@@ -14,14 +14,14 @@ from typing import Any
 
 import duckdb
 
-from errortable.reader import (
+from errortable.reading.reader import (
     ErrorTableReader,
     SourceFilter,
     error_tables_of,
     is_error_table,
     register_errors,
 )
-from errortable.recovery import roll_forward_completed
+from errortable.writing.recovery import roll_forward_completed
 from markerstore.errors import MarkerStoreError, NotAnErrorTableError
 from markerstore.table import Table
 

@@ -18,9 +18,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from errortable.registry import forget_open, open_table_for, storage_options_for
-from errortable.taskwriter import ErrorFileStats
-from errortable.writer import complete_error_instant
+from errortable.writing.commit import complete_error_instant
+from errortable.writing.registry import forget_open, open_table_for, storage_options_for
+from errortable.writing.taskwriter import ErrorFileStats
 from markerstore.errors import InstantNotFoundError, MarkerStoreError
 from markerstore.markers import RollbackResult
 from markerstore.table import Table

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from errortable.convert import Failure
+from markerstore.values.cast import Failure
 
 T = TypeVar("T")
 # (the values of a group's columns, one column after another; the target type) ->

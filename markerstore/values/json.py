@@ -30,7 +30,7 @@ from collections.abc import Collection
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
 
-from errortable.pii import ShapeError
+from markerstore.values.shapes import ShapeError
 
 MAX_DEPTH = 512
 _CHUNK = 1 << 20  # bytes :func:`nesting_depth` scans at a time

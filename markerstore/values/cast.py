@@ -1,6 +1,11 @@
 """Converting values to a target Arrow type while finding exactly the values that do not
-convert (for :class:`errortable.capture.Validator`): a slice is converted at once, and a
-slice that fails is halved until the failing values are single, each with Arrow's message.
+convert: the one cast of text (or any Arrow column) as Spark's readers read it
+(:func:`cast`), and the one search for the rows that fail it (:func:`cast_rows`), which
+errortable's Validator and the ingest's vectorized pass both use. A column is cast at
+once; where that fails, DuckDB's TRY_CAST hints at the failing rows, and the rest is cast
+in slices, a slice that fails halved until the failing values are single, each with
+Arrow's message. Python values (a JSON record's) convert by :func:`from_python`, found
+failing by the same halving (:func:`by_halves`).
 """
 
 from __future__ import annotations
@@ -10,12 +15,15 @@ import decimal
 from collections.abc import Callable
 from typing import Any
 
+import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable import datetimes, decimals
-from errortable.datetimes import ValueFormats
-from errortable.jsontext import Base64Text, JsonFloat
+from markerstore import duck
+from markerstore.values import datetimes, numbers
+from markerstore.values.formats import ValueFormats
+from markerstore.values.json import Base64Text, JsonFloat
 
 CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
                 OverflowError, TypeError, ValueError)
@@ -84,8 +92,19 @@ def too_long(source: pa.Array, target: pa.DataType) -> list[int]:
     if not is_textual(source.type) or is_textual(target) or pa.types.is_binary(target) \
             or pa.types.is_large_binary(target) or not len(source):
         return []
+    if _longest(source) <= LONGEST_CAST_TEXT:  # the common case, from the offsets alone
+        return []
     long = pc.greater(pc.binary_length(source), LONGEST_CAST_TEXT)
     return [int(i) for i in pc.indices_nonzero(pc.fill_null(long, False)).to_pylist()]
+
+
+def _longest(source: pa.Array) -> int:
+    """An upper bound of the byte length of `source`'s values (text): the longest span
+    between two offsets (a null's span is counted too, though it is usually empty)."""
+    kind = np.int64 if pa.types.is_large_string(source.type) else np.int32
+    offsets = np.frombuffer(source.buffers()[1], dtype=kind)[
+        source.offset:source.offset + len(source) + 1]
+    return int(np.diff(offsets).max())
 
 
 def too_long_failure(target: pa.DataType) -> Failure:
@@ -97,8 +116,8 @@ def duck_type(target: pa.DataType) -> str | None:
     """The DuckDB type whose TRY_CAST hints at the rows an Arrow cast to `target` rejects."""
     if target in DUCK_TYPES:
         return DUCK_TYPES[target]
-    if pa.types.is_timestamp(target) and target.tz is None:
-        return "TIMESTAMP"
+    if pa.types.is_timestamp(target):
+        return "TIMESTAMP" if target.tz is None else "TIMESTAMPTZ"
     if pa.types.is_decimal(target) and target.precision <= 38:
         return f"DECIMAL({target.precision}, {target.scale})"
     return None
@@ -107,8 +126,8 @@ def duck_type(target: pa.DataType) -> str | None:
 def decimal_hint_text(source: pa.Array, locale: str) -> pa.Array:
     """The text DuckDB's TRY_CAST to a DECIMAL fails exactly where :func:`cast` fails with
     `locale`: a number of the locale as plain text, anything else as a text no cast reads."""
-    plain = decimals.normalized(source, locale)
-    valid = pc.fill_null(decimals.numbers_of(source, locale), True)
+    plain = numbers.normalized(source, locale)
+    valid = pc.fill_null(numbers.numbers_of(source, locale), True)
     return pc.if_else(valid, plain, pa.scalar("not a number", source.type))
 
 
@@ -118,13 +137,13 @@ def cast(source: pa.Array, target: pa.DataType, formats: ValueFormats | None = N
     is read (``+5`` is 5, as ``+1.5`` is 1.5), and hexadecimal is not (``0x10`` is no
     decimal integer; Arrow reads it as 16): such a value fails with Arrow's own message
     for text that is not an integer. Text to a date or timestamp for which `formats`
-    has a pattern is read by it (:mod:`errortable.datetimes`)."""
+    has a pattern is read by it (:mod:`markerstore.values.datetimes`)."""
     pattern = formats.pattern_for(target) if formats is not None else None
     if pattern is not None and is_textual(source.type):
         return datetimes.parse(source, pattern, target)
     if formats is not None and is_textual(source.type):
         if pa.types.is_decimal(target):  # as the locale writes numbers
-            return decimals.parse(source, target, formats.locale)
+            return numbers.parse(source, target, formats.locale)
         if pa.types.is_timestamp(target):
             try:  # the common case: Arrow's ISO 8601 reads every value
                 return pc.cast(source, target, safe=True)
@@ -171,7 +190,7 @@ def prepare(source: pa.Array, target: pa.DataType, formats: ValueFormats | None
     if formats is None or not is_textual(source.type):
         return source
     tokens = formats.float_tokens() if pa.types.is_floating(target) else None
-    return datetimes.fold_float_tokens(source, tokens) if tokens else source
+    return numbers.fold_float_tokens(source, tokens) if tokens else source
 
 
 def arrow_converter(source: pa.Array, target: pa.DataType,
@@ -285,3 +304,97 @@ def _numbers_as(value: Any, arrow_type: pa.DataType) -> Any:
         types = {f.name: f.type for f in arrow_type}
         return {k: _numbers_as(v, types[k]) if k in types else v for k, v in value.items()}
     return value
+
+
+def cast_rows(source: pa.Array, target: pa.DataType, formats: ValueFormats | None = None,
+              *, confirm: bool = True) -> tuple[pa.Array, dict[int, Failure]]:
+    """`source` cast to `target` (:func:`prepare`, then :func:`cast`), and the rows that do
+    not cast, each with its failure (null in the result). The whole column is cast at once
+    (the common case: every row casts); if that fails, a text too long to be a value fails
+    without being parsed, DuckDB's TRY_CAST hints at the failing rows of a text column
+    (not where `formats` has a Spark pattern for `target`: DuckDB knows none), and the
+    rest is cast by halves (:func:`by_halves`).
+
+    `confirm`: each row the hint names is cast alone with Arrow, which decides (its
+    failure is Arrow's message, and a row DuckDB is stricter about keeps Arrow's value).
+    Without, a row the hint names fails as it is, with :data:`HINTED`: for a caller whose
+    failing rows are only suspects that a reference parser decides (the ingest's
+    vectorized pass), a false alarm costs a reference parse and no confirmation is paid.
+    """
+    if source.type == target:
+        return source, {}
+    source = prepare(source, target, formats)
+    n = len(source)
+    long = too_long(source, target)
+    if long:  # no huge text is parsed (or quoted in a message) to fail its cast
+        source = _cleared(source, long)
+    else:
+        try:
+            return cast(source, target, formats), {}
+        except CAST_ERRORS:
+            pass
+    failures = dict.fromkeys(long, too_long_failure(target))
+    suspects = _hinted(source, target, formats)
+    cleared = _cleared(source, suspects) if suspects else source
+    array, found = by_halves(n, target, arrow_converter(cleared, target, formats))
+    failures.update(found)
+    if not confirm:
+        failures.update(dict.fromkeys(suspects, HINTED))
+        return array, failures
+    recovered: dict[int, Any] = {}
+    rows_of: dict[Any, list[int]] = {}  # a value casts alike wherever it is
+    for row, value in zip(suspects, source.take(pa.array(suspects, pa.int64())).to_pylist(),
+                          strict=True):
+        rows_of.setdefault(value, []).append(row)
+    for same in rows_of.values():
+        try:
+            value = cast(source.slice(same[0], 1), target, formats)[0]
+            recovered.update((row, value) for row in same)
+        except CAST_ERRORS as exc:
+            found_one = failure(exc)
+            failures.update((row, found_one) for row in same)
+    if recovered:  # DuckDB was stricter than Arrow for these: keep Arrow's answer
+        rows = sorted(recovered)
+        array = pc.replace_with_mask(array, _rows_mask(n, rows),
+                                     pa.array([recovered[r] for r in rows], target))
+    return array, failures
+
+
+HINTED: Failure = ("ArrowInvalid", "DuckDB's TRY_CAST rejects the value (not cast with Arrow)")
+
+
+def _rows_mask(n: int, rows: list[int]) -> pa.Array:
+    """A boolean array of `n` rows, true at `rows`."""
+    mask = np.zeros(n, dtype=bool)
+    mask[np.asarray(rows, dtype=np.int64)] = True
+    return pa.array(mask)
+
+
+def _cleared(source: pa.Array, rows: list[int]) -> pa.Array:
+    """`source` with `rows` null."""
+    return pc.if_else(_rows_mask(len(source), rows), pa.scalar(None, source.type), source)
+
+
+def _hinted(source: pa.Array, target: pa.DataType, formats: ValueFormats | None
+            ) -> list[int]:
+    """The rows of a text column DuckDB's TRY_CAST to `target` rejects, ascending (a
+    hint: Arrow decides); none where DuckDB has no such type, cannot run the query, or
+    `formats` reads `target` by a Spark pattern."""
+    sql_type = duck_type(target)
+    if formats is not None and formats.pattern_for(target) is not None:
+        sql_type = None
+    if sql_type is None or not is_textual(source.type) or len(source) == 0:
+        return []
+    if pa.types.is_decimal(target) and formats is not None:
+        source = decimal_hint_text(source, formats.locale)
+    con = duck.local()  # this thread's, single-threaded: Spark runs a task per core
+    con.register("__cast_hint", pa.table({"i": np.arange(len(source), dtype=np.int64),
+                                          "v": source}))
+    try:
+        found = con.sql(f"SELECT i FROM __cast_hint WHERE v IS NOT NULL AND "
+                        f"TRY_CAST(v AS {sql_type}) IS NULL ORDER BY i").to_arrow_table()
+    except duckdb.Error:
+        return []
+    finally:
+        con.unregister("__cast_hint")
+    return found.column("i").to_numpy().tolist()

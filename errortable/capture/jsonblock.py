@@ -1,4 +1,4 @@
-"""A block of JSON lines read as :func:`errortable.parsing.parse_json_block` reads them,
+"""A block of JSON lines read as :func:`errortable.capture.parsing.parse_json_block` reads them,
 with the lines that fail decided and recorded as columns.
 
 Each line is stripped as Python's ``str.strip`` strips it (a blank one is no record), and
@@ -6,8 +6,8 @@ lines of the same text are decided once. A text whose first character starts no 
 value (nor is a byte order mark, and which holds at most 512 brackets) fails as Python's
 decoder fails it, ``Expecting value: line 1 column 1 (char 0)``, without being decoded:
 its scanner stops at the first character. Every other distinct text is read by
-:func:`errortable.jsontext.load_object`, as before. The error records of the failures are
-then built as columns (:func:`errortable.errorrows.parse_error_table`), so a block of
+:func:`markerstore.values.json.load_object`, as before. The error records of the failures are
+then built as columns (:func:`errortable.capture.errorrows.parse_error_table`), so a block of
 lines that are no JSON (a file of another format) costs no Python per line: a few
 microseconds a line were spent decoding, raising and describing each.
 """
@@ -21,12 +21,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from errortable import records as R
+from errortable.capture import records as R
+from errortable.capture.errorrows import ParseFailures, parse_error_table
+from errortable.capture.parsing import (
+    BlockParse,
+    Failure,
+    ParseOptions,
+    failure_record,
+    failures_table,
+)
+from errortable.capture.protectrows import protected_parse_table
 from errortable.config import ErrorTableConfig
-from errortable.errorrows import ParseFailures, parse_error_table
-from errortable.jsontext import MAX_DEPTH, load_object
-from errortable.parsing import BlockParse, Failure, ParseOptions, failure_record, failures_table
-from errortable.protectrows import protected_parse_table
+from markerstore.values.json import MAX_DEPTH, load_object
 
 # What str.strip removes (a blank line is no record), and a JSON value's first character
 # as Python's scanner reads one (null, true, false, NaN, Infinity, -Infinity, numbers).
@@ -132,7 +138,7 @@ def parse_json_array(lines: pa.Array,
                      line_numbers: Sequence[int] | np.ndarray | None = None,
                      offsets: Sequence[int] | np.ndarray | None = None,
                      options: ParseOptions | None = None) -> BlockParse:
-    """:func:`errortable.parsing.parse_json_block` of an Arrow array of lines (text):
+    """:func:`errortable.capture.parsing.parse_json_block` of an Arrow array of lines (text):
     the same records, line numbers and error records."""
     n = len(lines)
     numbers = np.arange(1, n + 1, dtype=np.int64) if line_numbers is None else \

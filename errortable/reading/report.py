@@ -8,7 +8,7 @@ from typing import Any
 
 import duckdb
 
-from errortable.access import connect
+from errortable.reading.access import connect
 from markerstore.render import figures
 from markerstore.render.charts import charts_html
 from markerstore.render.html import table_html, text

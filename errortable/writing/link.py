@@ -18,11 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable.config import ErrorTableConfig, locate
-from errortable.hooks import ErrorSinkHook, ValidatorHook
-from errortable.recovery import rollback_error_instant
 from errortable.schema import arrow_schema
-from errortable.taskwriter import ErrorTaskSpec
-from errortable.writer import ErrorCommit, check_error_table_formats
+from errortable.writing.commit import ErrorCommit, check_error_table_formats
+from errortable.writing.hooks import ErrorSinkHook, ValidatorHook
+from errortable.writing.recovery import rollback_error_instant
+from errortable.writing.taskwriter import ErrorTaskSpec
 from markerstore.config import REASON_KEY
 from markerstore.table import Table
 

@@ -26,6 +26,8 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from markerstore.values.shapes import ShapeError
+
 REDACTED = "[REDACTED]"
 WITHHELD = "message withheld (the record is protected by the PII policy)"
 SWEEP_MIN_CHARS = 4
@@ -98,16 +100,6 @@ def redact(record: Any, paths: Iterable[str]) -> Any:
     if not paths:
         return record
     return _walk(record, paths, lambda value: None if value is None else REDACTED)
-
-
-class ShapeError(ValueError):
-    """A record of the wrong shape (not an object, the wrong number of fields): its text
-    names counts and types, never a value, so it is kept under a PII policy. Where the
-    text names a part of the record (a key), `safe` is the text without it."""
-
-    def __init__(self, text: str, safe: str | None = None) -> None:
-        super().__init__(text)
-        self.safe = text if safe is None else safe
 
 
 def safe_exception_text(exc: BaseException) -> str | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -26,18 +26,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from errortable.convert import cast
-from errortable.csvtext import Dialect
-from errortable.datetimes import ValueFormats
 from markerstore import duck
 from markerstore.ingest.csvfields import plain_fields, split_plain
 from markerstore.ingest.csvsplit import re2_char
+from markerstore.values.cast import DUCK_TYPES
+from markerstore.values.cast import cast_rows as cast_rows_of
+from markerstore.values.csv import Dialect
+from markerstore.values.formats import ValueFormats
 
-_INTS = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INTEGER",
-         pa.int64(): "BIGINT", pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT",
-         pa.uint32(): "UINTEGER", pa.uint64(): "UBIGINT"}
-_HINTS = {**_INTS, pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
-          pa.date32(): "DATE"}
+_INTS = {t: name for t, name in DUCK_TYPES.items() if pa.types.is_integer(t)}
 PARSE_VALUES = 1 << 19  # JSON values DuckDB parses at a time (docs/RELIABILITY.md)
 PATTERN_FIELDS = 10_000  # the widest CSV record the vectorized pass reads by a pattern
 # The widest schema the vectorized JSON pass takes: DuckDB looks each column up in each
@@ -51,7 +48,7 @@ _MAX_EXACT = 2 ** 53  # the largest JSON integer pyarrow converts to a double ex
 _MAX_FLOAT32 = 3.4028234663852886e38
 # Extensions DuckDB's JSON parser accepts and Python's json does not (DuckDB rejects a
 # lone surrogate escape and control characters in strings itself), and what the reference
-# (errortable.jsontext) refuses inside a value it would otherwise ignore: a nested array or
+# (markerstore.values.json) refuses inside a value it would otherwise ignore: a nested array or
 # object (nesting depth, a key twice) and a large exponent (a number no double holds).
 _JSON_LAX = (r"\\u[dD][89a-fA-F]|,\s*[}\]]|(?i:[:\[,]\s*-?(?:inf|nan))|[:\[,]\s*[\[{]|"
              r"\d[eE][-+]?\d{3}")
@@ -297,82 +294,14 @@ def _finish(schema: pa.Schema, columns: Sequence[pa.ChunkedArray], rows: np.ndar
     return Parsed(table, rows, complement(n, rows))
 
 
-_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
-                OverflowError, ValueError)
-
-
-def _hint(source: pa.Array, target: pa.DataType) -> np.ndarray:
-    """Rows DuckDB's TRY_CAST rejects (a hint: Arrow decides)."""
-    sql_type = _HINTS.get(target)
-    if sql_type is None and pa.types.is_timestamp(target):
-        sql_type = "TIMESTAMP" if target.tz is None else "TIMESTAMPTZ"
-    if sql_type is None and pa.types.is_decimal(target):
-        sql_type = f"DECIMAL({target.precision}, {target.scale})"
-    if sql_type is None or len(source) == 0:
-        return np.zeros(0, np.int64)
-    con = duck.local()  # this thread's, single-threaded: Spark runs a task per core
-    con.register("hint", pa.table({"i": np.arange(len(source), dtype=np.int64), "v": source}))
-    try:
-        found = con.sql(f"SELECT i FROM hint WHERE v IS NOT NULL AND "
-                        f"TRY_CAST(v AS {sql_type}) IS NULL").to_arrow_table()
-    except duckdb.Error:
-        return np.zeros(0, np.int64)
-    finally:
-        con.unregister("hint")
-    return np.sort(found.column("i").to_numpy())
-
-
 def cast_rows(source: pa.Array, target: pa.DataType, formats: ValueFormats | None = None
               ) -> tuple[pa.Array, np.ndarray]:
-    """`source` cast to `target` with Arrow (safe), and the rows that do not cast (null in
-    the result): the whole column at once; if that fails, DuckDB's hint, then halving of
-    failing slices for what it missed. Text is read as `formats` says, as the Validator
-    reads it (:func:`errortable.convert.prepare`, :func:`errortable.convert.cast`)."""
-    from errortable.convert import decimal_hint_text, prepare, too_long
-
-    source = prepare(source, target, formats)
-    try:  # the common case: every row casts, and DuckDB's hint is not needed
-        return cast(source, target, formats), np.zeros(0, np.int64)
-    except _CAST_ERRORS:
-        pass
-    long = np.array(too_long(source, target), dtype=np.int64)
-    if len(long):  # no huge text is parsed (or quoted in a message) to fail its cast
-        mask = np.zeros(len(source), dtype=bool)
-        mask[long] = True
-        source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
-    patterned = formats is not None and formats.pattern_for(target) is not None
-    hint = np.zeros(0, np.int64) if patterned else _hint(
-        decimal_hint_text(source, formats.locale)
-        if formats is not None and pa.types.is_decimal(target) else source, target)
-    hinted = np.union1d(hint, long).astype(np.int64)
-    if len(hinted):
-        mask = np.zeros(len(source), dtype=bool)
-        mask[hinted] = True
-        source = pc.if_else(pa.array(mask), pa.scalar(None, source.type), source)
-    array, failed = _bisect(len(source), target,
-                            lambda o, n: cast(source.slice(o, n), target, formats))
-    return array, np.union1d(hinted, np.array(failed, dtype=np.int64)).astype(np.int64)
-
-
-def _bisect(n: int, target: pa.DataType, convert: Callable[[int, int], pa.Array]
-            ) -> tuple[pa.Array, list[int]]:
-    pieces: list[tuple[int, pa.Array]] = []
-    failed: list[int] = []
-    stack = [(0, n)]
-    while stack:
-        offset, length = stack.pop()
-        try:
-            pieces.append((offset, convert(offset, length)))
-        except _CAST_ERRORS:
-            if length == 1:
-                failed.append(offset)
-                pieces.append((offset, pa.nulls(1, target)))
-                continue
-            half = length // 2
-            stack.extend([(offset + half, length - half), (offset, half)])
-    pieces.sort(key=lambda p: p[0])
-    arrays = [p[1] for p in pieces]
-    return (arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)), failed
+    """`source` cast to `target` as the reference parser casts it (the Validator's
+    :func:`markerstore.values.cast.cast_rows`), and the rows that do not cast (null in the
+    result), ascending. The rows DuckDB's hint rejects are not confirmed one by one: they
+    are suspects, which the reference parser decides."""
+    array, failures = cast_rows_of(source, target, formats, confirm=False)
+    return array, np.array(sorted(failures), dtype=np.int64)
 
 
 def csv_pattern(width: int, delimiter: str = ",", escape: str = '"', quote: str = '"'
@@ -461,7 +390,7 @@ def csv_text(lines: pa.Array, schema: pa.Schema, header: Sequence[str] | None,
     (an empty plain field, and a field equal to `null_value`, quoted or not, are null;
     ``""`` is `empty_value`, so a record holding one is a suspect unless that is null
     too). The table holds the header's columns, as strings: the values errortable's parser
-    gives these records (:func:`errortable.csvtext.field_values`); with no clean record,
+    gives these records (:func:`markerstore.values.csv.field_values`); with no clean record,
     it is the target schema's empty table."""
     n = len(lines)
     names = list(header or [])

@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from errortable import schema as schema_module
-from errortable.capture import Validator
+from errortable.capture.records import PAYLOAD, REDACTED_FIELDS, CaptureContext, RecordBuilder
+from errortable.capture.validator import Validator
 from errortable.config import ErrorTableConfig
-from errortable.files import ErrorFileWriter, file_name
-from errortable.records import PAYLOAD, REDACTED_FIELDS, CaptureContext, RecordBuilder
+from errortable.writing.files import ErrorFileWriter, file_name
 from markerstore.errors import ErrorTableError
 from markerstore.markers import DirectWriteMarkers, IOType
 from markerstore.markers.base import WriteMarkers

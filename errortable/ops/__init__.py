@@ -1,0 +1,1 @@
+"""Operations on an error table after its writes: retention (``expire``) and replays."""
