@@ -403,7 +403,7 @@ def resolve(options: Mapping[str, Any] | Settings | None) -> Settings:
 
 
 def describe() -> list[dict[str, Any]]:
-    """Every option with its default, aliases and doc (for the README table and `--help`)."""
+    """Every option with its default, aliases and doc (for docs/CONFIGURATION.md and `--help`)."""
     rows = [{"key": o.key, "default": o.default, "aliases": list(o.aliases), "doc": o.doc}
             for o in OPTIONS.values()]
     rows += [{"key": key, "default": None, "aliases": [], "doc": doc}
