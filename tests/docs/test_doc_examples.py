@@ -57,7 +57,7 @@ def test_the_front_page_and_the_reference_pages_have_runnable_examples() -> None
 def test_the_examples_of_a_document_run_as_written(document: str, tmp_path: Path,
                                                    request: pytest.FixtureRequest) -> None:
     if any(e.spark for e in FAST[document]):
-        request.getfixturevalue("spark")   # the suite's session: the examples' getOrCreate()
+        _shared_session(request)
     run(FAST[document], tmp_path)
 
 
@@ -66,5 +66,15 @@ def test_the_examples_of_a_document_run_as_written(document: str, tmp_path: Path
 def test_the_examples_that_start_spark_run_as_written(document: str, tmp_path: Path,
                                                        request: pytest.FixtureRequest) -> None:
     if any(e.spark for e in DOCS[document]):
-        request.getfixturevalue("spark")
+        _shared_session(request)
     run(DOCS[document], tmp_path)
+
+
+def _shared_session(request: pytest.FixtureRequest) -> None:
+    """The suite's Spark session, which the examples' getOrCreate() returns, with
+    ``format("markerstore")`` registered: the examples' ``import markerstore.spark``
+    registers it with the active session, but in this process the package may have been
+    imported before the session started."""
+    import markerstore.spark
+
+    markerstore.spark.register(request.getfixturevalue("spark"))
