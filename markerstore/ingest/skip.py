@@ -17,10 +17,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from markerstore.errors import MarkerStoreError
+
 CHUNK_BYTES = 64 * 1024
 
 
-class SkippedTooLong(ValueError):
+class SkippedTooLong(MarkerStoreError, ValueError):
     """The lines to skip are longer than the record size limit."""
 
 

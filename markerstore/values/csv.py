@@ -36,6 +36,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AnyStr, Generic
 
+from markerstore.errors import MarkerStoreError
+
 QUOTE = '"'
 
 # Scanner states: at a field's start, in a plain field, in a quoted field, just after a
@@ -46,7 +48,7 @@ QUOTE = '"'
 START, PLAIN, QUOTED, AFTER_QUOTE, ESCAPED, RECORD, COMMENT, AFTER_CR = range(8)
 
 
-class CsvError(ValueError):
+class CsvError(MarkerStoreError, ValueError):
     """A record that is not RFC 4180 CSV (the message never quotes the record's values)."""
 
 

@@ -3,8 +3,10 @@ its text is safe to keep where a record's values are not (a PII policy)."""
 
 from __future__ import annotations
 
+from markerstore.errors import MarkerStoreError
 
-class ShapeError(ValueError):
+
+class ShapeError(MarkerStoreError, ValueError):
     """A record of the wrong shape (not an object, the wrong number of fields): its text
     names counts and types, never a value, so it is kept under a PII policy. Where the
     text names a part of the record (a key), `safe` is the text without it."""
