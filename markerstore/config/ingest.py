@@ -125,7 +125,7 @@ DEFINITIONS: tuple[Option, ...] = (
            "Ingest: a record (a line, or a CSV record spanning lines) larger than this is "
            "one error record of reason size holding its first 64 KiB; it is never held "
            "whole in memory.", ()),
-    # Spark's reader options for the structure of records (docs/ERROR_TABLE.md: differences)
+    # Spark's reader options for the structure of records (docs/INGEST.md: differences)
     Option(INGEST_MODE, "PERMISSIVE", read_mode,
            "Ingest (Spark's mode, any case): PERMISSIVE keeps every malformed record as one "
            "error record; FAILFAST allows none: the write fails and is rolled back, data and "

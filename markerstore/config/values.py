@@ -36,7 +36,7 @@ DEFINITIONS: tuple[Option, ...] = (
            "tokens).", ("allowNonNumericNumbers",)),
     Option(INGEST_DATE_FORMAT, None, pattern_option("dateFormat"),
            "Ingest, CSV and JSON (Spark's dateFormat): the pattern of DATE values, in Spark's "
-           "datetime pattern letters (the subset in docs/ERROR_TABLE.md, such as dd/MM/yyyy); "
+           "datetime pattern letters (the subset in docs/INGEST.md, such as dd/MM/yyyy); "
            "a value that does not match is a cast error. Not set: ISO 8601 (yyyy-MM-dd). "
            "Without a schema, a CSV column whose every sampled value matches it (not set: is "
            "an ISO date) is inferred as a DATE (Spark's preferDate).",

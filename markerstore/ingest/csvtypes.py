@@ -23,7 +23,7 @@ it reads ``null`` and ``NA`` as nulls (a column of numbers with one ``NA`` becam
 and each such record a cast error), ``0x10`` as 16 and a time of day as TIME, which
 Spark cannot hold.
 
-Where the ingest reads a value otherwise than Spark (docs/ERROR_TABLE.md), inference
+Where the ingest reads a value otherwise than Spark (docs/INGEST.md), inference
 follows the ingest: `` 7`` is no number (Spark: DOUBLE), ``1`` and ``true`` in one
 column are BOOLEAN (Spark: STRING); and a time of day is text (Spark's default parser
 reads ``10:00:00`` as that time today). Spark's INT and BIGINT are both BIGINT here. A

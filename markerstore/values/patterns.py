@@ -122,7 +122,7 @@ class _Reader:
 
     def refuse(self, what: str) -> ValueError:
         return ValueError(f"{self.pattern!r}: {what}; supported: y M L d E H h m "
-                          "s S a X x Z, 'text' and [optional] (see docs/ERROR_TABLE.md)")
+                          "s S a X x Z, 'text' and [optional] (see docs/INGEST.md)")
 
     def group(self, name: str, regex: str) -> str:
         if any(_kind(g) == _kind(name) for g in self.groups):
