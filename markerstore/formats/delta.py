@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from markerstore import config
 from markerstore.errors import ConfigError, MarkerStoreError, TableFormatError
+from markerstore.formats import delta_state
 from markerstore.formats.base import (
     INSTANT_KEY,
     OVERWRITE,
@@ -45,6 +46,7 @@ from markerstore.formats.delta_evolve import (
     version_actions,
     write_version,
 )
+from markerstore.formats.delta_state import LogState, Metadata
 from markerstore.formats.stats import file_stats
 from markerstore.formats.values import delta_partition_value
 from markerstore.table import Table
@@ -113,7 +115,7 @@ class DeltaPublisher:
         return f"DeltaPublisher({self.uri!r})"
 
     def _load(self) -> Any:
-        """The Delta table, or None where the folder has no Delta log yet."""
+        """The Delta table (delta-rs), or None where the folder has no Delta log yet."""
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
@@ -124,9 +126,11 @@ class DeltaPublisher:
             return None
         return self._delta
 
-    def _current(self) -> Any:
-        """The log as last read in this publish, else read now."""
-        return self._delta if self._delta is not None else self._load()
+    def _log(self) -> LogState | None:
+        """What a publish reads of the log: its latest version, metadata, protocol, app
+        transactions (:mod:`.delta_state`, the later versions only where this thread read
+        it before); None where the folder has no Delta log yet."""
+        return delta_state.read(self.table.storage)
 
     def versions(self) -> list[tuple[int, str | None]]:
         """Every version the log keeps, oldest first, with the instant it published (None
@@ -144,25 +148,23 @@ class DeltaPublisher:
         """The completed instants of `view` the log does not hold: the log read once, its
         latest version's settled mark naming which instants to look up (each by its app
         transaction, which outlives the commit info Delta's log cleanup removes)."""
-        delta = self._load()
-        if delta is None:
+        state = self._log()
+        if state is None:
             return list(view.completed)
-        latest = delta.history(limit=1)
-        mark = Settled.from_summary(latest[0] if latest else None)
-        return [i for i in view.candidates(mark)
-                if delta.transaction_version(APP_PREFIX + i) is None]
+        mark = Settled.from_summary(state.info)
+        return [i for i in view.candidates(mark) if APP_PREFIX + i not in state.txns]
 
     def held_among(self, instants: list[str]) -> set[str]:
         """Those of `instants` the log holds by their app transaction."""
-        delta = self._load()
-        if delta is None or not instants:
+        state = self._log()
+        if state is None or not instants:
             return set()
-        return {i for i in instants if delta.transaction_version(APP_PREFIX + i) is not None}
+        return {i for i in instants if APP_PREFIX + i in state.txns}
 
     def position(self) -> str | None:
         """``v<version>`` of the log's latest version, None before the first."""
-        delta = self._current()
-        return None if delta is None else f"v{delta.version()}"
+        state = self._log()
+        return None if state is None else f"v{state.version}"
 
     def referenced_paths(self) -> set[str]:
         """The files of the latest version (older versions' removed files are deleted by
@@ -183,9 +185,9 @@ class DeltaPublisher:
             for field in schema:
                 delta_type_json(field)
         try:
-            delta = self._current()
-            metadata = None if delta is None else delta.metadata()
-            existing = None if delta is None else json.loads(delta.schema().to_json())
+            state = self._log()
+            metadata = None if state is None else state.metadata
+            existing = None if state is None else state.schema()
         except Exception as exc:
             log.warning("the Delta log of %s cannot be read to check the write (%s); "
                         "its publish will say", self.uri, exc)
@@ -217,11 +219,11 @@ class DeltaPublisher:
         """The versions after markerstore's last one that add or remove files without an
         instant (another tool's appends, overwrites, compactions), newest first: each
         ``{"id": "version 7", "what": "WRITE (Overwrite) by delta-rs:py-1.6.6"}``."""
-        delta = self._current()
-        if delta is None:
+        state = self._log()
+        if state is None:
             return []
         found = []
-        latest = delta.version()
+        latest = state.version
         for version in range(latest, max(-1, latest - FOREIGN_LIMIT), -1):
             actions = self._log_actions(version)
             if actions is None:
@@ -262,8 +264,7 @@ class DeltaPublisher:
             if delta is None else None)
         schema = _delta_schema(commit.schema)
         if delta is None:
-            self._commit(None, commit, self._actions(commit, now), schema,
-                         list(commit.partition_by), properties)
+            self._create(commit, self._actions(commit, now), properties)
             return "version 0"
         current = {urllib.parse.unquote(p) for p in pa.table(delta.get_add_actions(
             flatten=True)).column("path").to_pylist()}
@@ -278,62 +279,69 @@ class DeltaPublisher:
     def publish(self, commit: CommitToPublish) -> None:
         from deltalake.transaction import CommitProperties, Transaction
 
-        delta = self._current()
+        state = self._log()
         app_id = APP_PREFIX + commit.instant
-        if delta is not None and delta.transaction_version(app_id) is not None:
+        if state is not None and app_id in state.txns:
             return  # published already
-        now = int(time.time() * 1000)
         custom = {INSTANT_KEY: commit.instant, "markerstore.mode": commit.mode,
                   **(commit.settled.to_summary() if commit.settled is not None else {})}
-        properties = CommitProperties(custom_metadata=custom,
-                                      app_transactions=[Transaction(app_id, 1, now)])
-        schema = _delta_schema(commit.schema)
-        if delta is None and not commit.added:
+        if state is not None:
+            self._write(state, commit, custom, app_id)
+            return
+        if not commit.added:
             raise PublishDeferred(f"instant {commit.instant} has no file to give the Delta "
                                   f"table {self.uri} its schema")
+        now = int(time.time() * 1000)
+        properties = CommitProperties(custom_metadata=custom,
+                                      app_transactions=[Transaction(app_id, 1, now)])
         try:
-            if delta is not None and self._evolve(delta, commit, custom, app_id):
-                return
-            actions = self._actions(commit, now)
-            partition_by = self._partitioning(delta, commit)
-            self._commit(delta, commit, actions, schema, partition_by, properties)
+            self._create(commit, self._actions(commit, now), properties)
         except Exception as exc:
             # A concurrent publisher of the same instant wins: that is this publish done.
-            again = self._load()
-            if again is not None and again.transaction_version(app_id) is not None:
+            again = self._log()
+            if again is not None and app_id in again.txns:
                 log.info("instant %s: published to Delta by another writer (%s)",
                          commit.instant, exc)
                 return
             raise
-        log.info("instant %s: Delta version published (%d file(s)%s)", commit.instant,
-                 len(commit.added), ", overwrite" if commit.mode == OVERWRITE else "")
+        log.info("instant %s: Delta table created (%d file(s))", commit.instant,
+                 len(commit.added))
 
-    def _evolve(self, delta: Any, commit: CommitToPublish, custom: dict[str, str],
-                app_id: str) -> bool:
-        """Publish `commit` with a ``metaData`` action where its columns change the table's
-        schema (:mod:`markerstore.formats.delta_evolve`); False when they do not."""
+    def _write(self, state: LogState, commit: CommitToPublish, custom: dict[str, str],
+               app_id: str) -> None:
+        """Publish `commit` as the log's next version, written as the protocol lays it
+        out (:func:`~markerstore.formats.delta_evolve.write_version`: created if absent),
+        with a ``metaData`` action where its columns change the table's schema; a
+        version another writer took first is looked at again (the same instant
+        published by it is this publish done)."""
         types = {f.name: f.type for f in commit.schema}
+        stats = file_stats(self.table, commit) if commit.added else {}
         for _ in range(COMMIT_ATTEMPTS):
-            existing = json.loads(delta.schema().to_json())
-            merged = plan_schema(existing, _delta_schema(commit.schema),
-                                 has_files=bool(commit.added)) if commit.added else None
-            if merged is None:
-                return False
-            self._partitioning(delta, commit)
-            actions = version_actions(commit, delta.metadata(), delta.protocol(), merged,
-                                      file_stats(self.table, commit), custom, app_id,
+            merged = plan_schema(state.schema(), _delta_schema(commit.schema),
+                                 has_files=True) if commit.added else None
+            metadata = self._partitioning(state, commit)
+            actions = version_actions(commit, metadata, state.protocol, merged, stats,
+                                      custom, app_id,
                                       functools.partial(_partition_values, types=types))
-            version = delta.version() + 1
+            version = state.version + 1
             if write_version(self.table.storage, version, actions):
-                delta.update_incremental()
-                if version % checkpoint_interval(delta.metadata().configuration) == 0:
-                    delta.create_checkpoint()
-                log.info("instant %s: Delta version %d published with the table's new "
-                         "schema", commit.instant, version)
-                return True
-            delta = self._load()  # another writer took that version: look again
-            if delta.transaction_version(app_id) is not None:
-                return True
+                state.apply(version, actions)
+                state.identity = None
+                delta_state.remember(self.table.storage, state)
+                if version % checkpoint_interval(metadata.configuration) == 0:
+                    self._checkpoint(version)
+                log.info("instant %s: Delta version %d published (%d file(s)%s%s)",
+                         commit.instant, version, len(commit.added),
+                         ", overwrite" if commit.mode == OVERWRITE else "",
+                         ", with the table's new schema" if merged is not None else "")
+                return
+            again = self._log()  # another writer took that version: look again
+            if again is None:
+                raise MarkerStoreError(f"the Delta log of {self.uri} is gone")
+            state = again
+            if app_id in state.txns:
+                log.info("instant %s: published to Delta by another writer", commit.instant)
+                return
         raise MarkerStoreError(f"instant {commit.instant}: the Delta log of {self.uri} "
                                f"moved on {COMMIT_ATTEMPTS} times while publishing it")
 
@@ -352,38 +360,48 @@ class DeltaPublisher:
                    for p in commit.removed]
         return [*adds, *removes]
 
-    def _partitioning(self, delta: Any, commit: CommitToPublish) -> list[str]:
-        """The partition columns of the version: the Delta table's, which a commit with
-        files must share (refused when the write starts, so only a write from before
-        that check meets this)."""
-        partition_by = list(commit.partition_by)
-        if delta is None:
-            return partition_by
-        existing = list(delta.metadata().partition_columns)
-        if commit.added and partition_by != existing:
+    def _partitioning(self, state: LogState, commit: CommitToPublish) -> Metadata:
+        """The table's metadata, whose partition columns a commit with files must share
+        (refused when the write starts, so only a write from before that check meets
+        this)."""
+        metadata = state.metadata
+        if metadata is None or state.protocol is None:
+            raise TableFormatError(f"the Delta log of {self.uri} has no metaData or "
+                                   f"protocol action at version {state.version}")
+        existing = list(metadata.partition_columns)
+        if commit.added and list(commit.partition_by) != existing:
             raise MarkerStoreError(
-                f"instant {commit.instant} is partitioned by {partition_by}, the Delta "
-                f"table {self.uri} by {existing}; a Delta table keeps its partitioning")
-        return existing
+                f"instant {commit.instant} is partitioned by {list(commit.partition_by)}, "
+                f"the Delta table {self.uri} by {existing}; a Delta table keeps its "
+                "partitioning")
+        return metadata
 
-    def _commit(self, delta: Any, commit: CommitToPublish, actions: list[Any],
-                schema: pa.Schema, partition_by: list[str], properties: Any) -> None:
+    def _checkpoint(self, version: int) -> None:
+        """A checkpoint of `version` (delta-rs writes it), as the table's
+        ``delta.checkpointInterval`` asks; one that fails is only logged (the log is
+        whole without it)."""
+        from deltalake import DeltaTable
+
+        try:
+            DeltaTable(self.uri, version=version,
+                       storage_options=self.storage_options).create_checkpoint()
+        except Exception as exc:
+            log.warning("the Delta checkpoint of %s at version %d was not written: %s",
+                        self.uri, version, exc)
+
+    def _create(self, commit: CommitToPublish, actions: list[Any], properties: Any) -> None:
+        """The Delta table, created by its first version (`actions`: `commit`'s files)."""
         from deltalake import Schema
         from deltalake.transaction import create_table_with_add_actions
 
-        if delta is not None:
-            delta.create_write_transaction(actions, mode="append", schema=schema,
-                                           partition_by=partition_by or None,
-                                           commit_properties=properties)
-            delta.update_incremental()  # the log as it is now, for the next instant
-            return
         if commit.removed:
             raise MarkerStoreError(f"instant {commit.instant} replaces files but {self.uri} "
                                    "has no Delta log to remove them from")
         create_table_with_add_actions(
-            self.uri, Schema.from_arrow(schema), actions, mode="error",
-            partition_by=partition_by or None, configuration=TABLE_CONFIGURATION,
-            storage_options=self.storage_options, commit_properties=properties)
+            self.uri, Schema.from_arrow(_delta_schema(commit.schema)), actions, mode="error",
+            partition_by=list(commit.partition_by) or None,
+            configuration=TABLE_CONFIGURATION, storage_options=self.storage_options,
+            commit_properties=properties)
         self._load()
 
 

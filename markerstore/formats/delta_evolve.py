@@ -151,14 +151,28 @@ def protocol_action(protocol: Any, schema: Mapping[str, Any]) -> dict[str, Any] 
                          "writerFeatures": sorted({*writers, NTZ_FEATURE})}}
 
 
+def metadata_actions(metadata: Any, protocol: Any, schema: Mapping[str, Any]
+                     ) -> list[dict[str, Any]]:
+    """The ``metaData`` action giving the table `schema` (with the ``protocol`` action its
+    types need, where they need one)."""
+    upgrade = protocol_action(protocol, schema)
+    return [*([upgrade] if upgrade is not None else []), {"metaData": {
+        "id": metadata.id, "name": metadata.name, "description": metadata.description,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema, separators=(",", ":")),
+        "partitionColumns": list(metadata.partition_columns),
+        "createdTime": metadata.created_time,
+        "configuration": dict(metadata.configuration)}}]
+
+
 def version_actions(commit: CommitToPublish, metadata: Any, protocol: Any,
-                    schema: Mapping[str, Any], stats: Mapping[str, str],
+                    schema: Mapping[str, Any] | None, stats: Mapping[str, str],
                     properties: Mapping[str, str], app_id: str,
                     partition_values: Callable[[Mapping[str, str | None]], Any] = dict
                     ) -> list[dict[str, Any]]:
-    """The actions of one version publishing `commit` with the table's new `schema`
-    (`stats`: each added file's statistics as JSON text; `partition_values`: a file's
-    folder values as Delta keeps them)."""
+    """The actions of one version publishing `commit`, with the table's new `schema`
+    where it changes (None: it does not; `stats`: each added file's statistics as JSON
+    text; `partition_values`: a file's folder values as Delta keeps them)."""
     now = int(time.time() * 1000)
     partition_by = list(metadata.partition_columns)
     actions: list[dict[str, Any]] = [
@@ -167,15 +181,8 @@ def version_actions(commit: CommitToPublish, metadata: Any, protocol: Any,
                                                 "partitionBy": json.dumps(partition_by)},
                         "engineInfo": "markerstore", **properties}},
         {"txn": {"appId": app_id, "version": 1, "lastUpdated": now}}]
-    upgrade = protocol_action(protocol, schema)
-    if upgrade is not None:
-        actions.append(upgrade)
-    actions.append({"metaData": {
-        "id": metadata.id, "name": metadata.name, "description": metadata.description,
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps(schema, separators=(",", ":")),
-        "partitionColumns": partition_by, "createdTime": metadata.created_time,
-        "configuration": dict(metadata.configuration)}})
+    if schema is not None:
+        actions += metadata_actions(metadata, protocol, schema)
     actions += [{"add": {"path": encode_path(f.path),
                          "partitionValues": partition_values(f.partition),
                          "size": f.size, "modificationTime": now, "dataChange": True,

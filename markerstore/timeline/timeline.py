@@ -139,6 +139,7 @@ class Timeline:
         self._metadata_cache: dict[str, dict[str, Any]] = {}
         self._pins = 0
         self._pinned: list[InstantInfo] | None = None
+        self._listing = _Listing()
 
     def _file(self, instant: str, suffix: str) -> str:
         return f"{self.folder}/{instant}{suffix}"
@@ -168,26 +169,7 @@ class Timeline:
         return list(result)
 
     def _list_instants(self) -> list[InstantInfo]:
-        names = self.storage.ls(self.folder)
-        by_instant: dict[str, list[str]] = {}
-        for name in names:
-            instant, _, rest = name.partition(".")
-            suffix = "." + rest
-            if is_instant(instant) and (suffix in _SUFFIX_STATE or suffix == _FENCE):
-                by_instant.setdefault(instant, []).append(suffix)
-        result = []
-        for instant in sorted(by_instant):
-            suffixes = by_instant[instant]
-            states = [_SUFFIX_STATE[s] for s in suffixes if s in _SUFFIX_STATE]
-            if not states:
-                continue
-            state = max(states, key=_ORDER.__getitem__)
-            # Only a rollback that announced itself can have left a tombstone, so a plain
-            # completed instant is classified from the listing alone.
-            if state == COMPLETED and _FENCE in suffixes and self._is_tombstone(instant):
-                state = INFLIGHT  # fenced by a rollback that has not finished yet
-            result.append(InstantInfo(instant, state, tuple(sorted(suffixes))))
-        return result
+        return self._listing.parse(self.storage.ls(self.folder), self._is_tombstone)
 
     def state(self, instant: str) -> str:
         """The state of one instant; InstantNotFoundError if the timeline has no such one."""
@@ -331,3 +313,65 @@ class Timeline:
             raise CorruptTableError(where, f"the rollback record is not JSON: {exc}") from None
         return check_rollback_record(payload, where)
 
+
+class _Listing:
+    """The timeline's last listing, parsed: the next one parses only the names that
+    changed since (a timeline of thousands of instants is listed several times a write)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._names: set[str] = set()
+        self._suffixes: dict[str, set[str]] = {}      # instant -> its files' suffixes
+        self._infos: dict[str, InstantInfo | None] = {}  # None: no state file
+        self._order: list[str] = []                     # the instants, oldest first
+
+    def parse(self, names: list[str], is_tombstone: Any) -> list[InstantInfo]:
+        """Every instant and its state from a listing of the timeline's folder
+        (`is_tombstone(instant)`: whether a completed instant a rollback announced itself
+        on is that rollback's tombstone)."""
+        with self._lock:
+            listed = set(names)
+            noted = [self._note(name, add=True) for name in listed - self._names]
+            noted += [self._note(name, add=False) for name in self._names - listed]
+            changed = {instant for instant in noted if instant is not None}
+            self._names = listed
+            for instant in changed:
+                self._infos[instant] = self._info(instant, is_tombstone)
+                if not self._suffixes.get(instant):
+                    self._suffixes.pop(instant, None)
+                    self._infos.pop(instant, None)
+            if changed:
+                self._order = sorted(self._infos)
+            result = []
+            for instant in self._order:
+                info = self._infos[instant]
+                if info is not None and info.state == COMPLETED and _FENCE in info.files:
+                    info = self._info(instant, is_tombstone)  # read again: it may change
+                if info is not None:
+                    result.append(info)
+            return result
+
+    def _note(self, name: str, *, add: bool) -> str | None:
+        """The instant whose files `name` is one of, noted as listed or gone (None: not an
+        instant's file)."""
+        instant, _, rest = name.partition(".")
+        suffix = "." + rest
+        if not (suffix in _SUFFIX_STATE or suffix == _FENCE) or not is_instant(instant):
+            return None
+        if add:
+            self._suffixes.setdefault(instant, set()).add(suffix)
+        else:
+            self._suffixes.get(instant, set()).discard(suffix)
+        return instant
+
+    def _info(self, instant: str, is_tombstone: Any) -> InstantInfo | None:
+        suffixes = self._suffixes.get(instant, set())
+        states = [_SUFFIX_STATE[s] for s in suffixes if s in _SUFFIX_STATE]
+        if not states:
+            return None
+        state = max(states, key=_ORDER.__getitem__)
+        # Only a rollback that announced itself can have left a tombstone, so a plain
+        # completed instant is classified from the listing alone.
+        if state == COMPLETED and _FENCE in suffixes and is_tombstone(instant):
+            state = INFLIGHT  # fenced by a rollback that has not finished yet
+        return InstantInfo(instant, state, tuple(sorted(suffixes)))
