@@ -147,7 +147,7 @@ def _markdown(rows: int, files: int, repeats: int, timings: dict[str, list[float
 def _timed_format_work() -> list[tuple[float, float]]:
     """(wall, CPU) seconds of every piece of format work in this process: the formats
     checked when a write starts, recovery's publish at its start, the publish after its
-    commit. CPU time is the process's (every thread: delta-rs works in its own), which
+    commit and the expiry after it (Iceberg's snapshots, replaced files). CPU time is the process's (every thread: delta-rs works in its own), which
     other work on a shared machine does not inflate."""
     from markerstore.commit import cleanup, driver, recovery
 
@@ -163,6 +163,7 @@ def _timed_format_work() -> list[tuple[float, float]]:
         return call
 
     cleanup.publish = timed(cleanup.publish)
+    cleanup.expire = timed(cleanup.expire)
     recovery.publish = timed(recovery.publish)
     driver.check_write = timed(driver.check_write)
     return spent

@@ -25,6 +25,11 @@ def post_commit(table: Table, plan: CommitPlan) -> Published:
     instant left behind. A replaced file that a format's retained version still references
     stays, and so does every one of a replace a format has not published yet (with the
     plan: recovery finishes it once the format has). Returns what each format did."""
+    with table.pinned_timeline():  # one listing for the publish and the expiry
+        return _publish_and_expire(table, plan)
+
+
+def _publish_and_expire(table: Table, plan: CommitPlan) -> Published:
     try:
         publishers = publishers_of(table)
         published = publish(table, publishers)

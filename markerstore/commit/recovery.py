@@ -212,16 +212,17 @@ def recover(table: Table, *, policy: str | None = None,
     (:func:`markerstore.formats.publish`; `publishers`: the table's, where the caller has
     them). The next write, ``markerstore rollback`` and ``markerstore sweep`` call it.
     Idempotent."""
-    results = [rollback(table, instant, force=True, error_tables=error_tables)
-               for instant in table.failed_instants(policy)]
-    try:  # roll forward what a crash left unpublished, before any cleanup
-        publish(table, publishers)
-    except ConfigError:
-        raise  # a format this process cannot publish: nothing is written or deleted
-    except Exception as exc:
-        log.warning("%s: publishing to the table formats failed (%s); the next write, "
-                    "recovery or verify --repair publishes it", table, exc)
-    finish_terminal_plans(table)
+    with table.pinned_timeline():  # one listing (a rollback lists afresh)
+        results = [rollback(table, instant, force=True, error_tables=error_tables)
+                   for instant in table.failed_instants(policy)]
+        try:  # roll forward what a crash left unpublished, before any cleanup
+            publish(table, publishers)
+        except ConfigError:
+            raise  # a format this process cannot publish: nothing is written or deleted
+        except Exception as exc:
+            log.warning("%s: publishing to the table formats failed (%s); the next write, "
+                        "recovery or verify --repair publishes it", table, exc)
+        finish_terminal_plans(table)
     table.clean_markers()
     return results
 

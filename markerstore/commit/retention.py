@@ -10,9 +10,11 @@ index, so a write costs one LIST, whatever the history). :func:`expire` takes th
 whose retention has passed, expires Iceberg's snapshots that were superseded before the
 cutoff (those are the snapshots that still reference the files), and deletes the files
 the replace recorded as replaced that no format's retained version references, then the
-entry. Every write's cleanup calls it, and so do ``markerstore expire`` (which also
-expires Iceberg's snapshots superseded before the cutoff when no replace is due) and
-``markerstore verify --repair``.
+entry. Every write's cleanup calls it (which also expires Iceberg's snapshots superseded
+before the cutoff once :data:`~markerstore.formats.iceberg.EXPIRE_BATCH` of them are due,
+appends' too: so the metadata each commit reads and writes holds the retention's
+snapshots, not the whole history), and so do ``markerstore expire`` (which expires them
+whenever one is due) and ``markerstore verify --repair``.
 
 Nothing is deleted that a completed commit references within the retention: a file is
 deleted only when the commit that replaced it is older than the retention, every format
@@ -107,6 +109,16 @@ def _replaced(table: Table, instant: str) -> list[str]:
     return files
 
 
+def snapshots_due(publishers: list[FormatPublisher], cutoff_ms: int) -> bool:
+    """Whether a format keeps enough snapshots superseded before `cutoff_ms` (epoch ms)
+    to expire them now (:meth:`IcebergPublisher.snapshots_due`)."""
+    for publisher in publishers:
+        due = getattr(publisher, "snapshots_due", None)
+        if due is not None and due(cutoff_ms):
+            return True
+    return False
+
+
 def expire(table: Table, *, retention: str | float | None = None, now: float | None = None,
            dry_run: bool = False, publishers: list[FormatPublisher] | None = None,
            snapshots: bool = False) -> ExpireReport:
@@ -120,9 +132,11 @@ def expire(table: Table, *, retention: str | float | None = None, now: float | N
     entries = retained_entries(table)
     due = sorted(i for i, (at, _) in entries.items() if at <= cutoff_ms)
     report.retained = sorted(set(entries) - set(due))
-    if not due and not snapshots:
+    if not due and not snapshots and publishers is None:
         return report
     publishers = publishers_of(table) if publishers is None else publishers
+    if not due and not snapshots and not snapshots_due(publishers, cutoff_ms):
+        return report
     # a format that lacks a replace still reads the files it replaced
     view = TimelineView.of(table.timeline())
     try:

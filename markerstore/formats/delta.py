@@ -49,6 +49,7 @@ from markerstore.formats.delta_evolve import (
 from markerstore.formats.delta_state import LogState, Metadata
 from markerstore.formats.stats import file_stats
 from markerstore.formats.values import delta_partition_value
+from markerstore.option_values import duration_seconds
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,17 @@ log = logging.getLogger(__name__)
 APP_PREFIX = "markerstore-"
 COMMIT_ATTEMPTS = 8  # a version another writer took first: read the log again, retry
 # A new Delta table checkpoints every 10 versions, as Spark's Delta does (delta-rs's
-# default, 100, leaves up to 99 JSON files for every reader, and every publish, to replay).
+# default, 100, leaves up to 99 JSON files for every reader to replay).
 TABLE_CONFIGURATION = {CHECKPOINT_INTERVAL_KEY: "10"}
+# How long a removed file's tombstone stays in the log's checkpoints: a new table's is
+# the table's replaced-files retention (Delta's own default is 7 days whatever it is).
+TOMBSTONE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
+
+
+def table_configuration(table: Table) -> dict[str, str]:
+    """The properties of a Delta table markerstore creates for `table`."""
+    seconds = int(duration_seconds(table.settings[config.TABLE_RETENTION]))
+    return {**TABLE_CONFIGURATION, TOMBSTONE_RETENTION_KEY: f"interval {seconds} seconds"}
 # The commit info key of a version markerstore published to make the Delta table hold the
 # timeline's files again (after another tool's commit, or a lost log): the instant whose
 # snapshot it holds.
@@ -169,12 +179,9 @@ class DeltaPublisher:
     def referenced_paths(self) -> set[str]:
         """The files of the latest version (older versions' removed files are deleted by
         markerstore once the replace that removed them is published, as a zero-retention
-        VACUUM would)."""
-        delta = self._load()
-        if delta is None:
-            return set()
-        paths = pa.table(delta.get_add_actions(flatten=True)).column("path").to_pylist()
-        return {urllib.parse.unquote(p) for p in paths}
+        VACUUM would; within the retention they are kept for time travel)."""
+        paths = delta_state.live_files(self.table.storage)
+        return set() if paths is None else {urllib.parse.unquote(p) for p in paths}
 
     def check_write(self, schema: pa.Schema | None, partition_by: tuple[str, ...]) -> None:
         """Refuse, before anything is written, a write the Delta table cannot take: a
@@ -400,7 +407,7 @@ class DeltaPublisher:
         create_table_with_add_actions(
             self.uri, Schema.from_arrow(_delta_schema(commit.schema)), actions, mode="error",
             partition_by=list(commit.partition_by) or None,
-            configuration=TABLE_CONFIGURATION, storage_options=self.storage_options,
+            configuration=table_configuration(self.table), storage_options=self.storage_options,
             commit_properties=properties)
         self._load()
 

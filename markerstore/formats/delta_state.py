@@ -82,6 +82,8 @@ class LogState:
     txns: dict[str, int] = field(default_factory=dict)  # app id -> its version
     info: dict[str, Any] = field(default_factory=dict)  # `version`'s commit info
     identity: Any = None  # of `version`'s log file (None: not known)
+    # the paths (as the log writes them) of the live files, once asked for (None: not)
+    files: set[str] | None = None
 
     def apply(self, version: int, actions: Iterable[Mapping[str, Any]]) -> None:
         """The state after `version`, whose log file holds `actions`."""
@@ -95,6 +97,10 @@ class LogState:
                 self.txns[str(action["txn"]["appId"])] = int(action["txn"]["version"])
             elif "commitInfo" in action:
                 self.info = dict(action["commitInfo"] or {})
+            elif self.files is not None and "add" in action:
+                self.files.add(str(action["add"]["path"]))
+            elif self.files is not None and "remove" in action:
+                self.files.discard(str(action["remove"]["path"]))
         self.version = version
 
     def schema(self) -> dict[str, Any]:
@@ -188,7 +194,7 @@ def _fresh(storage: Storage) -> LogState | None:
     """The log read from its last checkpoint on (None: no log)."""
     names = storage.ls(storage.path(LOG_FOLDER))
     versions = sorted(int(m.group(1)) for n in names if (m := _JSON.match(n)))
-    checkpoint = _last_checkpoint(names, versions[-1] if versions else -1)
+    checkpoint = _last_checkpoint(names)
     if checkpoint is None and not versions:
         return None
     if checkpoint is None:
@@ -205,9 +211,10 @@ def _fresh(storage: Storage) -> LogState | None:
     return state
 
 
-def _last_checkpoint(names: list[str], latest: int) -> tuple[int, list[str]] | None:
-    """The latest complete checkpoint (its version and part files) at or before `latest`
-    (or beyond the JSON files Delta's log cleanup left), None without one."""
+def _last_checkpoint(names: list[str], latest: int | None = None
+                     ) -> tuple[int, list[str]] | None:
+    """The latest complete checkpoint (its version and part files), at or before
+    `latest` where given; None without one."""
     parts: dict[int, dict[int, str]] = {}
     counts: dict[int, int] = {}
     v2 = []
@@ -219,7 +226,8 @@ def _last_checkpoint(names: list[str], latest: int) -> tuple[int, list[str]] | N
             counts[version] = count
         elif m := _V2_CHECKPOINT.match(name):
             v2.append(int(m.group(1)))
-    complete = [v for v, found in parts.items() if len(found) == counts[v]]
+    complete = [v for v, found in parts.items() if len(found) == counts[v]
+                and (latest is None or v <= latest)]
     best = max(complete, default=None)
     if v2 and (best is None or max(v2) > best):
         raise TableFormatError(f"the Delta log's checkpoint of version {max(v2)} is a V2 "
@@ -242,3 +250,37 @@ def _read_checkpoint(storage: Storage, state: LogState, files: list[str]) -> Non
         for row in rows:
             state.apply(state.version, [{k: v} for k, v in row.items() if v is not None])
     state.info = {}
+
+
+def live_files(storage: Storage) -> set[str] | None:
+    """The paths (as the log writes them) of the files the log's latest version holds
+    (None: no Delta log). Read once from the last checkpoint's ``add`` column and the
+    versions after it; kept with the state from then on."""
+    state = read(storage)
+    if state is None:
+        return None
+    if state.files is None:
+        state.files = _replay_files(storage, state.version)
+    return set(state.files)
+
+
+def _replay_files(storage: Storage, version: int) -> set[str]:
+    import pyarrow.parquet as pq
+
+    files: set[str] = set()
+    checkpoint = _last_checkpoint(storage.ls(storage.path(LOG_FOLDER)), version)
+    start = 0
+    if checkpoint is not None:
+        start = checkpoint[0] + 1
+        for name in checkpoint[1]:
+            with storage.open_read(storage.path(LOG_FOLDER, name)) as handle:
+                adds = pq.ParquetFile(handle).read(columns=["add"]).column("add")
+            files.update(a["path"] for a in adds.to_pylist() if a is not None)
+    replay = LogState(start - 1, files=files)
+    for later in range(start, version + 1):
+        actions = _actions(storage, later)
+        if actions is None:
+            raise TableFormatError(f"the Delta log {storage.url(storage.path(LOG_FOLDER))} "
+                                   f"lacks version {later}")
+        replay.apply(later, actions)
+    return files

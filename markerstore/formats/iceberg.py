@@ -102,6 +102,9 @@ EXPIRED_COUNT_PROPERTY = "markerstore.expired-count"
 # commit.manifest.min-count-to-merge of the tables markerstore creates (Iceberg's default,
 # 100, lets a table of small commits reach 100 manifests, each opened by every commit)
 MIN_MERGE_COUNT = "16"
+# Snapshots superseded before the retention's cutoff that a write's expiry lets gather
+# before it expires them (in one commit; a write does not pay one every time).
+EXPIRE_BATCH = 16
 _VERSION = re.compile(r"^(\d+)-")
 _log = logging.getLogger(__name__)
 
@@ -310,6 +313,16 @@ class IcebergPublisher(IcebergRestore):
             return None
         latest = max(old, key=lambda s: (s.timestamp_ms, s.sequence_number or 0))
         return str(latest.summary.get(INSTANT_PROPERTY)) if latest.summary else None
+
+    def snapshots_due(self, cutoff_ms: int) -> bool:
+        """Whether :data:`EXPIRE_BATCH` snapshots or more were superseded before
+        `cutoff_ms` (epoch ms): the write's expiry then expires them (the table as this
+        publish last read it; not read for this)."""
+        table = self._table
+        if table is None:
+            return False
+        old = sum(1 for s in table.metadata.snapshots if s.timestamp_ms <= cutoff_ms)
+        return old - 1 >= EXPIRE_BATCH
 
     def expired_before(self) -> str | None:
         """The instant before which :meth:`expire_before` expired every snapshot (those

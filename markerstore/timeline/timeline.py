@@ -137,8 +137,7 @@ class Timeline:
         self.storage = storage
         self.folder = storage.path(TIMELINE_DIR)
         self._metadata_cache: dict[str, dict[str, Any]] = {}
-        self._pins = 0
-        self._pinned: list[InstantInfo] | None = None
+        self._pin = _Pin()  # per thread: another thread's reads are never pinned by it
         self._listing = _Listing()
 
     def _file(self, instant: str, suffix: str) -> str:
@@ -149,23 +148,26 @@ class Timeline:
     def pinned(self) -> Iterator[None]:
         """Within the block the timeline is listed once: every read through this object
         sees the same instants (a report's one consistent view, and one LIST instead of
-        one per view). A transition made through this object lists afresh."""
-        self._pins += 1
+        one per view). A transition made through this object lists afresh. The pin is
+        the calling thread's: other threads list as they would."""
+        pin = self._pin
+        pin.pins += 1
         try:
             yield
         finally:
-            self._pins -= 1
-            if not self._pins:
-                self._pinned = None
+            pin.pins -= 1
+            if not pin.pins:
+                pin.pinned = None
 
     def instants(self) -> list[InstantInfo]:
         """Every instant and its state, oldest first (one LIST, plus one GET per completed
         instant not seen before; none within :meth:`pinned` after the first)."""
-        if self._pinned is not None:
-            return list(self._pinned)
+        pin = self._pin
+        if pin.pinned is not None:
+            return list(pin.pinned)
         result = self._list_instants()
-        if self._pins:
-            self._pinned = result
+        if pin.pins:
+            pin.pinned = result
         return list(result)
 
     def _list_instants(self) -> list[InstantInfo]:
@@ -245,7 +247,7 @@ class Timeline:
         """A new instant, requested then inflight. Unique: the requested file is created
         with create-if-absent, and a taken id moves on by a millisecond. `extra` is kept
         in the requested file (see :meth:`requested_info`)."""
-        self._pinned = None
+        self._pin.pinned = None
         candidate = next_instant_candidate()
         for _ in range(1000):
             requested = {"instant": candidate, "write_uuid": write_uuid,
@@ -263,7 +265,7 @@ class Timeline:
         """Write the completed instant atomically; CommitConflictError if another writer
         completed or rolled it back first, ValueError (nothing written) for metadata that
         readers would call corrupt."""
-        self._pinned = None
+        self._pin.pinned = None
         payload = {**metadata, "instant": instant, "state": COMPLETED}
         try:  # what readers check, checked before it is written: never an unreadable commit
             check_commit(payload, instant, self.commit_url(instant))
@@ -283,7 +285,7 @@ class Timeline:
     def claim_rollback(self, instant: str) -> None:
         """Fence the instant before a rollback deletes anything: after this, no commit of
         it can complete. InstantCompletedError if it completed first."""
-        self._pinned = None
+        self._pin.pinned = None
         tombstone = {"instant": instant, "state": TOMBSTONE_STATE, "claimed_at": _now_iso(),
                      **writer_identity()}
         self.storage.put(self._file(instant, _FENCE), _dumps(tombstone))
@@ -297,7 +299,7 @@ class Timeline:
                 f"instant {instant} is completed; completed commits are never rolled back")
 
     def finish_rollback(self, instant: str, info: dict[str, Any]) -> None:
-        self._pinned = None
+        self._pin.pinned = None
         payload = {**info, "instant": instant, "state": ROLLEDBACK, "rolled_back_at": _now_iso()}
         self.storage.put(self._file(instant, ".rollback"), _dumps(payload))
 
@@ -314,6 +316,14 @@ class Timeline:
         return check_rollback_record(payload, where)
 
 
+class _Pin(threading.local):
+    """A thread's pin of the timeline (:meth:`Timeline.pinned`)."""
+
+    def __init__(self) -> None:
+        self.pins = 0
+        self.pinned: list[InstantInfo] | None = None
+
+
 class _Listing:
     """The timeline's last listing, parsed: the next one parses only the names that
     changed since (a timeline of thousands of instants is listed several times a write)."""
@@ -324,6 +334,8 @@ class _Listing:
         self._suffixes: dict[str, set[str]] = {}      # instant -> its files' suffixes
         self._infos: dict[str, InstantInfo | None] = {}  # None: no state file
         self._order: list[str] = []                     # the instants, oldest first
+        self._result: list[InstantInfo] = []            # what the last listing parsed to
+        self._fenced = False  # whether an instant has a rollback's fence (read each time)
 
     def parse(self, names: list[str], is_tombstone: Any) -> list[InstantInfo]:
         """Every instant and its state from a listing of the timeline's folder
@@ -340,16 +352,21 @@ class _Listing:
                 if not self._suffixes.get(instant):
                     self._suffixes.pop(instant, None)
                     self._infos.pop(instant, None)
+            if not changed and not self._fenced:
+                return list(self._result)
             if changed:
                 self._order = sorted(self._infos)
             result = []
+            self._fenced = False
             for instant in self._order:
                 info = self._infos[instant]
-                if info is not None and info.state == COMPLETED and _FENCE in info.files:
+                if info is not None and _FENCE in info.files:
                     info = self._info(instant, is_tombstone)  # read again: it may change
+                    self._fenced = True
                 if info is not None:
                     result.append(info)
-            return result
+            self._result = result
+            return list(result)
 
     def _note(self, name: str, *, add: bool) -> str | None:
         """The instant whose files `name` is one of, noted as listed or gone (None: not an
