@@ -12,6 +12,7 @@ from markerstore.commit.retention import expire, retain
 from markerstore.commit.staging import staging_for
 from markerstore.errors import CorruptTableError
 from markerstore.formats import Published, publish, publishers_of
+from markerstore.formats.base import TimelineView
 from markerstore.table import Table
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,8 @@ def post_commit(table: Table, plan: CommitPlan) -> Published:
 def _publish_and_expire(table: Table, plan: CommitPlan) -> Published:
     try:
         publishers = publishers_of(table)
-        published = publish(table, publishers)
+        view = TimelineView.of(table.timeline())
+        published = publish(table, publishers, view=view)
     except Exception as exc:  # the commit stands; the plan stays for recovery to retry
         log.warning("instant %s: publishing to the table formats failed (%s); its replaced "
                     "files stay until recovery publishes it", plan.instant, exc)
@@ -46,7 +48,7 @@ def _publish_and_expire(table: Table, plan: CommitPlan) -> Published:
     if plan.replaced_files:
         checked_replaced_files(table, plan)
         retain(table, plan.instant)
-    expire(table, publishers=publishers)  # this replace's files too, with a retention of 0
+    expire(table, publishers=publishers, view=view)  # this replace's too, with a retention of 0
     staging_for(table.storage, plan.instant, plan.write_uuid, table.settings,
                 plan.staging_mode).cleanup()
     delete_plan(table.storage, plan.instant)

@@ -23,6 +23,7 @@ Any failure before step 6 deletes what step 5 published and rolls the instant ba
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -116,6 +117,7 @@ class JobCommitter:
         self.table = table
         self.instant = instant
         self.write_uuid = write_uuid
+        self._pinning = contextlib.ExitStack()  # the commit's, once the instant completes
         self.failfast = failfast  # no error row allowed (ingest's mode=FAILFAST)
         self.conflict_mode = conflict_mode
         self.partitioned = partitioned
@@ -163,11 +165,12 @@ class JobCommitter:
         error_files = [e for r in results for e in r.summary.error_files]
         self._check_budget(rows_in, errors, error_files)
         laps = _Laps()
-        plan, files_cleaned = self._reconcile_and_publish(files, rows_in, errors, error_files,
-                                                          laps, sealed)
-        _step("after_complete")
-        self._complete_error_instant()
-        published = self._clean_up(plan)
+        with contextlib.ExitStack() as self._pinning:  # from the completed instant's check
+            plan, files_cleaned = self._reconcile_and_publish(
+                files, rows_in, errors, error_files, laps, sealed)
+            _step("after_complete")
+            self._complete_error_instant()
+            published = self._clean_up(plan)
         laps.lap("cleanup")
         counts = {"errors": errors, "error_files": error_files, "files_cleaned": files_cleaned}
         result = self._result(results, plan, counts, started, before, laps.phases)
@@ -355,6 +358,12 @@ class JobCommitter:
                           dict(metadata or {}))
 
     def _complete(self, plan: CommitPlan, reconciled: ReconcileResult | None) -> None:
+        """The completed instant. From the timeline's listing that checks the instant is
+        still inflight on, the rest of the commit (the publish to the formats, the
+        cleanup) reads that listing, with this instant completed: a publish lists no more
+        than that (the formats' settled marks count the instants, so one another writer
+        started since is looked up all the same)."""
+        self._pinning.enter_context(self.table.pinned_timeline())
         entries = [f.to_entry() for f in plan.files]
         try:
             self.table.commit(self.instant, entries, plan.metadata,

@@ -121,10 +121,11 @@ def snapshots_due(publishers: list[FormatPublisher], cutoff_ms: int) -> bool:
 
 def expire(table: Table, *, retention: str | float | None = None, now: float | None = None,
            dry_run: bool = False, publishers: list[FormatPublisher] | None = None,
-           snapshots: bool = False) -> ExpireReport:
+           snapshots: bool = False, view: TimelineView | None = None) -> ExpireReport:
     """Delete the files of replaces older than the retention that no format's retained
     version references (Iceberg's snapshots superseded before the cutoff expired first);
-    `snapshots`: expire those Iceberg snapshots even when no replace is due. Idempotent."""
+    `snapshots`: expire those Iceberg snapshots even when no replace is due; `view`: the
+    timeline as the caller just listed it (else listed now). Idempotent."""
     seconds = retention_seconds(table, retention)
     cutoff_ms = int(((time.time() if now is None else now) - seconds) * 1000)
     shown = table.settings[config.TABLE_RETENTION] if retention is None else str(retention)
@@ -138,7 +139,7 @@ def expire(table: Table, *, retention: str | float | None = None, now: float | N
     if not due and not snapshots and not snapshots_due(publishers, cutoff_ms):
         return report
     # a format that lacks a replace still reads the files it replaced
-    view = TimelineView.of(table.timeline())
+    view = TimelineView.of(table.timeline()) if view is None else view
     try:
         unpublished = {i for publisher in publishers
                        for i in missing_instants(publisher, view)} & set(due)
@@ -150,7 +151,7 @@ def expire(table: Table, *, retention: str | float | None = None, now: float | N
     due = [i for i in due if i not in unpublished]
     release = release_point(publishers, cutoff_ms)
     kept = (referenced_paths(table, publishers, since=release) if dry_run else
-            referenced_paths(table, publishers, release_before=release))
+            referenced_paths(table, publishers, release_before=release, view=view))
     for instant in due:
         files = _replaced(table, instant)
         gone = [p for p in files if p not in kept]

@@ -122,18 +122,20 @@ class Published(dict[str, FormatOutcome]):
 
 
 def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
-            absent: Absent | None = None) -> Published:
+            absent: Absent | None = None, view: TimelineView | None = None) -> Published:
     """Publish every completed instant that a format of `table` does not hold yet, oldest
     first, each format on its own: one that fails (a corrupt log, a catalog that does not
     answer) is reported in its :class:`FormatOutcome` and logged, and the others publish
     all the same. Idempotent (the instants stay the source of truth: the next call
     publishes what is pending). `absent` names, per commit metadata, files a commit
-    removed besides its ``replaced_files`` (an error table's expire)."""
+    removed besides its ``replaced_files`` (an error table's expire). `view`: the
+    timeline as the caller just listed it (else listed now)."""
     publishers = publishers_of(table) if publishers is None else publishers
     outcomes = Published()
     if not publishers:
         return outcomes
-    view = TimelineView.of(table.timeline())  # one listing for every format
+    if view is None:
+        view = TimelineView.of(table.timeline())  # one listing for every format
     for publisher in publishers:
         outcome = outcomes[publisher.name] = _publish_format(table, publisher, view, absent)
         if outcome.published:
@@ -253,8 +255,8 @@ def missing_instants(publisher: FormatPublisher, view: TimelineView) -> list[str
 
 
 def referenced_paths(table: Table, publishers: list[FormatPublisher] | None = None, *,
-                     release_before: str | None = None, since: str | None = None
-                     ) -> set[str]:
+                     release_before: str | None = None, since: str | None = None,
+                     view: TimelineView | None = None) -> set[str]:
     """Table-relative paths of every file a retained version/snapshot of a format of
     `table` references (nothing of markerstore's deletes one). With `release_before`, a
     format that keeps older snapshots' files (Iceberg) first expires its snapshots of the
@@ -265,7 +267,7 @@ def referenced_paths(table: Table, publishers: list[FormatPublisher] | None = No
     snapshots before it were expired (nothing changes)."""
     publishers = publishers_of(table) if publishers is None else publishers
     if release_before is not None:
-        view = TimelineView.of(table.timeline())
+        view = TimelineView.of(table.timeline()) if view is None else view
         for publisher in publishers:
             expire_before = getattr(publisher, "expire_before", None)
             if expire_before is not None:

@@ -264,8 +264,9 @@ class Timeline:
     def complete(self, instant: str, metadata: dict[str, Any]) -> None:
         """Write the completed instant atomically; CommitConflictError if another writer
         completed or rolled it back first, ValueError (nothing written) for metadata that
-        readers would call corrupt."""
-        self._pin.pinned = None
+        readers would call corrupt. Within :meth:`pinned`, the pinned instants then hold
+        this one as completed (the rest as they were listed)."""
+        pinned, self._pin.pinned = self._pin.pinned, None
         payload = {**metadata, "instant": instant, "state": COMPLETED}
         try:  # what readers check, checked before it is written: never an unreadable commit
             check_commit(payload, instant, self.commit_url(instant))
@@ -274,6 +275,8 @@ class Timeline:
         body = _dumps(payload)
         if self.storage.create_if_absent(self._file(instant, ".commit"), body):
             self._metadata_cache[instant] = json.loads(body)
+            if pinned is not None:
+                self._pin.pinned = _with_completed(pinned, instant)
             return
         self._metadata_cache.pop(instant, None)
         existing = self._read_commit_file(instant) or {}
@@ -314,6 +317,14 @@ class Timeline:
         except (ValueError, RecursionError) as exc:
             raise CorruptTableError(where, f"the rollback record is not JSON: {exc}") from None
         return check_rollback_record(payload, where)
+
+
+def _with_completed(listed: list[InstantInfo], instant: str) -> list[InstantInfo]:
+    """`listed` with `instant` completed (its ``.commit`` written)."""
+    files = next((i.files for i in listed if i.instant == instant), ())
+    info = InstantInfo(instant, COMPLETED, tuple(sorted({*files, ".commit"})))
+    return sorted([*(i for i in listed if i.instant != instant), info],
+                  key=lambda i: i.instant)
 
 
 class _Pin(threading.local):
