@@ -147,8 +147,9 @@ def _markdown(rows: int, files: int, repeats: int, timings: dict[str, list[float
 def _timed_format_work() -> list[tuple[float, float]]:
     """(wall, CPU) seconds of every piece of format work in this process: the formats
     checked when a write starts, recovery's publish at its start, the publish after its
-    commit and the expiry after it (Iceberg's snapshots, replaced files). CPU time is the process's (every thread: delta-rs works in its own), which
-    other work on a shared machine does not inflate."""
+    commit and the expiry after it (Iceberg's snapshots, replaced files). CPU time is
+    the process's (every thread: delta-rs works in its own), which other work on a
+    shared machine does not inflate."""
     from markerstore.commit import cleanup, driver, recovery
 
     spent: list[tuple[float, float]] = []
@@ -229,7 +230,8 @@ def _history_markdown(commits: int,
         "publishing Iceberg (its SQLite catalog under `.markerstore/`), each commit a batch "
         "of 20 rows through the commit protocol itself (no Spark), partitioned by day (7 "
         "values). Timed per write: all the format work (the formats checked when the write "
-        "starts, recovery's publish at its start, the publish after its commit). "
+        "starts, recovery's publish at its start, the publish after its commit and the "
+        "expiry after it: Iceberg's superseded snapshots, replaced files). "
         "`replace`: each commit replaces one partition, so the history grows and the "
         "table does not; `append`: each adds a file, so both grow. First: commits 2 to "
         f"{WINDOW + 1} (the first creates the format's table); last: the last {WINDOW}. "
@@ -238,9 +240,10 @@ def _history_markdown(commits: int,
         f"Load average during the run: {load[0]:.1f} (1 min) / {load[1]:.1f} (5 min) on "
         f"{os.cpu_count()} cores.", "",
         "`retention`: `markerstore.table.replaced_files.retention` (0: a replace's "
-        "snapshots and tombstones go at once; 7d, the default: every replace of the run "
-        "stays for time travel, so each format's metadata grows with it, as Delta's and "
-        "Iceberg's own writers' do within their retention).", "",
+        "snapshots and tombstones go at once, and an append's superseded snapshots 16 at "
+        "a time; 7d, the default: every commit of the run stays for time travel, so each "
+        "format's metadata grows with it, as Delta's and Iceberg's own writers' do within "
+        "their retention).", "",
         "| workload | format | retention | first, CPU ms a write | last, CPU ms | "
         "last / first | wall ms first, last | verdict |",
         "|---|---|---|---:|---:|---:|---:|---|"]

@@ -119,7 +119,8 @@ class DeltaPublisher:
         self.table = table
         self.uri = delta_uri(table)
         self.storage_options = delta_storage_options(table)
-        self._delta: Any = None  # the log as this publish last read it (None: read it)
+        self._delta: Any = None  # the table as delta-rs last loaded it
+        self._state: LogState | None = None  # the log as this publish last read it
 
     def __repr__(self) -> str:
         return f"DeltaPublisher({self.uri!r})"
@@ -140,7 +141,14 @@ class DeltaPublisher:
         """What a publish reads of the log: its latest version, metadata, protocol, app
         transactions (:mod:`.delta_state`, the later versions only where this thread read
         it before); None where the folder has no Delta log yet."""
-        return delta_state.read(self.table.storage)
+        self._state = delta_state.read(self.table.storage)
+        return self._state
+
+    def _read(self) -> LogState | None:
+        """The log as this publish last read it (by :meth:`unpublished`: a version another
+        writer added since makes the write of the next one fail, and the log is read
+        again), else read now."""
+        return self._state if self._state is not None else self._log()
 
     def versions(self) -> list[tuple[int, str | None]]:
         """Every version the log keeps, oldest first, with the instant it published (None
@@ -173,7 +181,7 @@ class DeltaPublisher:
 
     def position(self) -> str | None:
         """``v<version>`` of the log's latest version, None before the first."""
-        state = self._log()
+        state = self._read()
         return None if state is None else f"v{state.version}"
 
     def referenced_paths(self) -> set[str]:
@@ -226,9 +234,9 @@ class DeltaPublisher:
         """The versions after markerstore's last one that add or remove files without an
         instant (another tool's appends, overwrites, compactions), newest first: each
         ``{"id": "version 7", "what": "WRITE (Overwrite) by delta-rs:py-1.6.6"}``."""
-        state = self._log()
-        if state is None:
-            return []
+        state = self._read()
+        if state is None or INSTANT_KEY in state.info or RESTORED_KEY in state.info:
+            return []  # the latest version is markerstore's
         found = []
         latest = state.version
         for version in range(latest, max(-1, latest - FOREIGN_LIMIT), -1):
@@ -286,7 +294,7 @@ class DeltaPublisher:
     def publish(self, commit: CommitToPublish) -> None:
         from deltalake.transaction import CommitProperties, Transaction
 
-        state = self._log()
+        state = self._read()
         app_id = APP_PREFIX + commit.instant
         if state is not None and app_id in state.txns:
             return  # published already

@@ -225,5 +225,6 @@ def test_a_few_sequences_keep_the_formats_on_the_timeline() -> None:
 
 
 @pytest.mark.campaign
+@pytest.mark.timeout(1200)  # 60 sequences of 15 steps: five to ten minutes on two cores
 def test_many_sequences_keep_the_formats_on_the_timeline() -> None:
     _run(examples=60, steps=15, derandomize=False)
