@@ -90,6 +90,9 @@ class FormatOutcome:
     position: str | None = None
     pending: list[str] = field(default_factory=list)
     reason: str | None = None
+    # the pending instants are empty commits the format cannot take before it has a table
+    # (the first commit with files creates it): by design, not a failure
+    waiting: bool = False
 
     @property
     def ok(self) -> bool:
@@ -142,9 +145,10 @@ def publish(table: Table, publishers: list[FormatPublisher] | None = None, *,
             log.info("%s: %d instant(s) published to %s", table, len(outcome.published),
                      publisher.name)
         if outcome.pending and outcome.reason:
-            log.warning("%s: %d completed instant(s) not published to %s (%s); the next "
-                        "write, recovery or verify --repair publishes them", table,
-                        len(outcome.pending), publisher.name, outcome.reason)
+            say = log.info if outcome.waiting else log.warning
+            say("%s: %d completed instant(s) not published to %s (%s); the next write, "
+                "recovery or verify --repair publishes them", table, len(outcome.pending),
+                publisher.name, outcome.reason)
     return outcomes
 
 
@@ -204,7 +208,7 @@ def _publish_format(table: Table, publisher: FormatPublisher, view: TimelineView
     done = set(outcome.published)
     outcome.pending = [i for i in missing if i not in done]
     if outcome.pending and outcome.reason is None and deferrals:
-        outcome.reason = deferrals[-1]
+        outcome.reason, outcome.waiting = deferrals[-1], True
     outcome.position = _position(publisher)
     return outcome
 

@@ -81,3 +81,23 @@ def test_a_corrupt_delta_log_holds_back_neither_iceberg_nor_the_write(
     assert _ids(delta_arrow(url)) == _ids(delta_sql(url)) == everything + list(range(300, 330))
     assert _cli("verify", url, "--no-record").exit_code == 0
     assert json.loads(_cli("report", url, "--json").output)["verdict"]["healthy"]
+
+
+def test_an_empty_commit_before_the_formats_have_a_table_waits_without_a_warning(
+        local_where: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """An empty commit cannot create a format's table (no schema): it waits, pending with
+    its reason, for the first commit with files, which creates the table and publishes
+    both. Pending by design, so it is said at INFO, not as a warning every write."""
+    table = open_table(local_where, markerstore__table__formats="delta,iceberg")
+    job = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
+    with caplog.at_level("INFO", logger="markerstore"):
+        empty = job.commit([])
+    assert {f.name: (f.ok, f.waiting) for f in empty.formats} == {
+        "delta": (False, True), "iceberg": (False, True)}
+    assert all("has no file to give" in (f.reason or "") for f in empty.formats)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"
+                and "not published" in r.getMessage()]
+    assert [r for r in caplog.records if "not published" in r.getMessage()]
+    result = _write(table, 0)
+    assert all(f.ok for f in result.formats)
+    assert _ids(iceberg_arrow(table.storage.url())) == list(range(30))

@@ -159,3 +159,50 @@ def test_nothing_is_deleted_that_a_format_lacks(tmp_path: Path, monkeypatch: Any
     commit_all(table, split(5, 1, start=5000), partition_by=["day"], conflict_mode="append")
     assert not any((tmp_path / "t" / p).exists() for p in result.replaced_files)
     assert_delta_matches(table)
+
+
+def test_a_delta_table_keeps_tombstones_for_the_retention(tmp_path: Path) -> None:
+    """Delta's ``delta.deletedFileRetentionDuration`` of a table markerstore creates is
+    the table's retention: with 0, a checkpoint holds no tombstone of a removed file (its
+    file is gone); with 7d, each one, as Delta's own writers keep them."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    removes = {}
+    for retention, seconds in (("0", 0), ("7d", 7 * 86400)):
+        uri = str(tmp_path / retention)
+        table = Table(uri, None, {"markerstore.table.formats": "delta", RETENTION: retention})
+        commit_all(table, split(30, 1), partition_by=["day"], conflict_mode="append")
+        for n in range(10):  # replaces of day 0: version 10 is a checkpoint
+            commit_all(table, split(3, 1, start=100 * n, days=1), partition_by=["day"],
+                       conflict_mode="replace")
+        delta = DeltaTable(uri)
+        assert delta.metadata().configuration[
+            "delta.deletedFileRetentionDuration"] == f"interval {seconds} seconds"
+        checkpoint = tmp_path / retention / "_delta_log" / f"{10:020d}.checkpoint.parquet"
+        column = pq.read_table(checkpoint, columns=["remove"]).column("remove")
+        removes[retention] = len(column.drop_null())
+        assert _ids(delta.to_pyarrow_table()) == _ids(table.snapshot().dataset().to_table())
+    assert removes == {"0": 0, "7d": 10}
+
+
+def test_appends_snapshots_past_the_retention_are_expired_in_batches(tmp_path: Path) -> None:
+    """With a retention of 0, a write expires Iceberg's superseded snapshots once 16 are
+    due (appends replace nothing, yet each snapshot stays in the metadata every commit
+    reads and writes); with 7d every one stays for time travel. Every row reads the same."""
+    from markerstore.formats.iceberg import EXPIRE_BATCH
+
+    counts = {}
+    for retention in ("0", "7d"):
+        uri = str(tmp_path / retention)
+        table = Table(uri, None, {"markerstore.table.formats": "iceberg",
+                                  RETENTION: retention})
+        for n in range(EXPIRE_BATCH + 4):
+            commit_all(table, split(2, 1, start=10 * n), partition_by=["day"],
+                       conflict_mode="append")
+        iceberg = iceberg_table(table)
+        counts[retention] = len(iceberg.snapshots())
+        assert _ids(iceberg.scan().to_arrow()) == _ids(table.snapshot().dataset().to_table())
+        assert [f.kind for f in verify(table).findings] == []
+    assert counts["7d"] == EXPIRE_BATCH + 4
+    assert counts["0"] < EXPIRE_BATCH + 1

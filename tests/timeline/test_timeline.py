@@ -157,3 +157,57 @@ def test_a_commit_through_the_pinned_table_lists_afresh(location: Location) -> N
         table.rollback(started, force=True)  # its writer (this process) is alive
         assert [(i.instant, i.state) for i in table.timeline()] == [
             (instant, "completed"), (started, "rolledback")]
+
+
+def test_completing_within_a_pin_keeps_the_listing_with_the_instant_completed(
+        location: Location) -> None:
+    table = Table(location.url, location.storage_options)
+    other = Table(location.url, location.storage_options)
+    first = _commit_one(table, "a.parquet")
+    instant = table.start_commit(heartbeat=False, rollback_failed=False)
+    with table.pinned_timeline():
+        assert table.state(instant) == "inflight"  # the one listing of the block
+        late = other.start_commit(heartbeat=False, rollback_failed=False)  # not listed
+        timeline = table._timeline
+        listings = []
+        listed = timeline._list_instants
+        timeline._list_instants = lambda: listings.append(1) or listed()  # type: ignore
+        table.commit(instant, [])
+        assert [(i.instant, i.state) for i in table.timeline()] == [
+            (first, "completed"), (instant, "completed")]
+        assert listings == []
+    assert [i.instant for i in table.timeline()] == [first, instant, late]  # fresh again
+
+
+def test_a_pin_is_the_pinning_thread_s_alone(location: Location) -> None:
+    table = Table(location.url, location.storage_options)
+    writer = Table(location.url, location.storage_options)
+    first = _commit_one(writer, "a.parquet")
+    seen: list[list[str]] = []
+    with table.pinned_timeline():
+        assert [i.instant for i in table.timeline()] == [first]
+        second = _commit_one(writer, "b.parquet")
+        reader = threading.Thread(
+            target=lambda: seen.append([i.instant for i in table.timeline()]))
+        reader.start()
+        reader.join()
+        assert [i.instant for i in table.timeline()] == [first]  # still pinned here
+    assert seen == [[first, second]]  # another thread of the same Table lists afresh
+
+
+def test_a_long_lived_timeline_lists_what_a_new_one_lists(location: Location) -> None:
+    """The listing is parsed incrementally (only the names that changed): after every
+    transition, the instants and states a long-lived Table reads are those a new one
+    reads from nothing."""
+    table = Table(location.url, location.storage_options)
+    for n in range(12):
+        instant = table.start_commit(heartbeat=False, rollback_failed=False)
+        if n % 3 == 0:
+            table.commit(instant, [])
+        elif n % 3 == 1:
+            table.rollback(instant, force=True)  # n % 3 == 2: left inflight
+        fresh = Table(location.url, location.storage_options).timeline()
+        assert [(i.instant, i.state, i.files) for i in table.timeline()] == [
+            (i.instant, i.state, i.files) for i in fresh]
+    assert sorted({i.state for i in table.timeline()}) == [
+        "completed", "inflight", "rolledback"]
