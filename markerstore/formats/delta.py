@@ -220,16 +220,6 @@ class DeltaPublisher:
 
     # -- another tool's versions, a lost log: the timeline's files again -----------------
 
-    def _log_actions(self, version: int) -> list[dict[str, Any]] | None:
-        """The actions of one version's log file (None once Delta's log cleanup removed
-        it)."""
-        path = self.table.storage.path("_delta_log", f"{version:020d}.json")
-        try:
-            raw = self.table.storage.get(path)
-        except FileNotFoundError:
-            return None
-        return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
-
     def foreign_commits(self) -> list[dict[str, Any]]:
         """The versions after markerstore's last one that add or remove files without an
         instant (another tool's appends, overwrites, compactions), newest first: each
@@ -240,7 +230,7 @@ class DeltaPublisher:
         found = []
         latest = state.version
         for version in range(latest, max(-1, latest - FOREIGN_LIMIT), -1):
-            actions = self._log_actions(version)
+            actions = delta_state.read_version(self.table.storage, version)
             if actions is None:
                 break
             info: dict[str, Any] = next(

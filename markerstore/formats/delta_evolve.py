@@ -28,9 +28,9 @@ import pyarrow as pa
 
 from markerstore.errors import TableFormatError
 from markerstore.formats.base import CommitToPublish
+from markerstore.formats.delta_state import version_file
 from markerstore.storage import Storage
 
-LOG_FOLDER = "_delta_log"
 CHECKPOINT_INTERVAL_KEY = "delta.checkpointInterval"
 CHECKPOINT_INTERVAL_DEFAULT = 100  # delta-rs's default, where the table sets none
 NTZ_FEATURE = "timestampNtz"
@@ -207,8 +207,7 @@ def write_version(storage: Storage, version: int, actions: list[dict[str, Any]])
     """Create ``_delta_log/<version>.json`` holding `actions`; False when another writer
     created that version first."""
     body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
-    return storage.create_if_absent(storage.path(f"{LOG_FOLDER}/{version:020d}.json"),
-                                    body.encode())
+    return storage.create_if_absent(version_file(storage, version), body.encode())
 
 
 def checkpoint_interval(configuration: Mapping[str, str | None]) -> int:

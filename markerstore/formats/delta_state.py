@@ -142,7 +142,7 @@ def _identity(storage: Storage, version: int) -> Any:
     return info.get("size"), str(stamp)
 
 
-def _actions(storage: Storage, version: int) -> list[dict[str, Any]] | None:
+def read_version(storage: Storage, version: int) -> list[dict[str, Any]] | None:
     """The actions of one version's log file (None: it does not exist)."""
     path = version_file(storage, version)
     try:
@@ -167,7 +167,7 @@ def read(storage: Storage) -> LogState | None:
         state = _fresh(storage)
         if state is None:
             return None
-    while (actions := _actions(storage, state.version + 1)) is not None:
+    while (actions := read_version(storage, state.version + 1)) is not None:
         state.apply(state.version + 1, actions)
         state.identity = None
     return remember(storage, state)
@@ -203,7 +203,7 @@ def _fresh(storage: Storage) -> LogState | None:
         state = LogState(checkpoint[0])
         _read_checkpoint(storage, state, checkpoint[1])
     for version in (v for v in versions if v > state.version):
-        actions = _actions(storage, version)
+        actions = read_version(storage, version)
         if actions is None or version != state.version + 1:
             raise TableFormatError(f"the Delta log {storage.url(storage.path(LOG_FOLDER))} "
                                    f"lacks version {state.version + 1}")
@@ -278,7 +278,7 @@ def _replay_files(storage: Storage, version: int) -> set[str]:
             files.update(a["path"] for a in adds.to_pylist() if a is not None)
     replay = LogState(start - 1, files=files)
     for later in range(start, version + 1):
-        actions = _actions(storage, later)
+        actions = read_version(storage, later)
         if actions is None:
             raise TableFormatError(f"the Delta log {storage.url(storage.path(LOG_FOLDER))} "
                                    f"lacks version {later}")

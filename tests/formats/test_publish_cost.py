@@ -27,7 +27,7 @@ sql = pytest.importorskip("pyiceberg.catalog.sql")
 COUNTED: list[tuple[Any, str]] = [
     (deltalake.DeltaTable, "__init__"), (deltalake.DeltaTable, "transaction_version"),
     (deltalake.DeltaTable, "history"), (sql.SqlCatalog, "load_table"),
-    (delta_state, "_fresh"), (delta_state, "_actions")]
+    (delta_state, "_fresh"), (delta_state, "read_version")]
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
@@ -62,6 +62,6 @@ def test_a_publish_reads_each_format_the_same_after_many_commits(
     # the log read once by this thread (the first write's start); then the new version's
     # file is read by each publish, and the next one looked for
     assert sum(1 for w in per_write if w.get("markerstore.formats.delta_state._fresh")) == 1
-    assert late.get("markerstore.formats.delta_state._actions", 0) <= 3
+    assert late.get("markerstore.formats.delta_state.read_version", 0) <= 3
     assert "DeltaTable.__init__" not in late
     assert per_write[20].get("DeltaTable.__init__") == 1  # a checkpoint at version 20
