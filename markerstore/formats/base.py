@@ -9,6 +9,7 @@ publisher never decides anything, it follows the timeline.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -74,10 +75,14 @@ class TimelineView:
 
     @classmethod
     def of(cls, infos: Iterable[InstantInfo]) -> TimelineView:
-        pairs = sorted((i.instant, i.state) for i in infos)
-        return cls(tuple(i for i, _ in pairs),
-                   tuple(i for i, s in pairs if s == COMPLETED),
-                   tuple(i for i, s in pairs if s not in (COMPLETED, ROLLEDBACK)))
+        listed = list(infos)
+        instants = [i.instant for i in listed]
+        if any(map(operator.ge, instants, instants[1:])):  # a timeline lists them sorted
+            listed.sort(key=operator.attrgetter("instant"))
+            instants = [i.instant for i in listed]
+        return cls(tuple(instants),
+                   tuple(i.instant for i in listed if i.state == COMPLETED),
+                   tuple(i.instant for i in listed if i.state not in (COMPLETED, ROLLEDBACK)))
 
     def count_before(self, instant: str) -> int:
         return bisect.bisect_left(self.instants, instant)
