@@ -35,7 +35,9 @@ DEFINITIONS: tuple[Option, ...] = (
            "delta.deletedFileRetentionDuration, 7 days): 7d, 12h, 30m, 45s, or 0 to delete "
            "them once the replace is published. Once it has passed, the next write, "
            "markerstore expire and verify --repair delete them (no file a retained "
-           "version or snapshot references) and expire Iceberg's older snapshots.",
+           "version or snapshot references) and expire Iceberg's older snapshots (a "
+           "write, once 16 are due; appends' too). A Delta table markerstore creates "
+           "takes it as its delta.deletedFileRetentionDuration.",
            ()),
     Option(ICEBERG_IDENTIFIER, None, optional_str,
            "Iceberg publishing: the table's identifier (namespace.table) in its catalog "
