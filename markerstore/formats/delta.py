@@ -1,4 +1,4 @@
-"""Delta Lake publishing through delta-rs (``pip install 'markerstore[delta]'``).
+"""Delta Lake publishing (``pip install 'markerstore[delta]'``, for delta-rs).
 
 Each completed instant becomes exactly one Delta version of the table's own folder
 (``_delta_log/`` beside ``.markerstore/``): an ``add`` action per file of the commit
@@ -7,6 +7,10 @@ footers) and a ``remove`` action per file a replace replaced. The version carrie
 instant twice: as an app transaction ``markerstore-<instant>`` (checked before publishing,
 and conflicting with a concurrent publisher of the same instant) and as the commit info
 key ``markerstore.instant`` (read back by :meth:`DeltaPublisher.published_instants`).
+
+delta-rs creates the table (its first version) and writes the checkpoints; every later
+version is written as the protocol lays it out (:mod:`.delta_evolve`), from what
+:mod:`.delta_state` reads of the log (never every live file).
 
 On S3 the Delta log needs put-if-absent: delta-rs's conditional put (``conditional_put``
 = ``etag``) is set by default; a store without it needs a locking provider, named through
@@ -63,16 +67,17 @@ TABLE_CONFIGURATION = {CHECKPOINT_INTERVAL_KEY: "10"}
 # the table's replaced-files retention (Delta's own default is 7 days whatever it is).
 TOMBSTONE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
 
-
-def table_configuration(table: Table) -> dict[str, str]:
-    """The properties of a Delta table markerstore creates for `table`."""
-    seconds = int(duration_seconds(table.settings[config.TABLE_RETENTION]))
-    return {**TABLE_CONFIGURATION, TOMBSTONE_RETENTION_KEY: f"interval {seconds} seconds"}
 # The commit info key of a version markerstore published to make the Delta table hold the
 # timeline's files again (after another tool's commit, or a lost log): the instant whose
 # snapshot it holds.
 RESTORED_KEY = "markerstore.restored"
 FOREIGN_LIMIT = 100  # versions after markerstore's last one read, at most
+
+
+def table_configuration(table: Table) -> dict[str, str]:
+    """The properties of a Delta table markerstore creates for `table`."""
+    seconds = int(duration_seconds(table.settings[config.TABLE_RETENTION]))
+    return {**TABLE_CONFIGURATION, TOMBSTONE_RETENTION_KEY: f"interval {seconds} seconds"}
 
 
 def delta_uri(table: Table) -> str:

@@ -7,13 +7,14 @@ files hold. Nullability is only ever widened; a new column is nullable (the rows
 it hold none). A column whose type changes is refused when the write starts: Delta's
 ``typeWidening`` is a table feature delta-rs does not write (:func:`plan_schema` raises).
 
-delta-rs's transaction API writes ``metaData`` only with an overwrite of whole
-partitions, so such a version is written here as the protocol lays it out:
-``_delta_log/<version>.json``, created if absent (the put-if-absent delta-rs itself uses:
-``If-None-Match`` on S3, an exclusive create on disk), holding what delta-rs writes for
-the others (``commitInfo`` with markerstore's keys, the ``txn`` of the instant, ``add`` and
-``remove`` with the paths encoded as delta-rs encodes them), the ``metaData``, and a
-``protocol`` where a new column's type needs a table feature (``timestampNtz``).
+Every version after the table's first is written here as the protocol lays it out
+(delta-rs's transaction API writes ``metaData`` only with an overwrite of whole partitions,
+and loads every live file first): ``_delta_log/<version>.json``, created if absent (the
+put-if-absent delta-rs itself uses: ``If-None-Match`` on S3, an exclusive create on disk),
+holding what delta-rs writes (``commitInfo`` with markerstore's keys, the ``txn`` of the
+instant, ``add`` and ``remove`` with the paths encoded as delta-rs encodes them) and,
+where the schema changes, the ``metaData``, with a ``protocol`` where a new column's type
+needs a table feature (``timestampNtz``).
 """
 
 from __future__ import annotations
