@@ -192,15 +192,22 @@ def forget(storage: Storage) -> None:
 
 def _fresh(storage: Storage) -> LogState | None:
     """The log read from its last checkpoint on (None: no log)."""
+    return _replay(storage)
+
+
+def _replay(storage: Storage, upto: int | None = None, *, files: bool = False
+            ) -> LogState | None:
+    """The log replayed from its last checkpoint on, to its latest version or to `upto`
+    (None: no log); with `files`, the live files too."""
     names = storage.ls(storage.path(LOG_FOLDER))
-    versions = sorted(int(m.group(1)) for n in names if (m := _JSON.match(n)))
-    checkpoint = _last_checkpoint(names)
+    versions = sorted(int(m.group(1)) for n in names if (m := _JSON.match(n))
+                      and (upto is None or int(m.group(1)) <= upto))
+    checkpoint = _last_checkpoint(names, upto)
     if checkpoint is None and not versions:
         return None
-    if checkpoint is None:
-        state = LogState(-1)
-    else:
-        state = LogState(checkpoint[0])
+    state = LogState(-1 if checkpoint is None else checkpoint[0],
+                     files=set() if files else None)
+    if checkpoint is not None:
         _read_checkpoint(storage, state, checkpoint[1])
     for version in (v for v in versions if v > state.version):
         actions = read_version(storage, version)
@@ -238,14 +245,16 @@ def _last_checkpoint(names: list[str], latest: int | None = None
 
 
 def _read_checkpoint(storage: Storage, state: LogState, files: list[str]) -> None:
-    """The ``metaData``, ``protocol`` and ``txn`` of a checkpoint's part files."""
+    """The ``metaData``, ``protocol`` and ``txn`` of a checkpoint's part files (and the
+    ``add`` where `state` tracks the live files)."""
     import pyarrow.parquet as pq
 
     for name in files:
         with storage.open_read(storage.path(LOG_FOLDER, name)) as handle:
             parquet = pq.ParquetFile(handle)
-            wanted = [c for c in ("metaData", "protocol", "txn")
-                      if c in parquet.schema_arrow.names]
+            columns = ("metaData", "protocol", "txn", *(("add",) if state.files is not None
+                                                         else ()))
+            wanted = [c for c in columns if c in parquet.schema_arrow.names]
             rows = parquet.read(columns=wanted).to_pylist()
         for row in rows:
             state.apply(state.version, [{k: v} for k, v in row.items() if v is not None])
@@ -260,27 +269,7 @@ def live_files(storage: Storage) -> set[str] | None:
     if state is None:
         return None
     if state.files is None:
-        state.files = _replay_files(storage, state.version)
+        replayed = _replay(storage, state.version, files=True)
+        state.files = set() if replayed is None or replayed.files is None else replayed.files
     return set(state.files)
 
-
-def _replay_files(storage: Storage, version: int) -> set[str]:
-    import pyarrow.parquet as pq
-
-    files: set[str] = set()
-    checkpoint = _last_checkpoint(storage.ls(storage.path(LOG_FOLDER)), version)
-    start = 0
-    if checkpoint is not None:
-        start = checkpoint[0] + 1
-        for name in checkpoint[1]:
-            with storage.open_read(storage.path(LOG_FOLDER, name)) as handle:
-                adds = pq.ParquetFile(handle).read(columns=["add"]).column("add")
-            files.update(a["path"] for a in adds.to_pylist() if a is not None)
-    replay = LogState(start - 1, files=files)
-    for later in range(start, version + 1):
-        actions = read_version(storage, later)
-        if actions is None:
-            raise TableFormatError(f"the Delta log {storage.url(storage.path(LOG_FOLDER))} "
-                                   f"lacks version {later}")
-        replay.apply(later, actions)
-    return files
