@@ -35,7 +35,7 @@ from markerstore import config
 from markerstore.commit.names import parse_path
 from markerstore.formats import FormatPublisher, publishers_of, referenced_paths
 from markerstore.formats.base import TimelineView
-from markerstore.formats.publish import missing_instants, release_point
+from markerstore.formats.publish import expire_snapshots, missing_instants, release_point
 from markerstore.option_values import duration_seconds
 from markerstore.table import Table
 from markerstore.timeline import META_DIR
@@ -150,6 +150,10 @@ def expire(table: Table, *, retention: str | float | None = None, now: float | N
     report.unpublished = sorted(unpublished)
     due = [i for i in due if i not in unpublished]
     release = release_point(publishers, cutoff_ms)
+    if not due:  # no replaced file to delete: the snapshots expire, no file is looked up
+        if release is not None and not dry_run:
+            expire_snapshots(table, publishers, release, view)
+        return report
     kept = (referenced_paths(table, publishers, since=release) if dry_run else
             referenced_paths(table, publishers, release_before=release, view=view))
     for instant in due:

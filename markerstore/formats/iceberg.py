@@ -43,6 +43,7 @@ from pyiceberg.exceptions import (
     TableAlreadyExistsError,
 )
 from pyiceberg.table import Table, TableProperties, Transaction
+from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update.snapshot import ExpireSnapshots, UpdateSnapshot
 from pyiceberg.utils.properties import property_as_bool
 
@@ -88,6 +89,7 @@ from markerstore.formats.iceberg_files import (
     referenced_files,
     relative,
 )
+from markerstore.formats.iceberg_merge import TieredAppend
 from markerstore.formats.iceberg_restore import IcebergRestore
 from markerstore.table import Table as MarkerstoreTable
 
@@ -268,7 +270,8 @@ class IcebergPublisher(IcebergRestore):
 
     # -- beyond the protocol: releasing old snapshots -----------------------------------
 
-    def expire_before(self, instant: str, count: int | None = None) -> set[str]:
+    def expire_before(self, instant: str, count: int | None = None, *,
+                      released: bool = True) -> set[str]:
         """Expire the snapshots of the instants before `instant` (never the current one)
         and return the table-relative paths of the data files no retained snapshot
         references any more: the files a replace replaced, which markerstore may now
@@ -277,12 +280,15 @@ class IcebergPublisher(IcebergRestore):
         a point): from then on an instant before it counts as published (:meth:`holds`,
         and :meth:`publish` is a no-op for it), though :meth:`published_instants` no
         longer lists the expired ones. `count`: how many instants the timeline has before
-        `instant` (kept, so that one started later with an older id is noticed)."""
+        `instant` (kept, so that one started later with an older id is noticed); without
+        `released`, the paths are not worked out (every manifest read twice) and the set
+        is empty."""
         table = self.table()
         if table is None:
             return set()
         expired = _expirable(table, instant)
-        before, metadata_before = self._referenced(table), manifest_files(table)
+        before = self._referenced(table) if released else set()
+        metadata_before = manifest_files(table)
         after = _without_retries(table)
         with after.transaction() as tx:
             if expired:
@@ -296,7 +302,7 @@ class IcebergPublisher(IcebergRestore):
         self._table = after  # its metadata is the committed one now
         for path in sorted(metadata_before - manifest_files(after)):
             after.io.delete(path)         # what only the expired snapshots referenced
-        return before - self._referenced(after)
+        return before - self._referenced(after) if released else set()
 
     def retained_from(self, cutoff_ms: int) -> str | None:
         """The instant of the snapshot that was current at `cutoff_ms` (epoch ms): time
@@ -371,8 +377,8 @@ class IcebergPublisher(IcebergRestore):
                             schema.name_mapping.model_dump_json(),
                             # metadata files beyond the kept history are deleted
                             TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
-                            # a stream's many commits: manifests merged, as Iceberg's Java
-                            # library does by default, from 16 (each commit reads them all)
+                            # a stream's many commits: manifests merged, 16 of a tier into
+                            # one of the next (each commit reads them all; .iceberg_merge)
                             TableProperties.MANIFEST_MERGE_ENABLED: "true",
                             TableProperties.MANIFEST_MIN_MERGE_COUNT: MIN_MERGE_COUNT})
         except TableAlreadyExistsError:
@@ -471,12 +477,16 @@ def _expirable(table: Table, instant: str) -> list[int]:
 
 
 def _appender(tx: Transaction, snapshot: UpdateSnapshot) -> Any:
-    """A fast append, or a merging one where the table asks for it
-    (``commit.manifest-merge.enabled``, as pyiceberg's own append does)."""
+    """A fast append, or one whose manifests are merged in tiers where the table asks for
+    merging (``commit.manifest-merge.enabled``; :mod:`.iceberg_merge`)."""
     merge = property_as_bool(tx.table_metadata.properties,
                              TableProperties.MANIFEST_MERGE_ENABLED,
                              TableProperties.MANIFEST_MERGE_ENABLED_DEFAULT)
-    return snapshot.merge_append() if merge else snapshot.fast_append()
+    if not merge:
+        return snapshot.fast_append()
+    return TieredAppend(operation=Operation.APPEND, transaction=tx, io=snapshot._io,
+                        branch=snapshot._branch,
+                        snapshot_properties=snapshot._snapshot_properties)
 
 
 def manifest_files(table: Table) -> set[str]:

@@ -32,14 +32,9 @@ from pyiceberg.io.pyarrow import (
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestFile
 from pyiceberg.partitioning import PartitionField, PartitionSpec, partition_record_value
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
-from pyiceberg.table import TableProperties
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation
-from pyiceberg.table.update.snapshot import (
-    UpdateSnapshot,
-    _MergeAppendFiles,
-    _OverwriteFiles,
-)
+from pyiceberg.table.update.snapshot import UpdateSnapshot, _OverwriteFiles
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import (
@@ -60,10 +55,10 @@ from pyiceberg.types import (
     UUIDType,
 )
 from pyiceberg.utils.concurrent import ExecutorFactory
-from pyiceberg.utils.properties import property_as_bool, property_as_int
 
 from markerstore.errors import IcebergPublishError
 from markerstore.formats.base import PublishedFile
+from markerstore.formats.iceberg_merge import merge_in_tiers
 from markerstore.paths import HIVE_DEFAULT_PARTITION
 
 FIRST_PARTITION_FIELD_ID = 1000  # Iceberg's first partition field id
@@ -286,10 +281,11 @@ def referenced_files(io: FileIO, metadata: TableMetadata) -> set[str]:
 
 
 class MergingOverwrite(_OverwriteFiles):
-    """pyiceberg's overwrite, whose manifests are merged as its merge append merges them
-    (``commit.manifest-merge.enabled``, ``commit.manifest.min-count-to-merge``), as every
-    snapshot producer of Iceberg's Java library does: else each replace leaves one more
-    manifest for every reader and every later commit to open."""
+    """pyiceberg's overwrite, whose manifests are merged in tiers as an append's are
+    (``commit.manifest-merge.enabled``, ``commit.manifest.min-count-to-merge``;
+    :mod:`.iceberg_merge`), as every snapshot producer of Iceberg's Java library merges
+    them: else each replace leaves one more manifest for every reader and every later
+    commit to open."""
 
     def __init__(self, update: UpdateSnapshot) -> None:
         metadata = update._transaction.table_metadata
@@ -297,18 +293,9 @@ class MergingOverwrite(_OverwriteFiles):
             operation=Operation.OVERWRITE if metadata.snapshot_by_name(name=update._branch)
             else Operation.APPEND, transaction=update._transaction, io=update._io,
             branch=update._branch, snapshot_properties=update._snapshot_properties)
-        properties = metadata.properties
-        self._target_size_bytes = property_as_int(
-            properties, TableProperties.MANIFEST_TARGET_SIZE_BYTES,
-            TableProperties.MANIFEST_TARGET_SIZE_BYTES_DEFAULT)
-        self._min_count_to_merge = property_as_int(
-            properties, TableProperties.MANIFEST_MIN_MERGE_COUNT,
-            TableProperties.MANIFEST_MIN_MERGE_COUNT_DEFAULT)
-        self._merge_enabled = property_as_bool(
-            properties, TableProperties.MANIFEST_MERGE_ENABLED,
-            TableProperties.MANIFEST_MERGE_ENABLED_DEFAULT)
 
-    _process_manifests = _MergeAppendFiles._process_manifests
+    def _process_manifests(self, manifests: list[ManifestFile]) -> list[ManifestFile]:
+        return merge_in_tiers(self, manifests)
 
 
 def relative(path: str, location: str) -> str | None:

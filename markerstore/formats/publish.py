@@ -271,14 +271,22 @@ def referenced_paths(table: Table, publishers: list[FormatPublisher] | None = No
     snapshots before it were expired (nothing changes)."""
     publishers = publishers_of(table) if publishers is None else publishers
     if release_before is not None:
-        view = TimelineView.of(table.timeline()) if view is None else view
-        for publisher in publishers:
-            expire_before = getattr(publisher, "expire_before", None)
-            if expire_before is not None:
-                mark = view.settled(missing_instants(publisher, view))
-                before = min(release_before, mark.before)
-                expire_before(before, view.count_before(before))
+        expire_snapshots(table, publishers, release_before, view)
     return {p for publisher in publishers for p in _referenced(publisher, since)}
+
+
+def expire_snapshots(table: Table, publishers: list[FormatPublisher], release_before: str,
+                     view: TimelineView | None = None) -> None:
+    """Expire the snapshots of the instants before `release_before` of each format that
+    keeps older snapshots (Iceberg), never past an instant still open or not yet
+    published (:func:`referenced_paths`); `view`: the timeline as the caller listed it."""
+    view = TimelineView.of(table.timeline()) if view is None else view
+    for publisher in publishers:
+        expire_before = getattr(publisher, "expire_before", None)
+        if expire_before is not None:
+            mark = view.settled(missing_instants(publisher, view))
+            before = min(release_before, mark.before)
+            expire_before(before, view.count_before(before), released=False)
 
 
 def _referenced(publisher: FormatPublisher, since: str | None) -> set[str]:

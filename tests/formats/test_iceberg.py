@@ -336,9 +336,30 @@ def test_expiring_old_snapshots_releases_the_replaced_files(lake: Lake) -> None:
     assert len(history(publisher)) == 1
 
 
-def test_a_table_that_merges_manifests_keeps_their_count_small(lake: Lake) -> None:
+def power(n: int, base: int) -> int:
+    """The largest power of `base` dividing `n`."""
+    found = 1
+    while n % base == 0:
+        n, found = n // base, found * base
+    return found
+
+
+def digits(n: int, base: int) -> list[int]:
+    found = []
+    while n:
+        n, digit = divmod(n, base)
+        found.append(digit)
+    return found
+
+
+def test_a_table_that_merges_manifests_merges_them_in_tiers(lake: Lake) -> None:
     """Many small commits (a stream's micro-batches): with the table's
-    commit.manifest-merge.enabled, publishing merges manifests as pyiceberg's append does."""
+    commit.manifest-merge.enabled and min-count-to-merge 3, every 3 manifests of a tier
+    (under 3, 9, 27 ... files) are merged into one of the next. So after n commits of one
+    file the snapshot has as many manifests as n has base-3 digits' sum (n = 14 = 112 in
+    base 3: 1 + 1 + 2 = 4 manifests), a merge rewrites 3^k files every 3^k commits (where
+    merging the table's one large manifest with the new ones, as pyiceberg's merge does,
+    rewrites every file every 2 commits), and pyiceberg's scan reads every row back."""
     publisher = IcebergPublisher(lake.url)
     commits = [lake.commit(rows(range(0, 1), D1, "eu"))]
     publisher.publish(commits[0])
@@ -347,13 +368,22 @@ def test_a_table_that_merges_manifests_keeps_their_count_small(lake: Lake) -> No
     with table.transaction() as tx:
         tx.set_properties({"commit.manifest-merge.enabled": "true",
                            "commit.manifest.min-count-to-merge": "3"})
-    for i in range(1, 8):
+    rewritten = []
+    for i in range(1, 27):
         commits.append(lake.commit(rows(range(i, i + 1), D2, "us")))
         publisher.publish(commits[-1])
-    table = publisher.table()
-    current = table.current_snapshot() if table is not None else None
-    assert table is not None and current is not None
-    assert len(current.manifests(table.io)) < 3
+        table = publisher.table()
+        current = table.current_snapshot() if table is not None else None
+        assert table is not None and current is not None
+        manifests = current.manifests(table.io)
+        assert len(manifests) == sum(digits(len(commits), 3)), len(commits)
+        assert sum(m.added_files_count or 0 for m in manifests) + sum(
+            m.existing_files_count or 0 for m in manifests) == len(commits)
+        rewritten.append(sum(m.existing_files_count or 0 for m in manifests
+                             if m.added_snapshot_id == current.snapshot_id))
+    # the n-th commit merges 3^k files, 3^k the largest power of 3 dividing n (so each
+    # file is rewritten once a tier): the new file among them, the others existing
+    assert rewritten == [power(n, 3) - 1 for n in range(2, 28)]
     assert history(publisher) == [c.instant for c in commits]
     assert scanned(table) == lake.expected(lake.rows)
 
