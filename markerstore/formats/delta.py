@@ -44,9 +44,11 @@ from markerstore.formats.base import (
 from markerstore.formats.commits import hive_partition
 from markerstore.formats.delta_evolve import (
     CHECKPOINT_INTERVAL_KEY,
+    TXN_RETENTION_KEY,
     checkpoint_interval,
     delta_type_json,
     plan_schema,
+    transaction_retention,
     version_actions,
     write_version,
 )
@@ -55,6 +57,7 @@ from markerstore.formats.stats import file_stats
 from markerstore.formats.values import delta_partition_value
 from markerstore.option_values import duration_seconds
 from markerstore.table import Table
+from markerstore.timeline import parse_instant
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,9 @@ TOMBSTONE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
 # snapshot it holds.
 RESTORED_KEY = "markerstore.restored"
 FOREIGN_LIMIT = 100  # versions after markerstore's last one read, at most
+# How much younger than the app transaction retention an instant must be for its missing
+# transaction to mean "never published" (its publish came after its start, clocks differ)
+TXN_MARGIN_S = 3600
 
 
 def table_configuration(table: Table) -> dict[str, str]:
@@ -175,14 +181,35 @@ class DeltaPublisher:
         if state is None:
             return list(view.completed)
         mark = Settled.from_summary(state.info)
-        return [i for i in view.candidates(mark) if APP_PREFIX + i not in state.txns]
+        return self._unheld(state, view.candidates(mark))
 
     def held_among(self, instants: list[str]) -> set[str]:
         """Those of `instants` the log holds by their app transaction."""
         state = self._log()
         if state is None or not instants:
             return set()
-        return {i for i in instants if APP_PREFIX + i in state.txns}
+        return set(instants) - set(self._unheld(state, instants))
+
+    def _unheld(self, state: LogState, instants: list[str]) -> list[str]:
+        """Those of `instants` without an app transaction in the log. Where the table
+        expires app transactions (``delta.setTransactionRetentionDuration``, set by a user
+        or another tool), one old enough to have lost its transaction cannot be told from
+        one never published: TableFormatError, rather than publishing it twice."""
+        missing = [i for i in instants if APP_PREFIX + i not in state.txns]
+        seconds = transaction_retention(state.metadata.configuration
+                                        if state.metadata is not None else {})
+        if seconds is None or not missing:
+            return missing
+        horizon = time.time() - seconds + TXN_MARGIN_S
+        old = [i for i in missing if parse_instant(i).timestamp() < horizon]
+        if old:
+            raise TableFormatError(
+                f"the Delta table {self.uri} expires app transactions ({TXN_RETENTION_KEY}"
+                f" = {seconds:g} s), and instant {old[0]} is old enough to have lost its own:"
+                " whether Delta "
+                f"holds it ({len(old)} such instant(s)) cannot be told; unset the property "
+                "and rebuild the Delta table (verify --repair)")
+        return missing
 
     def position(self) -> str | None:
         """``v<version>`` of the log's latest version, None before the first."""

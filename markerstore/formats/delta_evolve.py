@@ -20,6 +20,7 @@ needs a table feature (``timestampNtz``).
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -217,3 +218,25 @@ def checkpoint_interval(configuration: Mapping[str, str | None]) -> int:
                           CHECKPOINT_INTERVAL_DEFAULT))
     except ValueError:
         return CHECKPOINT_INTERVAL_DEFAULT
+
+
+# Delta's table property by which a checkpoint drops the app transactions older than it
+# (and readers ignore them): how markerstore tells which instants the table holds.
+TXN_RETENTION_KEY = "delta.setTransactionRetentionDuration"
+_INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s*([a-z]+?)s?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3,
+                 "second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+
+
+def transaction_retention(configuration: Mapping[str, str | None]) -> float | None:
+    """Seconds after which the table's app transactions expire (`TXN_RETENTION_KEY`, a
+    Delta interval such as ``interval 7 days``); None: never (not set)."""
+    text = configuration.get(TXN_RETENTION_KEY)
+    if not text:
+        return None
+    match = _INTERVAL.match(text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNIT_SECONDS:
+        raise TableFormatError(f"the Delta table property {TXN_RETENTION_KEY} is {text!r}, "
+                               "not an interval such as 'interval 7 days'")
+    return int(match.group(1)) * _UNIT_SECONDS[unit]

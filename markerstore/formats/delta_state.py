@@ -209,6 +209,8 @@ def _replay(storage: Storage, upto: int | None = None, *, files: bool = False
                      files=set() if files else None)
     if checkpoint is not None:
         _read_checkpoint(storage, state, checkpoint[1])
+        if state.version in versions and max(versions) == state.version:
+            state.info = _commit_info(read_version(storage, state.version) or [])
     for version in (v for v in versions if v > state.version):
         actions = read_version(storage, version)
         if actions is None or version != state.version + 1:
@@ -216,6 +218,12 @@ def _replay(storage: Storage, upto: int | None = None, *, files: bool = False
                                    f"lacks version {state.version + 1}")
         state.apply(version, actions)
     return state
+
+
+def _commit_info(actions: list[dict[str, Any]]) -> dict[str, Any]:
+    """The commit info among a version's actions (its settled mark: the latest version's
+    is read even where a checkpoint holds the rest of its state)."""
+    return next((dict(a["commitInfo"] or {}) for a in actions if "commitInfo" in a), {})
 
 
 def _last_checkpoint(names: list[str], latest: int | None = None

@@ -82,6 +82,20 @@ def test_the_replayed_log_is_what_delta_rs_reads(tmp_path: Path) -> None:
     assert _checked(folder).version == 8
 
 
+def test_a_log_read_afresh_at_a_checkpointed_version_has_its_commit_info(
+        tmp_path: Path) -> None:
+    """The latest version's commit info holds the settled mark; a checkpoint does not
+    hold commit info, so a log whose latest version is checkpointed reads that version's
+    JSON file for it."""
+    folder = tmp_path / "t"
+    _write(folder, 0, configuration={"delta.checkpointInterval": "3"})
+    for n in range(1, 3):  # delta-rs checkpoints version 2 (its third)
+        _write(folder, n)
+    assert (folder / "_delta_log" / f"{2:020d}.checkpoint.parquet").exists()
+    delta_state.forget(Table(str(folder)).storage)
+    assert _checked(folder).info.get("step") == "2"
+
+
 def test_a_log_rebuilt_under_the_kept_state_is_read_afresh(tmp_path: Path) -> None:
     folder = tmp_path / "t"
     for n in range(3):

@@ -12,6 +12,7 @@ pyiceberg."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -24,6 +25,7 @@ from markerstore import Table
 from markerstore.commit import WriteJob
 from markerstore.commit.driver import ErrorTableSpec
 from markerstore.commit.verify import verify
+from markerstore.formats import delta_state
 from tests.formats.readback import every_reader, iceberg, rows
 from tests.support.commit_checks import batches, day_batches, open_table, run_job_tasks
 
@@ -130,3 +132,44 @@ def test_an_instant_started_later_with_an_older_id_is_never_taken_for_published(
         assert set(range(70_000, 70_007)) <= set(data.column("id").to_pylist()), reader
     assert outcomes["iceberg"].reason is not None and "clock" in outcomes["iceberg"].reason
     assert "iceberg pending (" in result.published
+
+
+def test_a_delta_table_that_expires_app_transactions_is_never_published_twice(
+        local_where: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Delta's ``delta.setTransactionRetentionDuration`` (set here by delta-rs, as another
+    tool would) makes a checkpoint drop the app transactions older than it, and readers
+    ignore them: the evidence of which instants Delta holds. A writer whose clock is
+    behind then makes every instant a candidate: one whose transaction expired cannot be
+    told from one never published, so the publish says so (the write's result, verify)
+    instead of publishing it a second time (which would bring back the files a later
+    replace removed), and delta-rs reads what the timeline holds."""
+    from deltalake import DeltaTable
+
+    table = open_table(local_where, markerstore__table__formats="delta")
+    first = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
+    first.commit(run_job_tasks(first, {0: batches(30, days=3)}))
+    url = table.storage.url()
+    DeltaTable(url).alter.set_table_properties({
+        "delta.setTransactionRetentionDuration": "interval 3 seconds",
+        "delta.checkpointInterval": "1"}, raise_if_not_exists=False)
+    # an instant 1 s younger than the retention (not 1 h) still tells by its transaction
+    monkeypatch.setattr("markerstore.formats.delta.TXN_MARGIN_S", 1.0)
+    time.sleep(3.5)  # the first instant's transaction expires at the next checkpoint
+    second = WriteJob(table, partition_by=["day"], conflict_mode="replace").start()
+    assert second.commit(run_job_tasks(second, {0: day_batches(5, 0, start=1000)})
+                         ).formats[0].reason is None  # replaces the first's day 0
+    delta_state.forget(table.storage)  # as a new process reads the log
+
+    monkeypatch.setattr("markerstore.timeline.timeline.next_instant_candidate",
+                        lambda: "20200101000000000")
+    late = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
+    result = late.commit(run_job_tasks(late, {0: batches(7, start=70_000, days=3)}))
+
+    # the first instant published again would bring its replaced day 0 back
+    kept = {i for i in range(30) if i % 3} | set(range(1000, 1005))
+    for reader, data in every_reader(url, iceberg_on=False).items():
+        assert sorted(data.column("id").to_pylist()) == sorted(kept), reader
+    (outcome,) = result.formats
+    assert outcome.reason is not None and "expires app transactions" in outcome.reason
+    assert "delta pending (" in result.published
+    assert [f.kind for f in verify(table, grace="0").findings] == ["format_error"]
