@@ -415,16 +415,19 @@ class DeltaPublisher:
 
     def _checkpoint(self, version: int) -> None:
         """A checkpoint of `version` (delta-rs writes it), as the table's
-        ``delta.checkpointInterval`` asks; one that fails is only logged (the log is
-        whole without it)."""
+        ``delta.checkpointInterval`` asks, then the log files before it older than
+        ``delta.logRetentionDuration`` (30 days unless set) deleted, as Delta's own
+        writers clean the log up after a checkpoint; a failure is only logged (the log is
+        whole without either)."""
         from deltalake import DeltaTable
 
         try:
-            DeltaTable(self.uri, version=version,
-                       storage_options=self.storage_options).create_checkpoint()
+            delta = DeltaTable(self.uri, version=version, storage_options=self.storage_options)
+            delta.create_checkpoint()
+            delta.cleanup_metadata()
         except Exception as exc:
-            log.warning("the Delta checkpoint of %s at version %d was not written: %s",
-                        self.uri, version, exc)
+            log.warning("the Delta checkpoint of %s at version %d or its log cleanup was "
+                        "not done: %s", self.uri, version, exc)
 
     def _create(self, commit: CommitToPublish, actions: list[Any], properties: Any) -> None:
         """The Delta table, created by its first version (`actions`: `commit`'s files)."""

@@ -173,3 +173,28 @@ def test_a_delta_table_that_expires_app_transactions_is_never_published_twice(
     assert outcome.reason is not None and "expires app transactions" in outcome.reason
     assert "delta pending (" in result.published
     assert [f.kind for f in verify(table, grace="0").findings] == ["format_error"]
+
+
+def test_a_checkpoint_cleans_up_the_log_as_delta_writers_do(local_where: Any) -> None:
+    """After a checkpoint, the log files before it older than the table's
+    ``delta.logRetentionDuration`` are deleted (Delta's own writers do the same), so the
+    log a reader lists does not grow with the history; delta-rs still reads every row."""
+    from deltalake import DeltaTable
+
+    table = open_table(local_where, markerstore__table__formats="delta")
+    job = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
+    job.commit(run_job_tasks(job, {0: batches(30, days=3)}))
+    url = table.storage.url()
+    DeltaTable(url).alter.set_table_properties({
+        "delta.logRetentionDuration": "interval 0 seconds",
+        "delta.checkpointInterval": "2"}, raise_if_not_exists=False)
+    for n in range(1, 6):
+        job = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
+        result = job.commit(run_job_tasks(job, {0: batches(10, start=n * 100, days=3)}))
+        assert result.formats[0].reason is None
+    names = table.storage.ls(table.storage.path("_delta_log"))
+    versions = sorted(int(n[:20]) for n in names if n.endswith(".json") and n[:20].isdigit())
+    assert versions == [6], names  # the checkpoint of version 6, nothing before it
+    expected = set(range(30)) | {n * 100 + i for n in range(1, 6) for i in range(10)}
+    for reader, data in every_reader(url, iceberg_on=False).items():
+        assert sorted(data.column("id").to_pylist()) == sorted(expected), reader
