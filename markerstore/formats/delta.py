@@ -44,11 +44,13 @@ from markerstore.formats.base import (
 from markerstore.formats.commits import hive_partition
 from markerstore.formats.delta_evolve import (
     CHECKPOINT_INTERVAL_KEY,
+    LOG_RETENTION_DEFAULT_S,
+    LOG_RETENTION_KEY,
     TXN_RETENTION_KEY,
     checkpoint_interval,
     delta_type_json,
+    interval_seconds,
     plan_schema,
-    transaction_retention,
     version_actions,
     write_version,
 )
@@ -196,8 +198,8 @@ class DeltaPublisher:
         or another tool), one old enough to have lost its transaction cannot be told from
         one never published: TableFormatError, rather than publishing it twice."""
         missing = [i for i in instants if APP_PREFIX + i not in state.txns]
-        seconds = transaction_retention(state.metadata.configuration
-                                        if state.metadata is not None else {})
+        seconds = interval_seconds(state.metadata.configuration
+                                   if state.metadata is not None else {}, TXN_RETENTION_KEY)
         if seconds is None or not missing:
             return missing
         horizon = time.time() - seconds + TXN_MARGIN_S
@@ -366,7 +368,7 @@ class DeltaPublisher:
                 state.identity = None
                 delta_state.remember(self.table.storage, state)
                 if version % checkpoint_interval(metadata.configuration) == 0:
-                    self._checkpoint(version)
+                    self._checkpoint(version, metadata)
                 log.info("instant %s: Delta version %d published (%d file(s)%s%s)",
                          commit.instant, version, len(commit.added),
                          ", overwrite" if commit.mode == OVERWRITE else "",
@@ -413,18 +415,20 @@ class DeltaPublisher:
                 "partitioning")
         return metadata
 
-    def _checkpoint(self, version: int) -> None:
+    def _checkpoint(self, version: int, metadata: Metadata) -> None:
         """A checkpoint of `version` (delta-rs writes it), as the table's
-        ``delta.checkpointInterval`` asks, then the log files before it older than
-        ``delta.logRetentionDuration`` (30 days unless set) deleted, as Delta's own
-        writers clean the log up after a checkpoint; a failure is only logged (the log is
-        whole without either)."""
+        ``delta.checkpointInterval`` asks; once the table is older than its
+        ``delta.logRetentionDuration`` (Delta's 30 days unless set), the log files before
+        the checkpoint older than that are deleted, as Delta's own writers clean the log
+        up (before, there is nothing to delete, and looking costs a listing of the whole
+        log). A failure is only logged: the log is whole without either."""
         from deltalake import DeltaTable
 
         try:
             delta = DeltaTable(self.uri, version=version, storage_options=self.storage_options)
             delta.create_checkpoint()
-            delta.cleanup_metadata()
+            if _log_expires(metadata):
+                delta.cleanup_metadata()
         except Exception as exc:
             log.warning("the Delta checkpoint of %s at version %d or its log cleanup was "
                         "not done: %s", self.uri, version, exc)
@@ -443,6 +447,15 @@ class DeltaPublisher:
             configuration=table_configuration(self.table), storage_options=self.storage_options,
             commit_properties=properties)
         self._load()
+
+
+def _log_expires(metadata: Metadata) -> bool:
+    """Whether the table is old enough for log files to have passed its
+    ``delta.logRetentionDuration`` (a table whose creation time is not known: yes)."""
+    seconds = interval_seconds(metadata.configuration, LOG_RETENTION_KEY)
+    seconds = LOG_RETENTION_DEFAULT_S if seconds is None else seconds
+    return metadata.created_time is None or \
+        time.time() * 1000 - metadata.created_time >= seconds * 1000
 
 
 def _delta_schema(schema: pa.Schema) -> pa.Schema:

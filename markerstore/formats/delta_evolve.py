@@ -223,20 +223,23 @@ def checkpoint_interval(configuration: Mapping[str, str | None]) -> int:
 # Delta's table property by which a checkpoint drops the app transactions older than it
 # (and readers ignore them): how markerstore tells which instants the table holds.
 TXN_RETENTION_KEY = "delta.setTransactionRetentionDuration"
+# How long the log's files are kept, and Delta's default.
+LOG_RETENTION_KEY = "delta.logRetentionDuration"
+LOG_RETENTION_DEFAULT_S = 30 * 86400
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s*([a-z]+?)s?\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3,
                  "second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
 
 
-def transaction_retention(configuration: Mapping[str, str | None]) -> float | None:
-    """Seconds after which the table's app transactions expire (`TXN_RETENTION_KEY`, a
-    Delta interval such as ``interval 7 days``); None: never (not set)."""
-    text = configuration.get(TXN_RETENTION_KEY)
+def interval_seconds(configuration: Mapping[str, str | None], key: str) -> float | None:
+    """The seconds of the table property `key`, a Delta interval such as ``interval 7
+    days``; None where it is not set."""
+    text = configuration.get(key)
     if not text:
         return None
     match = _INTERVAL.match(text)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _UNIT_SECONDS:
-        raise TableFormatError(f"the Delta table property {TXN_RETENTION_KEY} is {text!r}, "
-                               "not an interval such as 'interval 7 days'")
+        raise TableFormatError(f"the Delta table property {key} is {text!r}, not an "
+                               "interval such as 'interval 7 days'")
     return int(match.group(1)) * _UNIT_SECONDS[unit]

@@ -134,6 +134,19 @@ def test_an_instant_started_later_with_an_older_id_is_never_taken_for_published(
     assert "iceberg pending (" in result.published
 
 
+def _delta_table_with(where: Any, properties: dict[str, str]) -> Table:
+    """A table publishing Delta, ids 0 to 29 appended (days 0 to 2), then the Delta
+    table's `properties` set by delta-rs (as another tool would set them)."""
+    from deltalake import DeltaTable
+
+    table = open_table(where, markerstore__table__formats="delta")
+    first = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
+    first.commit(run_job_tasks(first, {0: batches(30, days=3)}))
+    DeltaTable(table.storage.url()).alter.set_table_properties(properties,
+                                                               raise_if_not_exists=False)
+    return table
+
+
 def test_a_delta_table_that_expires_app_transactions_is_never_published_twice(
         local_where: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Delta's ``delta.setTransactionRetentionDuration`` (set here by delta-rs, as another
@@ -143,15 +156,10 @@ def test_a_delta_table_that_expires_app_transactions_is_never_published_twice(
     told from one never published, so the publish says so (the write's result, verify)
     instead of publishing it a second time (which would bring back the files a later
     replace removed), and delta-rs reads what the timeline holds."""
-    from deltalake import DeltaTable
-
-    table = open_table(local_where, markerstore__table__formats="delta")
-    first = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
-    first.commit(run_job_tasks(first, {0: batches(30, days=3)}))
-    url = table.storage.url()
-    DeltaTable(url).alter.set_table_properties({
+    table = _delta_table_with(local_where, {
         "delta.setTransactionRetentionDuration": "interval 3 seconds",
-        "delta.checkpointInterval": "1"}, raise_if_not_exists=False)
+        "delta.checkpointInterval": "1"})
+    url = table.storage.url()
     # an instant 1 s younger than the retention (not 1 h) still tells by its transaction
     monkeypatch.setattr("markerstore.formats.delta.TXN_MARGIN_S", 1.0)
     time.sleep(3.5)  # the first instant's transaction expires at the next checkpoint
@@ -178,23 +186,25 @@ def test_a_delta_table_that_expires_app_transactions_is_never_published_twice(
 def test_a_checkpoint_cleans_up_the_log_as_delta_writers_do(local_where: Any) -> None:
     """After a checkpoint, the log files before it older than the table's
     ``delta.logRetentionDuration`` are deleted (Delta's own writers do the same), so the
-    log a reader lists does not grow with the history; delta-rs still reads every row."""
+    log a reader lists does not grow with the history; a table younger than the retention
+    (Delta's 30 days here) has none to delete, and its log is not looked through for
+    them. delta-rs reads every row either way."""
     from deltalake import DeltaTable
 
-    table = open_table(local_where, markerstore__table__formats="delta")
-    job = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
-    job.commit(run_job_tasks(job, {0: batches(30, days=3)}))
+    table = _delta_table_with(local_where, {"delta.checkpointInterval": "2"})
     url = table.storage.url()
-    DeltaTable(url).alter.set_table_properties({
-        "delta.logRetentionDuration": "interval 0 seconds",
-        "delta.checkpointInterval": "2"}, raise_if_not_exists=False)
-    for n in range(1, 6):
+
+    def write(n: int) -> list[int]:
         job = WriteJob(table, partition_by=["day"], conflict_mode="append").start()
         result = job.commit(run_job_tasks(job, {0: batches(10, start=n * 100, days=3)}))
         assert result.formats[0].reason is None
-    names = table.storage.ls(table.storage.path("_delta_log"))
-    versions = sorted(int(n[:20]) for n in names if n.endswith(".json") and n[:20].isdigit())
-    assert versions == [6], names  # the checkpoint of version 6, nothing before it
-    expected = set(range(30)) | {n * 100 + i for n in range(1, 6) for i in range(10)}
+        names = table.storage.ls(table.storage.path("_delta_log"))
+        return sorted(int(n[:20]) for n in names if n.endswith(".json") and n[:20].isdigit())
+
+    assert [write(n) for n in (1, 2)][-1] == [0, 1, 2, 3]  # checkpointed at 2, all kept
+    DeltaTable(url).alter.set_table_properties(
+        {"delta.logRetentionDuration": "interval 0 seconds"}, raise_if_not_exists=False)
+    assert [write(n) for n in (3, 4)][-1] == [6]  # the checkpoint of 6, nothing before
+    expected = set(range(30)) | {n * 100 + i for n in range(1, 5) for i in range(10)}
     for reader, data in every_reader(url, iceberg_on=False).items():
         assert sorted(data.column("id").to_pylist()) == sorted(expected), reader
