@@ -104,6 +104,9 @@ EXPIRED_COUNT_PROPERTY = "markerstore.expired-count"
 # commit.manifest.min-count-to-merge of the tables markerstore creates (Iceberg's default,
 # 100, lets a table of small commits reach 100 manifests, each opened by every commit)
 MIN_MERGE_COUNT = "16"
+# write.metadata.previous-versions-max of the tables markerstore creates: the metadata files
+# the metadata log names (Iceberg's default, 100, is half of a small table's metadata)
+PREVIOUS_VERSIONS = "16"
 # Snapshots superseded before the retention's cutoff that a write's expiry lets gather
 # before it expires them (in one commit; a write does not pay one every time).
 EXPIRE_BATCH = 16
@@ -375,8 +378,11 @@ class IcebergPublisher(IcebergRestore):
                 self.identifier, schema, location=self.location, partition_spec=spec,
                 properties={TableProperties.DEFAULT_NAME_MAPPING:
                             schema.name_mapping.model_dump_json(),
-                            # metadata files beyond the kept history are deleted
+                            # metadata files beyond the kept history are deleted, and the
+                            # history (the metadata log every load parses) is 16 files,
+                            # not 100: time travel reads the retained snapshots
                             TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
+                            TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: PREVIOUS_VERSIONS,
                             # a stream's many commits: manifests merged, 16 of a tier into
                             # one of the next (each commit reads them all; .iceberg_merge)
                             TableProperties.MANIFEST_MERGE_ENABLED: "true",

@@ -401,3 +401,22 @@ def test_an_unpartitioned_table_appends_and_replaces(tmp_path: Path) -> None:
     assert table is not None and table.spec().is_unpartitioned()
     assert scanned(table) == [{"id": 3, "name": "c"}, {"id": 4, "name": "d"}]
     assert len(history(publisher)) == 3
+
+
+def test_the_metadata_log_a_load_parses_names_16_files(lake: Lake) -> None:
+    """Tables markerstore creates set write.metadata.previous-versions-max to 16 (not
+    Iceberg's default 100, half of a small table's metadata, parsed by every load): after
+    20 commits the metadata log names 16 earlier files, the older ones are deleted, and
+    every snapshot is still read back."""
+    publisher = IcebergPublisher(lake.url)
+    commits = [lake.commit(rows(range(i, i + 1), D1, "eu")) for i in range(20)]
+    for commit in commits:
+        publisher.publish(commit)
+    table = publisher.table()
+    assert table is not None
+    assert table.properties["write.metadata.previous-versions-max"] == "16"
+    assert len(table.metadata.metadata_log) == 16
+    names = lake.fs.ls(f"{lake.root()}/metadata", detail=False)
+    assert len([n for n in names if n.endswith(".metadata.json")]) == 17
+    assert history(publisher) == [c.instant for c in commits]
+    assert scanned(table) == lake.expected(lake.rows)
