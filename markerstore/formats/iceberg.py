@@ -106,7 +106,7 @@ EXPIRED_COUNT_PROPERTY = "markerstore.expired-count"
 MIN_MERGE_COUNT = "16"
 # write.metadata.previous-versions-max of the tables markerstore creates: the metadata files
 # the metadata log names (Iceberg's default, 100, is half of a small table's metadata)
-PREVIOUS_VERSIONS = "16"
+PREVIOUS_VERSIONS = 16
 # Snapshots superseded before the retention's cutoff that a write's expiry lets gather
 # before it expires them (in one commit; a write does not pay one every time).
 EXPIRE_BATCH = 16
@@ -382,7 +382,7 @@ class IcebergPublisher(IcebergRestore):
                             # history (the metadata log every load parses) is 16 files,
                             # not 100: time travel reads the retained snapshots
                             TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
-                            TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: PREVIOUS_VERSIONS,
+                            TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: str(PREVIOUS_VERSIONS),
                             # a stream's many commits: manifests merged, 16 of a tier into
                             # one of the next (each commit reads them all; .iceberg_merge)
                             TableProperties.MANIFEST_MERGE_ENABLED: "true",
