@@ -207,10 +207,10 @@ class DeltaPublisher:
         if old:
             raise TableFormatError(
                 f"the Delta table {self.uri} expires app transactions ({TXN_RETENTION_KEY}"
-                f" = {seconds:g} s), and instant {old[0]} is old enough to have lost its own:"
-                " whether Delta "
-                f"holds it ({len(old)} such instant(s)) cannot be told; unset the property "
-                "and rebuild the Delta table (verify --repair)")
+                f" = {seconds:g} s): whether it holds instant {old[0]} ({len(old)} such "
+                "instant(s), old enough to have lost theirs) cannot be told; move "
+                "_delta_log/ aside and run markerstore verify --repair to rebuild it from "
+                "the timeline")
         return missing
 
     def position(self) -> str | None:
